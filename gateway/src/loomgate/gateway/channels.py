@@ -1,0 +1,117 @@
+"""The gateway's own ZMQ connections to one kernel process: IOPub, shell and stdin."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from jupyter_client.session import Session
+from zmq.eventloop.zmqstream import ZMQStream
+
+Message = dict[str, Any]
+Handler = Callable[[Message], None]
+
+NUDGE_INTERVAL = 0.2
+
+
+class KernelChannels:
+    """IOPub subscriber plus a shell/stdin pair sharing one identity (so input_request finds us).
+
+    The IOPub socket is opened as soon as the kernel process is launched, and `confirm()` proves
+    the subscription is live before anything is executed: a late ZMQ subscriber misses messages.
+    """
+
+    def __init__(self, km: Any, *, on_iopub: Handler, on_stdin: Handler) -> None:
+        self.session: Session = km.session
+        identity = uuid.uuid4().hex.encode()
+        self._on_iopub = on_iopub
+        self._replies: dict[str, asyncio.Future[Message]] = {}
+        self._probes: set[str] = set()
+        self._iopub_seen: asyncio.Future[None] | None = None
+        self.iopub: ZMQStream = km.connect_iopub()
+        self.shell: ZMQStream = km.connect_shell(identity=identity)
+        self.stdin: ZMQStream = km.connect_stdin(identity=identity)
+        self.iopub.on_recv(self._receiver(self._iopub_message))
+        self.shell.on_recv(self._receiver(self._shell_message))
+        self.stdin.on_recv(self._receiver(on_stdin))
+
+    def _receiver(self, handler: Handler) -> Callable[[list[bytes]], None]:
+        session = self.session
+
+        def receive(parts: list[bytes]) -> None:
+            _, parts = session.feed_identities(parts)
+            handler(session.deserialize(parts, content=True))
+
+        return receive
+
+    def _iopub_message(self, msg: Message) -> None:
+        if self._probes and msg["parent_header"].get("msg_id") in self._probes:
+            if self._iopub_seen is not None and not self._iopub_seen.done():
+                self._iopub_seen.set_result(None)
+            return
+        self._on_iopub(msg)
+
+    def _shell_message(self, msg: Message) -> None:
+        future = self._replies.pop(msg["parent_header"].get("msg_id", ""), None)
+        if future is not None and not future.done():
+            future.set_result(msg)
+
+    def _send_expecting_reply(
+        self, msg_type: str, content: dict[str, Any]
+    ) -> asyncio.Future[Message]:
+        msg = self.send_shell(msg_type, content)
+        future = self._replies[msg["header"]["msg_id"]] = asyncio.get_running_loop().create_future()
+        return future
+
+    async def request(self, msg_type: str, content: dict[str, Any], timeout: float) -> Message:
+        """Send a shell request and return its reply (TimeoutError after `timeout` seconds)."""
+        future = self._send_expecting_reply(msg_type, content)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self._replies = {k: f for k, f in self._replies.items() if f is not future}
+
+    async def confirm(self, timeout: float) -> Message:
+        """Return a kernel_info reply once IOPub is proven subscribed (messages reach us).
+
+        Like jupyter_server's nudge: keep sending kernel_info requests until one reply has come
+        back on shell and IOPub has delivered a message caused by one of them.
+        """
+        loop = asyncio.get_running_loop()
+        self._iopub_seen = loop.create_future()
+        deadline = loop.time() + timeout
+        replies: list[asyncio.Future[Message]] = []
+        try:
+            while loop.time() < deadline:
+                future = self._send_expecting_reply("kernel_info_request", {})
+                self._probes.update(self._replies)
+                replies.append(future)
+                waiting = [f for f in (*replies, self._iopub_seen) if not f.done()]
+                await asyncio.wait(waiting, timeout=NUDGE_INTERVAL)
+                answered = [f.result() for f in replies if f.done()]
+                if answered and self._iopub_seen.done():
+                    return answered[0]
+        finally:
+            for future in replies:
+                future.cancel()
+            self._probes.clear()
+        raise TimeoutError(f"the kernel did not answer kernel_info within {timeout:.0f} s")
+
+    def send_shell(self, msg_type: str, content: dict[str, Any]) -> Message:
+        """Send a shell request and return the message sent (its header has the msg_id)."""
+        msg = self.session.msg(msg_type, content)
+        self.session.send(self.shell, msg)
+        return msg
+
+    def send_stdin(self, msg_type: str, content: dict[str, Any], parent: Message) -> None:
+        """Send a stdin message (an input_reply) answering `parent`."""
+        self.session.send(self.stdin, msg_type, content, parent=parent)
+
+    def close(self) -> None:
+        """Close all three sockets."""
+        for stream in (self.iopub, self.shell, self.stdin):
+            if not stream.closed():
+                stream.on_recv(None)
+                stream.close(linger=0)

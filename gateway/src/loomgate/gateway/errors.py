@@ -1,0 +1,59 @@
+"""The gateway's refusals: each one an HTTP status, a stable code and one clear sentence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GatewayError(Exception):
+    """A request the gateway refuses; `code` is stable, `message` is for people and models."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the wire form: {"error": code, "message": …, **details}."""
+        return {"error": self.code, "message": self.message, **self.details}
+
+
+class BadRequest(GatewayError):
+    """Malformed input: a bad range, regex, name, cwd or argument."""
+
+
+class NotFound(GatewayError):
+    """An unknown kernel, execution, stream or rich output."""
+
+    status = 404
+    code = "not_found"
+
+
+class Ambiguous(GatewayError):
+    """A kernel reference that matches more than one kernel."""
+
+    code = "ambiguous"
+
+
+class Busy(GatewayError):
+    """The kernel is running an execution; submissions are refused, never queued."""
+
+    status = 409
+    code = "busy"
+
+
+class Conflict(GatewayError):
+    """The request does not fit the current state (nothing to interrupt, no input pending)."""
+
+    status = 409
+    code = "conflict"
+
+
+class Unavailable(GatewayError):
+    """The kernel is starting, restarting, dead or did not answer in time."""
+
+    status = 503
+    code = "unavailable"

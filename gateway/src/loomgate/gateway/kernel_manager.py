@@ -1,0 +1,51 @@
+"""Jupyter kernel managers that tell loomgate's registry when kernel processes start and stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.services.kernels.kernelmanager import (
+    AsyncMappingKernelManager,
+    ServerKernelManager,
+)
+from traitlets import Unicode
+
+from loomgate.gateway.registry import KernelRegistry
+
+
+class LoomKernelManager(ServerKernelManager):
+    """A ServerKernelManager whose start, restart and shutdown paths all reach the registry.
+
+    Hooking here rather than on jupyter_server's async event listener makes the IOPub
+    subscription part of the start itself: no execute can reach the kernel before it.
+    """
+
+    @property
+    def registry(self) -> KernelRegistry:
+        """Return the gateway's kernel registry."""
+        return self.parent.loom_registry  # type: ignore[no-any-return]
+
+    async def _async_post_start_kernel(self, **kw: Any) -> None:
+        await super()._async_post_start_kernel(**kw)
+        await self.registry.process_started(self)
+
+    async def _async_shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        # The restart path (manual or after a death) comes through here.
+        self.registry.process_stopping(self, restart=restart)
+        await super()._async_shutdown_kernel(now=now, restart=restart)
+        if not restart:
+            self.registry.process_gone(self)
+
+    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        """Shut the kernel down, telling the registry before and after."""
+        self.registry.process_stopping(self, restart=restart)
+        await super().shutdown_kernel(now=now, restart=restart)
+        if not restart:
+            self.registry.process_gone(self)
+
+
+class LoomMappingKernelManager(AsyncMappingKernelManager):
+    """jupyter_server's kernel map, making LoomKernelManagers and carrying the registry."""
+
+    kernel_manager_class = Unicode("loomgate.gateway.kernel_manager.LoomKernelManager", config=True)
+    loom_registry: KernelRegistry

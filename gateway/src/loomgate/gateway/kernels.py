@@ -1,0 +1,331 @@
+"""One live kernel as loomgate sees it: its channels, its running execution, its records."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from loomgate.gateway.channels import KernelChannels, Message
+from loomgate.gateway.errors import Busy, Conflict, Unavailable
+from loomgate.gateway.records import ExecutionRecord, RecordStore
+
+if TYPE_CHECKING:
+    from loomgate.gateway.events import EventBus
+
+CONFIRM_TIMEOUT = 60.0
+START_TIMEOUT = 30.0
+OUTPUT_EVENT_INTERVAL = 0.1
+RECENT_RECORDS = 16
+# Run silently after a restart so that In[N], Out[N], _N and "Cell In[N]" continue the numbering.
+SEED_CODE = (
+    "(lambda ip, n: [setattr(ip, 'execution_count', n)] + [h.extend([''] * (n - len(h)))"
+    " for h in (ip.history_manager.input_hist_parsed, ip.history_manager.input_hist_raw)])"
+    "(get_ipython(), {n})"
+)  # finished records still matched to late IOPub output by msg_id
+
+
+def exit_reason(returncode: int | None) -> str:
+    """Return a sentence saying how a kernel process ended."""
+    if returncode is None:
+        return "the kernel process stopped responding"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the kernel process was killed by {name}"
+    return f"the kernel process exited with code {returncode}"
+
+
+class LoomKernel:
+    """A kernel process plus loomgate's bookkeeping: numbering, records, busy state, input."""
+
+    def __init__(self, km: Any, store: RecordStore, events: EventBus, log: logging.Logger) -> None:
+        self.km = km
+        self.store = store
+        self.events = events
+        self.log = log
+        self.phase = "starting"  # starting | ready | restarting | dead
+        self.execution_state = "starting"  # the kernel's own busy/idle
+        self.implementation = ""
+        self.channels: KernelChannels | None = None
+        self.current: ExecutionRecord | None = None
+        self.holders = 0
+        self.last_activity = time.time()
+        self._recent: OrderedDict[str, ExecutionRecord] = OrderedDict()
+        self._submissions: dict[str, asyncio.Future[ExecutionRecord]] = {}
+        self._input_requests: dict[int, Message] = {}
+        self._death_noted = False
+        self._output_event_pending: set[int] = set()
+        self._ready = asyncio.Event()
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """Return the Jupyter kernel id."""
+        return self.store.kernel_id
+
+    @property
+    def name(self) -> str | None:
+        """Return the loomgate name, if the kernel has one."""
+        return self.store.meta.get("name")
+
+    @property
+    def lifetime(self) -> str:
+        """Return `persistent` or `conversation`."""
+        return str(self.store.meta.get("lifetime", "persistent"))
+
+    # -- process lifecycle (called by the kernel manager) -------------------------------------
+
+    async def process_started(self) -> None:
+        """Attach fresh channels to a just-launched process, prove IOPub live, seed its counter."""
+        self.close_channels()
+        self.channels = KernelChannels(self.km, on_iopub=self._on_iopub, on_stdin=self._on_stdin)
+        reply = await self.channels.confirm(CONFIRM_TIMEOUT)
+        self.implementation = str(reply["content"].get("implementation", ""))
+        if self.implementation == "ipython" and self.store.last_number > 0:
+            await self._seed_counter(self.store.last_number + 1)
+        self._death_noted = False
+        self.phase = "ready"
+        self.execution_state = "idle"
+        self._ready.set()
+        self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
+
+    async def _seed_counter(self, next_number: int) -> None:
+        # Silent executes are not counted by IPython and get no record.
+        assert self.channels is not None
+        code = SEED_CODE.format(n=next_number)
+        content = {"code": code, "silent": True, "store_history": False, "allow_stdin": False}
+        await self.channels.request("execute_request", content, START_TIMEOUT)
+
+    def process_stopping(self, *, restart: bool) -> None:
+        """End the running execution (killed by a reset or stop) and drop the channels."""
+        self.phase = "restarting" if restart else "dead"
+        self._ready.clear()
+        if self.current is not None:
+            note = "the kernel was reset" if restart else "the kernel was stopped"
+            self._finish(self.current, "killed", note=note)
+        self._fail_submissions(Unavailable("the kernel stopped before the cell started"))
+        self.close_channels()
+
+    def process_died(self, *, restarting: bool) -> None:
+        """Mark the running execution `died` (the process exited on its own)."""
+        returncode = self.km.provisioner.process.poll() if self._has_process() else None
+        reason = exit_reason(returncode)
+        self.log.warning("Kernel %s died: %s", self.id, reason)
+        if self.current is not None:
+            self._finish(self.current, "died", died={"reason": reason, "restarted": restarting})
+        self._fail_submissions(Unavailable(f"the kernel died: {reason}"))
+        self.phase = "restarting" if restarting else "dead"
+        self.events.publish(
+            "kernel", self.id, {"phase": self.phase, "reason": reason, "kernel": self.model()}
+        )
+
+    def _has_process(self) -> bool:
+        provisioner = getattr(self.km, "provisioner", None)
+        return getattr(provisioner, "process", None) is not None
+
+    def close_channels(self) -> None:
+        """Close the gateway's sockets to the kernel."""
+        if self.channels is not None:
+            self.channels.close()
+            self.channels = None
+
+    def _fail_submissions(self, error: Exception) -> None:
+        for future in self._submissions.values():
+            if not future.done():
+                future.set_exception(error)
+        self._submissions.clear()
+
+    # -- requests -----------------------------------------------------------------------------
+
+    async def submit(self, code: str) -> ExecutionRecord:
+        """Start `code` and return its record once the kernel has begun running it."""
+        if self.phase != "ready" or self.channels is None:
+            raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
+        self._refuse_if_busy()
+        msg = self.channels.send_shell(
+            "execute_request",
+            {
+                "code": code,
+                "silent": False,
+                "store_history": True,
+                "user_expressions": {},
+                "allow_stdin": True,
+                "stop_on_error": False,
+            },
+        )
+        msg_id = msg["header"]["msg_id"]
+        future = self._submissions[msg_id] = asyncio.get_running_loop().create_future()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), START_TIMEOUT)
+        except asyncio.TimeoutError:
+            raise Unavailable(
+                f"the kernel did not start the cell within {START_TIMEOUT:.0f} s; "
+                "it may be busy with a request from another client"
+            ) from None
+
+    def _refuse_if_busy(self) -> None:
+        if self.current is not None:
+            number = self.current.number
+            raise Busy(
+                f"kernel is busy running execution {number}; wait for it, or interrupt it",
+                running=number,
+            )
+        if self._submissions:
+            raise Busy("kernel is busy starting another cell; try again in a moment", running=None)
+
+    async def interrupt(self) -> ExecutionRecord:
+        """Interrupt the running execution and return its record."""
+        record = self.current
+        if record is None:
+            raise Conflict("nothing is running on this kernel", running=None)
+        await self.km.interrupt_kernel()
+        return record
+
+    def answer_input(self, record: ExecutionRecord, value: str) -> None:
+        """Send `value` as the reply to the pending input() of `record`."""
+        request = self._input_requests.pop(record.number, None)
+        if request is None or record.state != "awaiting_input" or self.channels is None:
+            raise Conflict(
+                f"execution {record.number} is not waiting for input", state=record.state
+            )
+        self.channels.send_stdin("input_reply", {"value": value}, parent=request)
+        record.set_state("running", input=None)
+        self.events.publish("execution", self.id, {"execution": record.summary()})
+
+    # -- messages from the kernel -------------------------------------------------------------
+
+    def _on_stdin(self, msg: Message) -> None:
+        if msg["header"]["msg_type"] != "input_request":
+            return
+        record = self._recent.get(msg["parent_header"].get("msg_id", ""))
+        if record is None or record.final:
+            return
+        self._input_requests[record.number] = msg
+        content = msg["content"]
+        info = {"prompt": content.get("prompt", ""), "password": bool(content.get("password"))}
+        record.set_state("awaiting_input", input=info)
+        self.events.publish("execution", self.id, {"execution": record.summary()})
+
+    def _on_iopub(self, msg: Message) -> None:
+        msg_type = msg["header"]["msg_type"]
+        parent_id = msg["parent_header"].get("msg_id", "")
+        content = msg["content"]
+        self.last_activity = time.time()
+        if msg_type == "status":
+            self.execution_state = content.get("execution_state", self.execution_state)
+            record = self._recent.get(parent_id)
+            if self.execution_state == "idle" and record is not None and not record.final:
+                error = record.meta["error"]
+                if error is None:
+                    self._finish(record, "completed")
+                elif error["name"] == "KeyboardInterrupt":
+                    self._finish(record, "interrupted")
+                else:
+                    self._finish(record, "error")
+            return
+        if msg_type == "execute_input":
+            self._start_record(parent_id, content)
+            return
+        record = self._recent.get(parent_id)
+        if record is None:
+            return
+        if msg_type == "stream":
+            record.write_stream(content.get("name", "stdout"), content.get("text", ""))
+        elif msg_type in ("execute_result", "display_data", "update_display_data"):
+            record.write_bundle(
+                content.get("data", {}),
+                content.get("metadata", {}),
+                result=msg_type == "execute_result",
+            )
+        elif msg_type == "error":
+            record.write_error(
+                content.get("ename", ""), content.get("evalue", ""), content.get("traceback", [])
+            )
+        else:
+            return
+        self._schedule_output_event(record)
+
+    def _start_record(self, msg_id: str, content: dict[str, Any]) -> None:
+        if self.current is not None and not self.current.final:
+            self._finish(self.current, "completed", note="superseded before its end was seen")
+        submission = self._submissions.pop(msg_id, None)
+        record = self.store.new_record(
+            number=int(content.get("execution_count") or 0),
+            msg_id=msg_id,
+            code=str(content.get("code", "")),
+            source="loomgate" if submission is not None else "other",
+        )
+        self.current = record
+        self._recent[msg_id] = record
+        while len(self._recent) > RECENT_RECORDS:
+            self._recent.popitem(last=False)
+        if submission is not None and not submission.done():
+            submission.set_result(record)
+        self.events.publish("execution", self.id, {"execution": record.summary()})
+
+    def _finish(self, record: ExecutionRecord, state: str, **details: Any) -> None:
+        record.set_state(state, **details)  # type: ignore[arg-type]
+        self._input_requests.pop(record.number, None)
+        if self.current is record:
+            self.current = None
+        self.last_activity = time.time()
+        self.events.publish("execution", self.id, {"execution": record.summary()})
+
+    def _schedule_output_event(self, record: ExecutionRecord) -> None:
+        if not self.events.has_subscribers(self.id) or record.number in self._output_event_pending:
+            return
+        self._output_event_pending.add(record.number)
+
+        def publish() -> None:
+            self._output_event_pending.discard(record.number)
+            tail = record.log("combined").tail(1)
+            self.events.publish(
+                "output",
+                self.id,
+                {
+                    "number": record.number,
+                    "lines": record.log("combined").total,
+                    "last_line": tail[0].text if tail else "",
+                },
+            )
+
+        asyncio.get_running_loop().call_later(OUTPUT_EVENT_INTERVAL, publish)
+
+    # -- wire ---------------------------------------------------------------------------------
+
+    def state(self) -> str:
+        """Return one word: starting, idle, busy, awaiting_input, restarting or dead."""
+        if self.phase != "ready":
+            return self.phase
+        if self.current is not None:
+            return "awaiting_input" if self.current.state == "awaiting_input" else "busy"
+        return "idle"
+
+    def model(self) -> dict[str, Any]:
+        """Return the kernel's wire form."""
+        meta = self.store.meta
+        latest = self.store.latest()
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kernel_spec": meta.get("kernel_spec"),
+            "lifetime": self.lifetime,
+            "state": self.state(),
+            "alive": self.phase != "dead",
+            "current_execution": self.current.number if self.current else None,
+            "executions": len(self.store.all()),
+            "last_execution": latest.number if latest else None,
+            "last_activity": self.last_activity,
+            "connections": self.holders + self.km.parent._kernel_connections.get(self.id, 0),
+            "holders": self.holders,
+            "cwd": meta.get("cwd"),
+            "created": meta.get("created"),
+            "implementation": self.implementation,
+        }

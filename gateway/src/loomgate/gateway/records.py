@@ -1,0 +1,379 @@
+"""Execution records: the numbered, durable transcript of every cell a kernel runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from loomgate.shared.output_log import LineLog, OutputStream
+from loomgate.shared.wire import FINAL_STATES, STREAMS, ExecutionState, OutputKind
+
+IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
+FLUSH_DELAY = 0.2
+STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace `path` with `data` as JSON in one rename, so a crash never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    tmp.replace(path)
+
+
+class ExecutionRecord:
+    """One execution: its metadata, its five text streams and its rich outputs, on disk."""
+
+    def __init__(self, directory: Path, meta: dict[str, Any]) -> None:
+        self.directory = directory
+        self.meta = meta
+        self.streams: dict[str, OutputStream] = {}
+        self.rich: list[dict[str, Any]] = meta.pop("rich", [])
+        self.last_output: float = meta.get("last_output") or meta["started"]
+        self._waiters: list[asyncio.Future[None]] = []
+        self._flush_handle: asyncio.TimerHandle | None = None
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        *,
+        kernel_id: str,
+        number: int,
+        msg_id: str,
+        code: str,
+        source: str,
+    ) -> ExecutionRecord:
+        """Return a new running record, already written to disk."""
+        directory.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, Any] = {
+            "kernel_id": kernel_id,
+            "number": number,
+            "msg_id": msg_id,
+            "code": code,
+            "source": source,
+            "state": "running",
+            "started": time.time(),
+            "finished": None,
+            "error": None,
+            "input": None,
+            "died": None,
+            "note": None,
+        }
+        record = cls(directory, meta)
+        (directory / "code.py").write_text(code, encoding="utf-8")
+        record.save()
+        return record
+
+    @classmethod
+    def load(cls, directory: Path) -> ExecutionRecord:
+        """Return the record stored in `directory`; one that was still running is now `lost`."""
+        meta = json.loads((directory / "record.json").read_text(encoding="utf-8"))
+        rich_index = directory / "rich.jsonl"
+        if rich_index.exists():
+            meta["rich"] = [
+                json.loads(line) for line in rich_index.read_text("utf-8").splitlines() if line
+            ]
+        record = cls(directory, meta)
+        if record.state not in FINAL_STATES:
+            record.meta["state"] = "lost"
+            record.meta["note"] = "the gateway stopped while this execution ran"
+            record.meta["input"] = None
+            record.save()
+        return record
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def number(self) -> int:
+        """Return the execution number."""
+        return int(self.meta["number"])
+
+    @property
+    def msg_id(self) -> str:
+        """Return the msg_id of the execute_request this record follows."""
+        return str(self.meta["msg_id"])
+
+    @property
+    def state(self) -> ExecutionState:
+        """Return the lifecycle state."""
+        return self.meta["state"]  # type: ignore[no-any-return]
+
+    @property
+    def final(self) -> bool:
+        """Return whether the execution has ended."""
+        return self.state in FINAL_STATES
+
+    def log(self, stream: str) -> LineLog:
+        """Return the line log of `stream` (an empty one if nothing was written to it)."""
+        if stream in self.streams:
+            return self.streams[stream].log
+        return LineLog(self.directory / stream)
+
+    def _stream(self, name: str) -> OutputStream:
+        stream = self.streams.get(name)
+        if stream is None:
+            stream = self.streams[name] = OutputStream(LineLog(self.directory / name))
+        return stream
+
+    # -- writing output -----------------------------------------------------------------------
+
+    def write_stream(self, name: str, text: str) -> None:
+        """Append stdout/stderr text to its own stream and to `combined`."""
+        kind = STREAM_KIND.get(name, OutputKind.STDOUT)
+        self._stream("stdout" if kind == OutputKind.STDOUT else "stderr").write(text)
+        self._stream("combined").write(text, int(kind))
+        self._output_arrived()
+
+    def write_bundle(
+        self, data: Mapping[str, Any], metadata: Mapping[str, Any], *, result: bool
+    ) -> None:
+        """Append an execute_result (`result`) or display_data bundle in IOPub order."""
+        text = data.get("text/plain")
+        image = next((mime for mime in IMAGE_MIMES if mime in data), None)
+        if not isinstance(text, str):
+            text = f"<{image or next(iter(data), 'empty')} output>"
+        combined = self._stream("combined")
+        combined.finish()
+        first_line = combined.log.count + 1
+        if image is not None:
+            kind = OutputKind.RICH
+        else:
+            kind = OutputKind.RESULT if result else OutputKind.DISPLAY
+        combined.write_block(text, int(kind))
+        self._stream("result").write_block(text, int(kind))
+        if any(mime != "text/plain" for mime in data):
+            self._save_rich(data, metadata, first_line, result=result)
+        self._output_arrived()
+
+    def write_error(self, name: str, value: str, traceback: list[str]) -> None:
+        """Record an error: its name and value, and its traceback text in order."""
+        self.meta["error"] = {"name": name, "value": value}
+        text = "\n".join(traceback) if traceback else f"{name}: {value}"
+        self._stream("combined").write_block(text, int(OutputKind.ERROR))
+        self._stream("traceback").write_block(text, int(OutputKind.ERROR))
+        self._output_arrived()
+
+    def _save_rich(
+        self, data: Mapping[str, Any], metadata: Mapping[str, Any], line: int, *, result: bool
+    ) -> None:
+        index = len(self.rich)
+        rich_dir = self.directory / "rich"
+        rich_dir.mkdir(exist_ok=True)
+        bundle = {"data": dict(data), "metadata": dict(metadata)}
+        (rich_dir / f"{index}.json").write_text(json.dumps(bundle), encoding="utf-8")
+        entry = {
+            "index": index,
+            "line": line,
+            "mimetypes": sorted(data),
+            "bytes": sum(len(str(v)) for v in data.values()),
+            "result": result,
+        }
+        with (self.directory / "rich.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+        self.rich.append(entry)
+
+    def rich_bundle(self, index: int) -> dict[str, Any]:
+        """Return the MIME bundle of rich output `index` (KeyError if there is none)."""
+        if not 0 <= index < len(self.rich):
+            raise KeyError(index)
+        data: dict[str, Any] = json.loads(
+            (self.directory / "rich" / f"{index}.json").read_text("utf-8")
+        )
+        return data
+
+    def _output_arrived(self) -> None:
+        self.last_output = time.time()
+        if self.final:
+            # Late output (a thread still printing after the cell ended): commit it at once.
+            self._close_streams()
+        elif self._flush_handle is None:
+            # A crash of the gateway loses at most FLUSH_DELAY seconds of a running cell's output.
+            self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_DELAY, self.flush)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def set_state(self, state: ExecutionState, **details: Any) -> None:
+        """Move to `state`, storing `details` (input, died, note …), and wake waiters."""
+        if self.final:
+            return
+        self.meta["state"] = state
+        self.meta.update(details)
+        if state in FINAL_STATES:
+            self.meta["finished"] = time.time()
+            self.meta["input"] = None
+            self._close_streams()
+        self.save()
+        self._wake()
+
+    def _close_streams(self) -> None:
+        self.flush()
+        for stream in self.streams.values():
+            stream.finish()
+            stream.log.close()
+        self.streams.clear()
+
+    def flush(self) -> None:
+        """Push buffered output to disk (readers in this process see it anyway)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        for stream in self.streams.values():
+            stream.log.flush()
+
+    def save(self) -> None:
+        """Write record.json."""
+        meta = dict(self.meta, last_output=self.last_output)
+        write_json_atomic(self.directory / "record.json", meta)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self, timeout: float, until_silent: float | None = None) -> str:
+        """Wait for the end, an input request, `until_silent` seconds of quiet, or `timeout`.
+
+        Returns why it returned: "final", "input", "silent" or "timeout".
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        while True:
+            if self.final:
+                return "final"
+            if self.state == "awaiting_input":
+                return "input"
+            remaining = deadline - loop.time()
+            reason = "timeout"
+            if until_silent is not None:
+                quiet_left = self.last_output + until_silent - time.time()
+                if quiet_left <= remaining:
+                    remaining, reason = quiet_left, "silent"
+            if remaining <= 0:
+                return reason
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(waiter, remaining)
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    # -- wire ---------------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """Return the record's wire form: metadata plus line and byte counts of each stream."""
+        streams = {}
+        for name in STREAMS:
+            log = self.log(name)
+            streams[name] = {"lines": log.total, "bytes": log.byte_size}
+        now = time.time()
+        finished = self.meta["finished"]
+        return {
+            "kernel_id": self.meta["kernel_id"],
+            "number": self.number,
+            "state": self.state,
+            "source": self.meta["source"],
+            "code": self.meta["code"],
+            "started": self.meta["started"],
+            "finished": finished,
+            "elapsed": (finished or now) - self.meta["started"],
+            "error": self.meta["error"],
+            "input": self.meta["input"],
+            "died": self.meta["died"],
+            "note": self.meta["note"],
+            "last_output": self.last_output,
+            "silent_for": max(0.0, now - self.last_output),
+            "streams": streams,
+            "rich": list(self.rich),
+        }
+
+
+class RecordStore:
+    """One kernel's records: `kernel.json` plus a directory per execution number."""
+
+    def __init__(self, directory: Path, meta: dict[str, Any]) -> None:
+        self.directory = directory
+        self.meta = meta
+        self._records: dict[int, ExecutionRecord] | None = None
+
+    @classmethod
+    def create(cls, directory: Path, meta: dict[str, Any]) -> RecordStore:
+        """Return a new store for a kernel that just started, written to disk."""
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        store = cls(directory, dict(meta, created=time.time(), ended=None, last_number=0))
+        store._records = {}
+        store.save()
+        return store
+
+    @classmethod
+    def load(cls, directory: Path) -> RecordStore:
+        """Return the store in `directory` (its records are read when first needed)."""
+        meta = json.loads((directory / "kernel.json").read_text(encoding="utf-8"))
+        return cls(directory, meta)
+
+    @property
+    def kernel_id(self) -> str:
+        """Return the kernel id this store belongs to."""
+        return str(self.meta["id"])
+
+    @property
+    def last_number(self) -> int:
+        """Return the highest execution number ever given out (0 before the first)."""
+        return int(self.meta["last_number"])
+
+    def save(self) -> None:
+        """Write kernel.json."""
+        write_json_atomic(self.directory / "kernel.json", self.meta)
+
+    def _loaded(self) -> dict[int, ExecutionRecord]:
+        if self._records is None:
+            records: dict[int, ExecutionRecord] = {}
+            for child in self.directory.iterdir():
+                if child.name.isdigit() and (child / "record.json").exists():
+                    record = ExecutionRecord.load(child)
+                    records[record.number] = record
+            self._records = dict(sorted(records.items()))
+        return self._records
+
+    def new_record(self, *, number: int, msg_id: str, code: str, source: str) -> ExecutionRecord:
+        """Return a new running record numbered `number` (above every earlier one)."""
+        number = max(number, self.last_number + 1)
+        record = ExecutionRecord.create(
+            self.directory / str(number),
+            kernel_id=self.kernel_id,
+            number=number,
+            msg_id=msg_id,
+            code=code,
+            source=source,
+        )
+        self._loaded()[number] = record
+        self.meta["last_number"] = number
+        self.save()
+        return record
+
+    def get(self, number: int) -> ExecutionRecord | None:
+        """Return record `number`, or None."""
+        return self._loaded().get(number)
+
+    def latest(self) -> ExecutionRecord | None:
+        """Return the most recent record, or None before the first."""
+        records = self._loaded()
+        return records[next(reversed(records))] if records else None
+
+    def all(self) -> list[ExecutionRecord]:
+        """Return every record, oldest first."""
+        return list(self._loaded().values())
+
+    def mark_ended(self) -> None:
+        """Note that the kernel is gone (its records stay for the retention period)."""
+        self.meta["ended"] = time.time()
+        self.save()

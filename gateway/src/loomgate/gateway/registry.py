@@ -1,0 +1,266 @@
+"""Every kernel the gateway knows: live ones, gone ones whose records remain, names, holders."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from loomgate.gateway.errors import Ambiguous, BadRequest, NotFound, Unavailable
+from loomgate.gateway.events import EventBus
+from loomgate.gateway.kernels import LoomKernel
+from loomgate.gateway.records import RecordStore
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MIN_PREFIX = 4
+
+
+def validated_cwd(cwd: str) -> str:
+    """Return `cwd` if it is an existing absolute directory here; BadRequest otherwise."""
+    path = Path(cwd).expanduser()
+    if not path.is_absolute() or not path.is_dir():
+        raise BadRequest(f"cwd {cwd!r} is not an existing absolute directory on the gateway")
+    return str(path)
+
+
+class KernelRegistry:
+    """Maps ids, id prefixes and names to kernels; owns record stores and lifetimes."""
+
+    def __init__(
+        self,
+        mkm: Any,
+        state_dir: Path,
+        events: EventBus,
+        *,
+        grace_seconds: float,
+        retention_seconds: float,
+        log: logging.Logger,
+    ) -> None:
+        self.mkm = mkm
+        self.root = state_dir / "kernels"
+        self.events = events
+        self.grace_seconds = grace_seconds
+        self.retention_seconds = retention_seconds
+        self.log = log
+        self.live: dict[str, LoomKernel] = {}
+        self.stores: dict[str, RecordStore] = {}
+        self._intents: dict[str, dict[str, Any]] = {}
+        self._grace_tasks: dict[str, asyncio.Task[None]] = {}
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._load_archive()
+
+    # -- the archive of earlier kernels -------------------------------------------------------
+
+    def _load_archive(self) -> None:
+        now = time.time()
+        for child in sorted(self.root.iterdir()):
+            if not (child / "kernel.json").exists():
+                continue
+            try:
+                store = RecordStore.load(child)
+            except (OSError, ValueError) as e:
+                self.log.warning("Skipping unreadable kernel records in %s: %s", child, e)
+                continue
+            if store.meta.get("ended") is None:
+                store.all()  # loading marks the records that were running `lost`
+                store.mark_ended()
+            if now - float(store.meta["ended"]) > self.retention_seconds:
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            self.stores[store.kernel_id] = store
+
+    def purge_expired(self) -> None:
+        """Delete records of kernels that ended longer ago than the retention period."""
+        now = time.time()
+        for kernel_id, store in list(self.stores.items()):
+            ended = store.meta.get("ended")
+            if kernel_id not in self.live and ended and now - ended > self.retention_seconds:
+                shutil.rmtree(store.directory, ignore_errors=True)
+                del self.stores[kernel_id]
+
+    # -- hooks from the kernel manager --------------------------------------------------------
+
+    async def process_started(self, km: Any) -> None:
+        """Attach loomgate to a kernel process that just started (first start or restart)."""
+        kernel = self.live.get(km.kernel_id)
+        if kernel is None:
+            intent = self._intents.pop(km.kernel_id, {})
+            store = RecordStore.create(
+                self.root / km.kernel_id,
+                {
+                    "id": km.kernel_id,
+                    "name": intent.get("name"),
+                    "lifetime": intent.get("lifetime", "persistent"),
+                    "kernel_spec": km.kernel_name,
+                    "cwd": intent.get("cwd"),
+                },
+            )
+            self.stores[km.kernel_id] = store
+            kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log)
+            km.add_restart_callback(lambda: kernel.process_died(restarting=True), "restart")
+            km.add_restart_callback(lambda: self._process_dead(kernel), "dead")
+            if kernel.lifetime == "conversation":
+                self._schedule_release(kernel)
+        await kernel.process_started()
+
+    def process_stopping(self, km: Any, *, restart: bool) -> None:
+        """Tell the kernel its process is being shut down (for a restart or for good)."""
+        kernel = self.live.get(km.kernel_id)
+        if kernel is not None:
+            kernel.process_stopping(restart=restart)
+
+    def process_gone(self, km: Any) -> None:
+        """Forget a kernel whose process has been shut down for good (its records stay)."""
+        kernel = self.live.pop(km.kernel_id, None)
+        if kernel is None:
+            return
+        kernel.process_stopping(restart=False)
+        task = self._grace_tasks.pop(kernel.id, None)
+        if task is not None:
+            task.cancel()
+        kernel.store.mark_ended()
+        self.events.publish("kernel", kernel.id, {"phase": "stopped", "kernel": kernel.model()})
+
+    def _process_dead(self, kernel: LoomKernel) -> None:
+        kernel.process_died(restarting=False)
+        self.process_gone(kernel.km)
+
+    # -- lookup -------------------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> LoomKernel:
+        """Return the live kernel named `ref`, with id `ref`, or with id prefix `ref`."""
+        store = self.resolve_store(ref)
+        kernel = self.live.get(store.kernel_id)
+        if kernel is None:
+            label = store.meta.get("name") or store.kernel_id[:8]
+            raise Unavailable(
+                f"kernel {label} is no longer running (its records are still readable)",
+                kernel_id=store.kernel_id,
+            )
+        return kernel
+
+    def resolve_store(self, ref: str) -> RecordStore:
+        """Return the records of the kernel `ref` names, live or gone (live ones win)."""
+        ref = ref.strip()
+        if not ref:
+            raise BadRequest("a kernel reference (name, id or id prefix) is required")
+        if ref in self.stores:
+            return self.stores[ref]
+        by_name = [s for s in self.stores.values() if s.meta.get("name") == ref]
+        live_named = [s for s in by_name if s.kernel_id in self.live]
+        if live_named:
+            return live_named[0]
+        if by_name:
+            return max(by_name, key=lambda s: float(s.meta.get("created") or 0))
+        if len(ref) >= MIN_PREFIX:
+            matches = [s for s in self.stores.values() if s.kernel_id.startswith(ref)]
+            live = [s for s in matches if s.kernel_id in self.live]
+            if len(live) == 1 or (len(matches) == 1):
+                return (live or matches)[0]
+            if matches:
+                ids = ", ".join(s.kernel_id[:12] for s in matches[:5])
+                raise Ambiguous(f"kernel prefix {ref!r} matches several kernels: {ids}")
+        raise NotFound(f"no kernel named {ref!r} or with an id starting {ref!r}")
+
+    def find_live_by_name(self, name: str) -> LoomKernel | None:
+        """Return the live kernel called `name`, if any."""
+        return next((k for k in self.live.values() if k.name == name), None)
+
+    # -- creating and stopping ----------------------------------------------------------------
+
+    async def create(
+        self,
+        *,
+        name: str | None,
+        kernel_spec: str | None,
+        lifetime: str,
+        cwd: str | None,
+        env: dict[str, str] | None,
+    ) -> tuple[LoomKernel, bool]:
+        """Return the live kernel called `name`, else a newly started one, and whether it is new."""
+        if name is not None:
+            if not NAME_PATTERN.match(name):
+                raise BadRequest(
+                    f"kernel name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
+                )
+            existing = self.find_live_by_name(name)
+            if existing is not None:
+                return existing, False
+        if lifetime not in ("persistent", "conversation"):
+            raise BadRequest(f"lifetime must be 'persistent' or 'conversation', not {lifetime!r}")
+        spec = kernel_spec or self.mkm.default_kernel_name
+        if spec not in self.mkm.kernel_spec_manager.find_kernel_specs():
+            raise BadRequest(f"no kernel spec named {spec!r} on this gateway")
+        kwargs: dict[str, Any] = {"kernel_name": spec}
+        if cwd is not None:
+            kwargs["cwd"] = validated_cwd(cwd)
+        if env:
+            bad = [
+                key
+                for key, value in env.items()
+                if not ENV_NAME_PATTERN.match(key) or not isinstance(value, str) or "\0" in value
+            ]
+            if bad:
+                raise BadRequest(f"invalid environment variables: {', '.join(map(repr, bad))}")
+            kwargs["env"] = {**os.environ, **env}
+        kernel_id = str(uuid.uuid4())
+        self._intents[kernel_id] = {"name": name, "lifetime": lifetime, "cwd": kwargs.get("cwd")}
+        try:
+            await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
+        finally:
+            self._intents.pop(kernel_id, None)
+        kernel = self.live.get(kernel_id)
+        if kernel is None:
+            raise Unavailable("the kernel failed to start; see the gateway log")
+        return kernel, True
+
+    async def stop(self, kernel: LoomKernel) -> None:
+        """Shut the kernel down (its records stay)."""
+        await self.mkm.shutdown_kernel(kernel.id)
+
+    async def reset(self, kernel: LoomKernel) -> None:
+        """Restart the kernel process: state cleared, records and numbering kept."""
+        await self.mkm.restart_kernel(kernel.id, now=True)
+
+    # -- holders and the conversation grace period --------------------------------------------
+
+    def hold(self, kernel: LoomKernel) -> None:
+        """Count one more open translator connection holding `kernel`."""
+        kernel.holders += 1
+        task = self._grace_tasks.pop(kernel.id, None)
+        if task is not None:
+            task.cancel()
+
+    def release(self, kernel: LoomKernel) -> None:
+        """Count one connection fewer; a conversation kernel left alone starts its grace period."""
+        kernel.holders = max(0, kernel.holders - 1)
+        if kernel.holders == 0 and kernel.lifetime == "conversation" and kernel.id in self.live:
+            self._schedule_release(kernel)
+
+    def _schedule_release(self, kernel: LoomKernel) -> None:
+        previous = self._grace_tasks.pop(kernel.id, None)
+        if previous is not None:
+            previous.cancel()
+        self._grace_tasks[kernel.id] = asyncio.get_running_loop().create_task(
+            self._release_after_grace(kernel)
+        )
+
+    async def _release_after_grace(self, kernel: LoomKernel) -> None:
+        await asyncio.sleep(self.grace_seconds)
+        while kernel.current is not None and kernel.holders == 0:
+            await kernel.current.wait(timeout=3600)
+        if kernel.holders == 0 and kernel.id in self.live:
+            self._grace_tasks.pop(kernel.id, None)
+            self.log.info(
+                "Stopping conversation kernel %s: no holder for %.0f s",
+                kernel.id,
+                self.grace_seconds,
+            )
+            await self.stop(kernel)

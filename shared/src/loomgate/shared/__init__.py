@@ -1,0 +1,1 @@
+"""loomgate.shared: what both halves need — the output-log model, the record wire schema, paths."""

@@ -1,0 +1,74 @@
+"""Where loomgate keeps its state and config, and the `gateway.json` handshake file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TypedDict
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+GATEWAY_FILE = "gateway.json"
+
+
+class GatewayFile(TypedDict):
+    """What a running local gateway tells local clients."""
+
+    url: str
+    token: str
+    pid: int
+    version: str
+
+
+def state_dir() -> Path:
+    """Return $LOOMGATE_STATE_DIR, else $XDG_STATE_HOME/loomgate, else ~/.local/state/loomgate."""
+    explicit = os.environ.get("LOOMGATE_STATE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "loomgate"
+
+
+def config_dir() -> Path:
+    """Return the config dir: $XDG_CONFIG_HOME/loomgate, else ~/.config/loomgate."""
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    return base / "loomgate"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Return `path`, created if needed, with mode 0700."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def write_gateway_file(directory: Path, info: GatewayFile) -> Path:
+    """Write `gateway.json` into `directory` with mode 0600 (never readable by others)."""
+    ensure_private_dir(directory)
+    target = directory / GATEWAY_FILE
+    tmp = directory / (GATEWAY_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(info, f)
+    tmp.chmod(0o600)
+    tmp.replace(target)
+    return target
+
+
+def read_gateway_file(directory: Path) -> GatewayFile | None:
+    """Return the contents of `gateway.json` in `directory`, or None if absent or unreadable."""
+    try:
+        data = json.loads((directory / GATEWAY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not {"url", "token", "pid"} <= data.keys():
+        return None
+    return GatewayFile(
+        url=str(data["url"]),
+        token=str(data["token"]),
+        pid=int(data["pid"]),
+        version=str(data.get("version", "")),
+    )

@@ -1,0 +1,289 @@
+"""Submitting cells through /api/loomgate/: records, numbering, busy, interrupt, reset, input."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import pytest
+from tests.sse import events, next_event
+
+API = "/api/loomgate/kernels"
+
+# A 1x1 transparent PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+async def run(http: httpx.AsyncClient, kernel: str, code: str, wait: float = 60) -> dict:
+    """Submit `code`, wait for it, and return the execution with all its combined output."""
+    r = await http.post(
+        f"{API}/{kernel}/executions", json={"code": code, "wait": wait, "head": 1000}
+    )
+    assert r.status_code == 201, r.text
+    return r.json()["execution"]
+
+
+def texts(execution: dict) -> list[str]:
+    """Return the combined output lines' texts."""
+    return [line["text"] for line in execution["output"]["head"] + execution["output"]["tail"]]
+
+
+async def test_record_streams_and_kinds(http: httpx.AsyncClient, kernel: str) -> None:
+    code = (
+        "import sys\n"
+        "print('out', flush=True)\n"
+        "print('err', file=sys.stderr, flush=True)\n"
+        "print('a\\nb')\n"
+        "6*7"
+    )
+    execution = await run(http, kernel, code)
+    assert execution["state"] == "completed"
+    assert execution["source"] == "loomgate"
+    assert texts(execution) == ["out", "err", "a", "b", "42"]
+    kinds = [line.get("kind") for line in execution["output"]["head"]]
+    assert kinds == ["stdout", "stderr", "stdout", "stdout", "result"]
+    streams = execution["streams"]
+    assert streams["stdout"]["lines"] == 3
+    assert streams["stderr"]["lines"] == 1
+    assert streams["result"]["lines"] == 1
+    r = await http.get(f"{API}/{kernel}/executions/{execution['number']}/streams/stdout")
+    assert [line["text"] for line in r.json()["lines"]] == ["out", "a", "b"]
+
+
+async def test_numbers_follow_ipython_count(http: httpx.AsyncClient, kernel: str) -> None:
+    numbers = [(await run(http, kernel, code))["number"] for code in ("x = 0", "x = 1", "40+2")]
+    assert numbers == [1, 2, 3]
+    execution = await run(http, kernel, "Out[3], _3, _ih[3]")
+    assert execution["number"] == 4
+    assert texts(execution) == ["(42, 42, '40+2')"]
+
+
+async def test_error_is_a_state_with_traceback(http: httpx.AsyncClient, kernel: str) -> None:
+    execution = await run(http, kernel, "def f():\n    raise ValueError('bad')\nf()")
+    assert execution["state"] == "error"
+    assert execution["error"] == {"name": "ValueError", "value": "bad"}
+    lines = texts(execution)
+    assert "ValueError: bad" in lines[-1]
+    assert any(line.startswith("Cell In[1]") for line in lines)
+    assert not any("\x1b" in line for line in lines)
+    assert execution["streams"]["traceback"]["lines"] == len(lines)
+
+
+async def test_busy_refusal_names_running_execution(http: httpx.AsyncClient, kernel: str) -> None:
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": "import time; time.sleep(30)"})
+    assert r.status_code == 201
+    running = r.json()["execution"]["number"]
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": "1"})
+    assert r.status_code == 409
+    assert r.json()["error"] == "busy"
+    assert r.json()["running"] == running
+    assert str(running) in r.json()["message"]
+    r = await http.post(f"{API}/{kernel}/interrupt")
+    assert r.status_code == 200
+    r = await http.get(f"{API}/{kernel}/executions/{running}", params={"wait": 30})
+    assert r.json()["execution"]["state"] == "interrupted"
+    # The refused cell was not queued: the next number follows the interrupted one.
+    assert (await run(http, kernel, "1"))["number"] == running + 1
+
+
+async def test_interrupt_right_after_submit_is_never_lost(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    for _ in range(20):
+        r = await http.post(
+            f"{API}/{kernel}/executions", json={"code": "import time; time.sleep(60)"}
+        )
+        assert r.status_code == 201, r.text
+        number = r.json()["execution"]["number"]
+        r = await http.post(f"{API}/{kernel}/interrupt")
+        assert r.status_code == 200, r.text
+        r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30})
+        assert r.json()["execution"]["state"] == "interrupted", r.json()
+
+
+async def test_interrupt_with_nothing_running_is_a_conflict(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    r = await http.post(f"{API}/{kernel}/interrupt")
+    assert r.status_code == 409
+    assert "nothing is running" in r.json()["message"]
+
+
+async def test_reset_keeps_records_and_numbering(http: httpx.AsyncClient, kernel: str) -> None:
+    await run(http, kernel, "x = 1")
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": "import time; time.sleep(60)"})
+    running = r.json()["execution"]["number"]
+    r = await http.post(f"{API}/{kernel}/reset")
+    assert r.status_code == 200, r.text
+    assert r.json()["killed"]["number"] == running
+    r = await http.get(f"{API}/{kernel}/executions/{running}")
+    assert r.json()["execution"]["state"] == "killed"
+    execution = await run(http, kernel, "x")
+    assert execution["number"] == running + 1
+    assert execution["error"]["name"] == "NameError"
+    assert any(f"Cell In[{running + 1}]" in line for line in texts(execution))
+    execution = await run(http, kernel, "41 + 1")
+    assert execution["number"] == running + 2
+    assert texts(await run(http, kernel, f"_{running + 2}, In[{running + 2}]")) == [
+        "(42, '41 + 1')"
+    ]
+    r = await http.get(f"{API}/{kernel}/executions/1/streams/combined")
+    assert r.status_code == 200
+
+
+async def test_input_answered_through_endpoint(http: httpx.AsyncClient, kernel: str) -> None:
+    r = await http.post(
+        f"{API}/{kernel}/executions",
+        json={"code": "name = input('who? ')\nprint('hi', name)", "wait": 30},
+    )
+    execution = r.json()["execution"]
+    assert r.json()["returned"] == "input"
+    assert execution["state"] == "awaiting_input"
+    assert execution["input"] == {"prompt": "who? ", "password": False}
+    number = execution["number"]
+    r = await http.post(f"{API}/{kernel}/executions/{number}/input", json={"value": "ada"})
+    assert r.status_code == 200
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 10})
+    assert r.json()["execution"]["state"] == "completed"
+    assert texts(r.json()["execution"])[-1] == "hi ada"
+
+
+async def test_password_prompt_is_flagged(http: httpx.AsyncClient, kernel: str) -> None:
+    code = "import getpass\nsecret = getpass.getpass('pw: ')\nlen(secret)"
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 30})
+    execution = r.json()["execution"]
+    assert execution["input"] == {"prompt": "pw: ", "password": True}
+    r = await http.post(f"{API}/{kernel}/executions/current/input", json={"value": "abc"})
+    assert r.status_code == 200
+    r = await http.get(f"{API}/{kernel}/executions/current", params={"wait": 30, "head": 5})
+    assert texts(r.json()["execution"]) == ["3"]
+
+
+async def test_input_when_not_waiting_is_a_conflict(http: httpx.AsyncClient, kernel: str) -> None:
+    await run(http, kernel, "1")
+    r = await http.post(f"{API}/{kernel}/executions/1/input", json={"value": "x"})
+    assert r.status_code == 409
+
+
+async def test_long_poll_returns_on_completion_and_on_silence(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    r = await http.post(
+        f"{API}/{kernel}/executions",
+        json={"code": "import time\nprint('start', flush=True)\ntime.sleep(3)\nprint('end')"},
+    )
+    number = r.json()["execution"]["number"]
+    r = await http.get(
+        f"{API}/{kernel}/executions/{number}", params={"wait": 30, "until_silent": 0.5}
+    )
+    assert r.json()["returned"] == "silent"
+    assert r.json()["execution"]["state"] == "running"
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 5})
+    assert r.json()["returned"] == "final"
+    assert texts(r.json()["execution"]) == ["start", "end"]
+
+
+async def test_running_record_shows_partial_output(http: httpx.AsyncClient, kernel: str) -> None:
+    code = "import sys, time\nsys.stdout.write('50%')\nsys.stdout.flush()\ntime.sleep(30)"
+    async with events(http, kernel) as stream:
+        r = await http.post(f"{API}/{kernel}/executions", json={"code": code})
+        number = r.json()["execution"]["number"]
+        event = await next_event(stream, "output")
+    assert event["number"] == number
+    assert event["last_line"] == "50%"
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"tail": 3})
+    tail = r.json()["execution"]["output"]["head"]
+    assert tail == [{"n": 1, "text": "50%", "kind": "stdout", "partial": True}]
+    await http.post(f"{API}/{kernel}/interrupt")
+
+
+async def test_display_and_images_are_rich_outputs(http: httpx.AsyncClient, kernel: str) -> None:
+    code = (
+        "from IPython.display import display, Image\n"
+        f"display(Image(data={PNG!r}))\n"
+        "display('shown')\n"
+        "print('after')\n"
+        "'result'"
+    )
+    execution = await run(http, kernel, code)
+    kinds = [(line["kind"], line["text"]) for line in execution["output"]["head"]]
+    assert kinds == [
+        ("rich", "<IPython.core.display.Image object>"),
+        ("display", "'shown'"),
+        ("stdout", "after"),
+        ("result", "'result'"),
+    ]
+    assert len(execution["rich"]) == 1
+    rich = execution["rich"][0]
+    assert rich["line"] == 1
+    assert "image/png" in rich["mimetypes"]
+    r = await http.get(f"{API}/{kernel}/executions/{execution['number']}/rich/0")
+    assert base64.b64decode(r.json()["data"]["image/png"]) == PNG
+    r = await http.get(f"{API}/{kernel}/executions/{execution['number']}/rich/1")
+    assert r.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status", "fragment"),
+    [
+        ("executions/99", {}, 404, "no execution 99"),
+        ("executions/abc", {}, 400, "must be a number"),
+        ("executions/1/streams/bogus", {}, 400, "unknown stream"),
+        ("executions/1/streams/combined", {"lines": "5:3"}, 400, "5:3"),
+        ("executions/1/streams/combined", {"lines": "0"}, 400, "start at 1"),
+        ("executions/1/streams/combined", {"lines": "x"}, 400, "'x'"),
+        ("executions/1/streams/combined", {"max_chars": "-1"}, 400, "max_chars"),
+        ("executions/1", {"wait": "soon"}, 400, "wait must be a number"),
+        ("search", {"query": "(", "mode": "regex"}, 400, "regular expression"),
+        ("search", {}, 400, "query is required"),
+    ],
+)
+async def test_bad_requests_are_clear(
+    http: httpx.AsyncClient, kernel: str, path: str, params: dict, status: int, fragment: str
+) -> None:
+    await run(http, kernel, "print('line')")
+    r = await http.get(f"{API}/{kernel}/{path}", params=params)
+    assert r.status_code == status, r.text
+    assert fragment in r.json()["message"]
+
+
+async def test_read_ranges_and_clipping(http: httpx.AsyncClient, kernel: str) -> None:
+    execution = await run(http, kernel, "for i in range(1, 101): print(f'line {i} ' + 'x' * 50)")
+    url = f"{API}/{kernel}/executions/{execution['number']}/streams/combined"
+    for lines, expected in [
+        (":3", [1, 2, 3]),
+        ("-2:", [99, 100]),
+        ("50:51", [50, 51]),
+        ("7", [7]),
+        ("200:300", []),
+    ]:
+        r = await http.get(url, params={"lines": lines})
+        assert [line["n"] for line in r.json()["lines"]] == expected, lines
+        assert r.json()["total"] == 100
+    r = await http.get(url, params={"lines": "1:1", "max_chars": 6})
+    assert r.json()["lines"][0] == {"n": 1, "text": "line 1", "kind": "stdout", "clipped": 51}
+
+
+async def test_search_one_and_all(http: httpx.AsyncClient, kernel: str) -> None:
+    await run(http, kernel, "for i in range(10): print('alpha' if i == 4 else f'row {i}')")
+    await run(http, kernel, "print('beta\\nALPHA')")
+    r = await http.get(f"{API}/{kernel}/search", params={"query": "alpha", "execution": "all"})
+    groups = r.json()["groups"]
+    assert [(g["execution"], [line["n"] for line in g["lines"]]) for g in groups] == [(1, [5])]
+    r = await http.get(
+        f"{API}/{kernel}/search",
+        params={"query": "alpha", "execution": "all", "ignore_case": "true", "context": 1},
+    )
+    groups = r.json()["groups"]
+    assert [(g["execution"], [(x["n"], x["marker"]) for x in g["lines"]]) for g in groups] == [
+        (1, [(4, "C"), (5, "M"), (6, "C")]),
+        (2, [(1, "C"), (2, "M")]),
+    ]
+    r = await http.get(
+        f"{API}/{kernel}/search", params={"query": "row \\d", "execution": "1", "max_matches": 3}
+    )
+    assert r.json()["matches"] == 3
+    assert r.json()["truncated"] is True
+    assert r.json()["mode"] == "regex"

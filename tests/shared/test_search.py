@@ -1,0 +1,298 @@
+"""Tests for searching a LineLog."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from loomgate.shared.output_log import LineLog
+from loomgate.shared.search import (
+    Hit,
+    Matcher,
+    SearchError,
+    SearchMode,
+    SearchResult,
+    SearchTimeout,
+    search_log,
+)
+
+SMALL = [
+    "alpha one",  # 1
+    "beta two",  # 2
+    "gamma three",  # 3
+    "Alpha four",  # 4
+    "delta five",  # 5
+    "epsilon six",  # 6
+    "zeta alpha alpha",  # 7
+    "eta",  # 8
+    "straße",  # 9
+    "theta",  # 10
+    "call f(x",  # 11
+]
+PENDING = "pending alpha"  # 12
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> LineLog:
+    """Return a log of SMALL with PENDING as its unfinished line."""
+    log = LineLog(tmp_path / "small")
+    log.append(SMALL[:5])
+    log.append(SMALL[5:])
+    log.set_pending(PENDING)
+    return log
+
+
+def shape(result: SearchResult) -> list[list[tuple[int, str]]]:
+    """Return each group as (line number, marker) pairs."""
+    return [[(hit.number, hit.marker) for hit in group] for group in result.groups]
+
+
+# (id, query, mode, ignore_case, context, max_matches, groups, truncated)
+CASES: list[tuple[str, str, SearchMode, bool, int, int, list[list[tuple[int, str]]], bool]] = [
+    ("literal", "alpha", "literal", False, 0, 50, [[(1, "M")], [(7, "M")], [(12, "M")]], False),
+    (
+        "literal ignoring case",
+        "ALPHA",
+        "literal",
+        True,
+        0,
+        50,
+        [[(1, "M")], [(4, "M")], [(7, "M")], [(12, "M")]],
+        False,
+    ),
+    (
+        "context one",
+        "alpha",
+        "literal",
+        False,
+        1,
+        50,
+        [[(1, "M"), (2, "C")], [(6, "C"), (7, "M"), (8, "C")], [(11, "C"), (12, "M")]],
+        False,
+    ),
+    (
+        "overlapping context merges",
+        "alpha",
+        "literal",
+        True,
+        2,
+        50,
+        [[(n, "M" if n in (1, 4, 7, 12) else "C") for n in range(1, 13)]],
+        False,
+    ),
+    (
+        "adjacent matches form one group",
+        "^(beta|gamma)",
+        "regex",
+        False,
+        0,
+        50,
+        [[(2, "M"), (3, "M")]],
+        False,
+    ),
+    (
+        "adjacent context merges",
+        "^(beta|delta)",
+        "regex",
+        False,
+        1,
+        50,
+        [[(1, "C"), (2, "M"), (3, "C"), (4, "C"), (5, "M"), (6, "C")]],
+        False,
+    ),
+    (
+        "gap of one line splits groups",
+        "^(beta|epsilon)",
+        "regex",
+        False,
+        1,
+        50,
+        [[(1, "C"), (2, "M"), (3, "C")], [(5, "C"), (6, "M"), (7, "C")]],
+        False,
+    ),
+    ("truncated", "alpha", "literal", True, 0, 2, [[(1, "M")], [(4, "M")]], True),
+    (
+        "truncated with context",
+        "alpha",
+        "literal",
+        True,
+        3,
+        3,
+        [[(n, "M" if n in (1, 4, 7) else "C") for n in range(1, 11)]],
+        True,
+    ),
+    (
+        "limit equal to matches",
+        "alpha",
+        "literal",
+        False,
+        0,
+        3,
+        [[(1, "M")], [(7, "M")], [(12, "M")]],
+        False,
+    ),
+    (
+        "regex anchors are per line",
+        "e$",
+        "regex",
+        False,
+        0,
+        50,
+        [[(1, "M")], [(3, "M")], [(5, "M")], [(9, "M")]],
+        False,
+    ),
+    ("regex ignoring case", "^ALPHA", "regex", True, 0, 50, [[(1, "M")], [(4, "M")]], False),
+    ("auto as regex", "t[wh]", "auto", False, 0, 50, [[(2, "M"), (3, "M")], [(10, "M")]], False),
+    ("auto falls back to literal", "f(", "auto", False, 0, 50, [[(11, "M")]], False),
+    ("literal dot is literal", "a.p", "literal", False, 0, 50, [], False),
+    ("regex dot", "a.p", "regex", False, 0, 50, [[(1, "M")], [(7, "M")], [(12, "M")]], False),
+    ("casefolded literal", "STRASSE", "literal", True, 0, 50, [[(9, "M")]], False),
+    ("literal never spans lines", "one\nbeta", "literal", False, 0, 50, [], False),
+    ("regex never spans lines", r"one\sbeta", "regex", False, 0, 50, [], False),
+    ("only the pending line", "pending", "auto", False, 1, 50, [[(11, "C"), (12, "M")]], False),
+    ("no match", "omega", "auto", False, 2, 50, [], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "mode", "ignore_case", "context", "max_matches", "groups", "truncated"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_search(
+    small: LineLog,
+    query: str,
+    mode: SearchMode,
+    ignore_case: bool,
+    context: int,
+    max_matches: int,
+    groups: list[list[tuple[int, str]]],
+    truncated: bool,
+) -> None:
+    matcher = Matcher.build(query, mode, ignore_case)
+    result = search_log(small, matcher, context=context, max_matches=max_matches)
+    assert shape(result) == groups
+    assert result.matches == sum(marker == "M" for group in groups for _, marker in group)
+    assert result.truncated is truncated
+    every = [*SMALL, PENDING]
+    assert all(hit.text == every[hit.number - 1] for group in result.groups for hit in group)
+
+
+# (query, requested mode, resolved mode)
+MODES: list[tuple[str, SearchMode, str]] = [
+    ("a.c", "auto", "regex"),
+    ("plain", "auto", "regex"),
+    ("f(", "auto", "literal"),
+    ("[unclosed", "auto", "literal"),
+    ("a.c", "literal", "literal"),
+    ("f(", "literal", "literal"),
+    ("a.c", "regex", "regex"),
+]
+
+
+@pytest.mark.parametrize(("query", "mode", "resolved"), MODES)
+def test_matcher_mode(query: str, mode: SearchMode, resolved: str) -> None:
+    matcher = Matcher.build(query, mode)
+    assert (matcher.query, matcher.mode) == (query, resolved)
+
+
+# (query, mode, words the message must contain)
+BAD_QUERIES: list[tuple[str, SearchMode, list[str]]] = [
+    ("", "auto", ["empty"]),
+    ("", "literal", ["empty"]),
+    ("", "regex", ["empty"]),
+    ("f(", "regex", ["'f('", "missing )"]),
+    ("a{2,1}", "regex", ["'a{2,1}'"]),
+]
+
+
+@pytest.mark.parametrize(("query", "mode", "words"), BAD_QUERIES)
+def test_matcher_rejects(query: str, mode: SearchMode, words: list[str]) -> None:
+    with pytest.raises(SearchError) as raised:
+        Matcher.build(query, mode)
+    assert all(word in str(raised.value) for word in words)
+    assert not isinstance(raised.value, SearchTimeout)
+
+
+@pytest.mark.parametrize(
+    ("context", "max_matches", "words"),
+    [(0, 0, "max_matches"), (0, -3, "max_matches"), (-1, 5, "context")],
+)
+def test_search_rejects_bad_limits(
+    small: LineLog, context: int, max_matches: int, words: str
+) -> None:
+    with pytest.raises(ValueError, match=words):
+        search_log(small, Matcher.build("alpha"), context=context, max_matches=max_matches)
+
+
+def test_empty_log(tmp_path: Path) -> None:
+    result = search_log(LineLog(tmp_path / "empty"), Matcher.build("x"), context=3)
+    assert (result.groups, result.matches, result.truncated) == ([], 0, False)
+
+
+@pytest.mark.timeout(30)
+def test_catastrophic_regex_times_out(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "log")
+    log.append(["short line", "a" * 100_000 + "b", "after"])
+    matcher = Matcher.build(r"(a+)+$", "regex")
+    with pytest.raises(SearchTimeout, match="deadline"):
+        search_log(log, matcher, deadline=time.monotonic() + 2)
+
+
+@pytest.mark.timeout(30)
+def test_catastrophic_regex_on_pending_line_times_out(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "log")
+    log.set_pending("a" * 40 + "b")
+    with pytest.raises(SearchTimeout):
+        search_log(log, Matcher.build(r"(a|aa)+$"), deadline=time.monotonic() + 1)
+
+
+@pytest.mark.parametrize("query", ["alpha", "^alpha"])
+def test_passed_deadline_times_out(small: LineLog, query: str) -> None:
+    with pytest.raises(SearchTimeout):
+        search_log(small, Matcher.build(query), deadline=time.monotonic() - 1)
+
+
+@pytest.mark.parametrize(("query", "matches"), [("alpha", 3), ("^alpha", 1), ("(?i)^alpha", 2)])
+def test_future_deadline_finds_matches(small: LineLog, query: str, matches: int) -> None:
+    result = search_log(small, Matcher.build(query), deadline=time.monotonic() + 60)
+    assert result.matches == matches
+
+
+# (query, mode, ignore_case, context, max_matches, matched 0-based lines, truncated)
+BIG_CASES: list[tuple[str, SearchMode, bool, int, int, list[int], bool]] = [
+    ("line 0999999", "literal", False, 0, 50, [999_999], False),
+    ("LINE 0500000 OF", "literal", True, 0, 50, [500_000], False),
+    ("line 014979", "literal", False, 0, 50, list(range(149_790, 149_800)), False),
+    (r"^line 07777[0-9]{2} ", "regex", False, 0, 50, list(range(777_700, 777_750)), True),
+    ("of the big log", "literal", False, 0, 5, [0, 1, 2, 3, 4], True),
+    ("line 0333333", "auto", False, 2, 50, [333_333], False),
+    ("no such text", "literal", True, 0, 50, [], False),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("query", "mode", "ignore_case", "context", "max_matches", "matched", "truncated"),
+    BIG_CASES,
+)
+def test_search_big_log(
+    big_log: LineLog,
+    big_line: Callable[[int], str],
+    query: str,
+    mode: SearchMode,
+    ignore_case: bool,
+    context: int,
+    max_matches: int,
+    matched: list[int],
+    truncated: bool,
+) -> None:
+    matcher = Matcher.build(query, mode, ignore_case)
+    result = search_log(big_log, matcher, context=context, max_matches=max_matches)
+    hits = [hit for group in result.groups for hit in group]
+    shown = sorted({i for m in matched for i in range(m - context, m + context + 1)})
+    assert hits == [Hit(i + 1, big_line(i), "M" if i in matched else "C") for i in shown]
+    assert (result.matches, result.truncated) == (len(matched), truncated)

@@ -1,0 +1,1 @@
+"""loomgate.translator: the per-conversation MCP server over a loomgate gateway."""
