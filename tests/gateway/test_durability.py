@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -75,13 +79,15 @@ async def test_kernel_death_mid_cell(
         await next_event(stream, "output")
         if how == "sigkill":
             os.kill(pid, signal.SIGKILL)
-        r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 60, "head": 5})
-        execution = r.json()["execution"]
-        assert execution["state"] == "died"
-        assert reason in execution["died"]["reason"]
-        assert execution["died"]["restarted"] is True
-        assert [x["text"] for x in execution["output"]["head"]] == ["going"]
+        r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 60})
+        assert r.json()["execution"]["state"] == "died"
         await next_event(stream, "kernel", phase="ready")
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"head": 5})
+    execution = r.json()["execution"]
+    assert reason in execution["died"]["reason"]
+    assert execution["died"]["restarted"] is True
+    assert "restarted" in execution["note"]
+    assert [x["text"] for x in execution["output"]["head"]] == ["going"]
     assert not alive(pid)
     r = await http.post(
         f"{API}/{kernel}/executions", json={"code": "'alive'", "wait": 30, "head": 1}
@@ -148,3 +154,146 @@ async def test_create_or_get_by_name(http: httpx.AsyncClient) -> None:
         assert r.status_code == 200
     r = await http.get(f"{API}/named-one")
     assert r.json()["kernel"]["state"] == "gone"
+
+
+FRAGILE_LAUNCHER = """
+import pathlib, sys
+marker = pathlib.Path(sys.argv[1])
+if marker.exists():
+    sys.exit(7)  # every restart fails
+marker.touch()
+sys.argv = [sys.argv[0], *sys.argv[2:]]
+from ipykernel.kernelapp import launch_new_instance
+launch_new_instance()
+"""
+
+
+def fragile_kernel_spec(root: Path) -> Path:
+    """Write a kernel spec whose kernel starts once and then never again; return JUPYTER_PATH."""
+    spec = root / "kernels" / "fragile"
+    spec.mkdir(parents=True)
+    launcher = root / "launcher.py"
+    launcher.write_text(FRAGILE_LAUNCHER)
+    argv = [sys.executable, str(launcher), str(root / "started"), "-f", "{connection_file}"]
+    kernel_json = {"argv": argv, "display_name": "fragile", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel_json))
+    return root
+
+
+async def test_kernel_that_cannot_restart_is_reported_dead(
+    fresh_gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    fresh_gateway.env = {"JUPYTER_PATH": str(fragile_kernel_spec(tmp_path / "jupyter"))}
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"kernel_spec": "fragile", "name": "fragile"})
+        assert r.status_code == 201, r.text
+        kernel = r.json()["kernel"]["id"]
+        async with events(http, kernel) as stream:
+            code = "import os\nprint('last words', flush=True)\nos._exit(1)"
+            r = await http.post(f"{API}/{kernel}/executions", json={"code": code})
+            number = r.json()["execution"]["number"]
+            await next_event(stream, "kernel", phase="stopped")
+        r = await http.get(f"{API}/{kernel}/executions/{number}", params={"head": 5})
+        execution = r.json()["execution"]
+        assert execution["state"] == "died"
+        assert execution["died"] == {
+            "reason": "the kernel process exited with code 1",
+            "restarted": False,
+        }
+        assert "could not be restarted" in execution["note"]
+        assert [x["text"] for x in execution["output"]["head"]] == ["last words"]
+        r = await http.get(f"{API}/{kernel}")
+        assert r.json()["kernel"]["state"] == "gone"
+        r = await http.post(f"{API}/{kernel}/executions", json={"code": "1"})
+        assert r.status_code == 503
+        r = await http.post(API, json={"kernel_spec": "fragile"})
+        assert r.status_code == 503
+        assert "failed to start" in r.json()["message"]
+
+
+HOLDER = """
+import sys, httpx
+url, token, kernel = sys.argv[1:]
+params = {"kernel": kernel, "hold": "true"}
+headers = {"Authorization": "token " + token}
+with httpx.stream("GET", url + "/api/loomgate/events", params=params, headers=headers,
+                  timeout=None) as r:
+    for line in r.iter_lines():
+        print(line, flush=True)
+"""
+
+
+async def test_crashed_holder_releases_conversation_kernel(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    fresh_gateway.extra_args = ["--conversation-grace", "0.5"]
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"lifetime": "conversation"})
+        kernel = r.json()["kernel"]["id"]
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            HOLDER,
+            fresh_gateway.url,
+            fresh_gateway.token,
+            kernel,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert holder.stdout is not None
+            first = await asyncio.wait_for(holder.stdout.readline(), 60)
+            assert first.startswith(b"event: hello")
+            r = await http.get(f"{API}/{kernel}")
+            assert r.json()["kernel"]["holders"] == 1
+            async with events(http) as watcher:
+                holder.kill()
+                await next_event(watcher, "kernel", kernel_id=kernel, phase="stopped")
+        finally:
+            if holder.returncode is None:
+                holder.kill()
+            await holder.wait()
+        r = await http.get(f"{API}/{kernel}")
+        assert r.json()["kernel"]["state"] == "gone"
+
+
+async def test_stop_kills_running_cell_and_keeps_records(http: httpx.AsyncClient) -> None:
+    r = await http.post(API, json={})
+    kernel = r.json()["kernel"]["id"]
+    code = "import time\nprint('working', flush=True)\ntime.sleep(120)"
+    r = await http.post(
+        f"{API}/{kernel}/executions", json={"code": code, "until_silent": 0.3, "wait": 30}
+    )
+    number = r.json()["execution"]["number"]
+    r = await http.delete(f"{API}/{kernel}")
+    assert r.status_code == 200
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"head": 5})
+    execution = r.json()["execution"]
+    assert execution["state"] == "killed"
+    assert execution["note"] == "the kernel was stopped"
+    assert [x["text"] for x in execution["output"]["head"]] == ["working"]
+    r = await http.delete(f"{API}/{kernel}")
+    assert r.status_code == 503
+
+
+async def test_records_expire_after_retention(fresh_gateway: GatewayProcess) -> None:
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"name": "old"})
+        old = r.json()["kernel"]["id"]
+        await http.post(f"{API}/old/executions", json={"code": "1", "wait": 30})
+        await http.delete(f"{API}/old")
+        r = await http.post(API, json={"name": "recent"})
+        recent = r.json()["kernel"]["id"]
+        await http.delete(f"{API}/recent")
+    fresh_gateway.stop()
+    kernel_json = fresh_gateway.state_dir / "kernels" / old / "kernel.json"
+    meta = json.loads(kernel_json.read_text())
+    meta["ended"] -= 8 * 86400  # ended eight days ago: past the default retention of seven
+    kernel_json.write_text(json.dumps(meta))
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        assert (await http.get(f"{API}/{old}")).status_code == 404
+        assert (await http.get(f"{API}/{recent}")).json()["kernel"]["state"] == "gone"
+    assert not kernel_json.parent.exists()

@@ -73,7 +73,7 @@ class KernelChannels:
         finally:
             self._replies = {k: f for k, f in self._replies.items() if f is not future}
 
-    async def confirm(self, timeout: float) -> Message:
+    async def confirm(self, timeout: float, alive: Callable[[], bool]) -> Message:
         """Return a kernel_info reply once IOPub is proven subscribed (messages reach us).
 
         Like jupyter_server's nudge: keep sending kernel_info requests until one reply has come
@@ -85,6 +85,8 @@ class KernelChannels:
         replies: list[asyncio.Future[Message]] = []
         try:
             while loop.time() < deadline:
+                if not alive():
+                    raise RuntimeError("the kernel process exited while starting")
                 future = self._send_expecting_reply("kernel_info_request", {})
                 self._probes.update(self._replies)
                 replies.append(future)

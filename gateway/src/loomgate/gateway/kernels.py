@@ -59,7 +59,7 @@ class LoomKernel:
         self._recent: OrderedDict[str, ExecutionRecord] = OrderedDict()
         self._submissions: dict[str, asyncio.Future[ExecutionRecord]] = {}
         self._input_requests: dict[int, Message] = {}
-        self._death_noted = False
+        self._died_record: ExecutionRecord | None = None
         self._output_event_pending: set[int] = set()
         self._ready = asyncio.Event()
 
@@ -86,11 +86,14 @@ class LoomKernel:
         """Attach fresh channels to a just-launched process, prove IOPub live, seed its counter."""
         self.close_channels()
         self.channels = KernelChannels(self.km, on_iopub=self._on_iopub, on_stdin=self._on_stdin)
-        reply = await self.channels.confirm(CONFIRM_TIMEOUT)
+        reply = await self.channels.confirm(CONFIRM_TIMEOUT, alive=self._process_running)
         self.implementation = str(reply["content"].get("implementation", ""))
         if self.implementation == "ipython" and self.store.last_number > 0:
             await self._seed_counter(self.store.last_number + 1)
-        self._death_noted = False
+        if self._died_record is not None:
+            died = dict(self._died_record.meta["died"], restarted=True)
+            self._died_record.amend(died=died, note="the kernel was restarted; its state is gone")
+            self._died_record = None
         self.phase = "ready"
         self.execution_state = "idle"
         self._ready.set()
@@ -119,7 +122,14 @@ class LoomKernel:
         reason = exit_reason(returncode)
         self.log.warning("Kernel %s died: %s", self.id, reason)
         if self.current is not None:
-            self._finish(self.current, "died", died={"reason": reason, "restarted": restarting})
+            self._died_record = self.current
+            note = "the kernel is being restarted" if restarting else None
+            self._finish(
+                self.current, "died", died={"reason": reason, "restarted": False}, note=note
+            )
+        if not restarting and self._died_record is not None:
+            self._died_record.amend(note="the kernel could not be restarted and is dead")
+            self._died_record = None
         self._fail_submissions(Unavailable(f"the kernel died: {reason}"))
         self.phase = "restarting" if restarting else "dead"
         self.events.publish(
@@ -129,6 +139,9 @@ class LoomKernel:
     def _has_process(self) -> bool:
         provisioner = getattr(self.km, "provisioner", None)
         return getattr(provisioner, "process", None) is not None
+
+    def _process_running(self) -> bool:
+        return not self._has_process() or self.km.provisioner.process.poll() is None
 
     def close_channels(self) -> None:
         """Close the gateway's sockets to the kernel."""

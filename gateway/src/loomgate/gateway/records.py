@@ -212,6 +212,11 @@ class ExecutionRecord:
         self.save()
         self._wake()
 
+    def amend(self, **details: Any) -> None:
+        """Update details (died, note) of a record, also a finished one, and save it."""
+        self.meta.update(details)
+        self.save()
+
     def _close_streams(self) -> None:
         self.flush()
         for stream in self.streams.values():

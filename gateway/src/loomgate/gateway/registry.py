@@ -90,6 +90,7 @@ class KernelRegistry:
     async def process_started(self, km: Any) -> None:
         """Attach loomgate to a kernel process that just started (first start or restart)."""
         kernel = self.live.get(km.kernel_id)
+        first_start = kernel is None
         if kernel is None:
             intent = self._intents.pop(km.kernel_id, {})
             store = RecordStore.create(
@@ -108,7 +109,17 @@ class KernelRegistry:
             km.add_restart_callback(lambda: self._process_dead(kernel), "dead")
             if kernel.lifetime == "conversation":
                 self._schedule_release(kernel)
-        await kernel.process_started()
+        try:
+            await kernel.process_started()
+        except Exception:
+            if first_start:
+                self.live.pop(kernel.id, None)
+                kernel.close_channels()
+                kernel.store.mark_ended()
+                raise
+            # Raising here would reset jupyter_client's restart counter and loop for ever;
+            # the restarter sees the dead process and gives up after its restart limit.
+            self.log.exception("Kernel %s did not come back after a restart", kernel.id)
 
     def process_stopping(self, km: Any, *, restart: bool) -> None:
         """Tell the kernel its process is being shut down (for a restart or for good)."""
@@ -214,6 +225,9 @@ class KernelRegistry:
         self._intents[kernel_id] = {"name": name, "lifetime": lifetime, "cwd": kwargs.get("cwd")}
         try:
             await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
+        except Exception as e:
+            self.log.exception("Kernel %s (%s) failed to start", kernel_id, spec)
+            raise Unavailable(f"the {spec} kernel failed to start: {e}") from None
         finally:
             self._intents.pop(kernel_id, None)
         kernel = self.live.get(kernel_id)
