@@ -287,3 +287,50 @@ async def test_search_one_and_all(http: httpx.AsyncClient, kernel: str) -> None:
     assert r.json()["matches"] == 3
     assert r.json()["truncated"] is True
     assert r.json()["mode"] == "regex"
+
+
+async def test_input_at_the_start_of_a_cell_is_never_missed(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    # stdin's input_request may overtake IOPub's execute_input; both orders must work.
+    for i in range(20):
+        r = await http.post(
+            f"{API}/{kernel}/executions", json={"code": "input('v? ')", "wait": 30}
+        )
+        execution = r.json()["execution"]
+        assert execution["state"] == "awaiting_input", (i, execution)
+        r = await http.post(
+            f"{API}/{kernel}/executions/{execution['number']}/input", json={"value": str(i)}
+        )
+        assert r.status_code == 200
+        r = await http.get(
+            f"{API}/{kernel}/executions/{execution['number']}", params={"wait": 30, "head": 1}
+        )
+        assert texts(r.json()["execution"]) == [repr(str(i))]
+
+
+@pytest.mark.parametrize("blank", ["", "   \n\t"])
+async def test_blank_cells_keep_numbers_in_step(
+    http: httpx.AsyncClient, kernel: str, blank: str
+) -> None:
+    assert (await run(http, kernel, blank))["number"] == 1
+    assert (await run(http, kernel, blank))["number"] == 2
+    execution = await run(http, kernel, "1/0")
+    assert execution["number"] == 3
+    assert any(line.startswith("Cell In[3]") for line in texts(execution))
+    assert texts(await run(http, kernel, "7"))[-1] == "7"
+    assert texts(await run(http, kernel, "_4, len(In)"))[-1] == "(7, 6)"
+
+
+async def test_create_or_get_refuses_a_different_spec(http: httpx.AsyncClient) -> None:
+    r = await http.post(API, json={"name": "spec-check"})
+    try:
+        r = await http.post(API, json={"name": "spec-check", "kernel_spec": "python3"})
+        assert r.status_code == 200
+        r = await http.post(API, json={"name": "spec-check", "kernel_spec": "other"})
+        assert r.status_code == 409
+        assert "already runs kernel spec 'python3'" in r.json()["message"]
+        r = await http.post(API, json={"name": "spec-check", "lifetime": "forever"})
+        assert r.status_code == 400
+    finally:
+        await http.delete(f"{API}/spec-check")

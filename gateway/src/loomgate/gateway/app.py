@@ -9,10 +9,8 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any
 
 from jupyter_server.serverapp import ServerApp
-from tornado.iostream import IOStream
 from traitlets import Float, Unicode
 from traitlets.config import Config
 
@@ -54,21 +52,6 @@ class LoomgateServerApp(ServerApp):
         600.0, config=True, help="How long a conversation kernel outlives its last holder."
     )
     retention_days = Float(7.0, config=True, help="How long records outlive their kernel.")
-
-    def init_httpserver(self) -> None:
-        """Create the HTTP server; every accepted connection gets TCP_NODELAY.
-
-        Stock jupyter_server leaves Nagle on, which costs ~40 ms per small websocket message.
-        """
-        super().init_httpserver()
-        server = self.http_server
-        original = server.handle_stream
-
-        def handle_stream(stream: IOStream, address: Any) -> None:
-            stream.set_nodelay(True)
-            original(stream, address)
-
-        server.handle_stream = handle_stream  # type: ignore[method-assign]
 
     async def _post_start(self) -> None:
         await super()._post_start()
@@ -163,9 +146,12 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.ServerApp.port_retries = 0
     config.ServerApp.open_browser = False
     config.ServerApp.allow_root = True
-    config.ServerApp.log_level = args.log_level
+    config.ServerApp.log_level = "WARN" if args.log_level == "WARNING" else args.log_level
     config.ServerApp.kernel_manager_class = (
         "loomgate.gateway.kernel_manager.LoomMappingKernelManager"
+    )
+    config.ServerApp.kernel_websocket_connection_class = (
+        "loomgate.gateway.kernel_manager.NodelayWebsocketConnection"
     )
     config.ServerApp.jpserver_extensions = {"loomgate.gateway.extension": True}
     config.KernelRestarter.time_to_dead = 0.5

@@ -208,7 +208,9 @@ class LoomHandler(APIHandler):
         wait = self.number_arg("wait", 0.0, hi=MAX_WAIT, body=body)
         until_silent = self.number_arg("until_silent", None, hi=MAX_WAIT, body=body)
         if not wait:
-            return "final" if record.final else "timeout"
+            if record.final:
+                return "final"
+            return "input" if record.state == "awaiting_input" else "timeout"
         return await record.wait(wait, until_silent)
 
 
@@ -295,6 +297,7 @@ def gone_model(store: RecordStore) -> dict[str, Any]:
         "cwd": meta.get("cwd"),
         "created": meta.get("created"),
         "ended": meta.get("ended"),
+        "implementation": meta.get("implementation", ""),
     }
 
 
@@ -487,12 +490,13 @@ def search_all(
     """Return matches across `logs` in order, at most `max_matches` in all."""
     deadline = time.monotonic() + SEARCH_TIMEOUT
     groups: list[dict[str, Any]] = []
-    matches = 0
+    matches = searched = 0
     truncated = False
     for number, log in logs:
         if matches >= max_matches:
             truncated = True
             break
+        searched += 1
         result = search_log(
             log, matcher, context=context, max_matches=max_matches - matches, deadline=deadline
         )
@@ -505,7 +509,7 @@ def search_all(
                     "lines": [{"n": h.number, "text": h.text, "marker": h.marker} for h in group],
                 }
             )
-    return {"matches": matches, "truncated": truncated, "groups": groups, "searched": len(logs)}
+    return {"matches": matches, "truncated": truncated, "groups": groups, "searched": searched}
 
 
 class EventsHandler(LoomHandler):
@@ -526,6 +530,7 @@ class EventsHandler(LoomHandler):
         if hold and kernel is None:
             raise BadRequest("hold=true needs a kernel")
         self._closed = asyncio.Event()
+        self.request.connection.stream.set_nodelay(True)  # type: ignore[attr-defined]
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")

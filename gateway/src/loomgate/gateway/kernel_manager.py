@@ -1,9 +1,10 @@
-"""Jupyter kernel managers that tell loomgate's registry when kernel processes start and stop."""
+"""jupyter_server's kernel plumbing, adapted: lifecycle hooks for the registry, nodelay sockets."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from jupyter_server.services.kernels.kernelmanager import (
     AsyncMappingKernelManager,
     ServerKernelManager,
@@ -49,3 +50,16 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
 
     kernel_manager_class = Unicode("loomgate.gateway.kernel_manager.LoomKernelManager", config=True)
     loom_registry: KernelRegistry
+
+
+class NodelayWebsocketConnection(ZMQChannelsWebsocketConnection):
+    """The standard kernel websocket, with Nagle's algorithm off for its whole life.
+
+    Tornado turns TCP_NODELAY off again after the upgrade response, so a reply's second small
+    frame waits for the client's delayed ACK: ~40 ms per trivial execute instead of ~5 ms.
+    """
+
+    async def connect(self) -> None:
+        """Switch Nagle off, then connect as jupyter_server does."""
+        self.websocket_handler.set_nodelay(True)
+        await super().connect()

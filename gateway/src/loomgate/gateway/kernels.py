@@ -28,6 +28,12 @@ SEED_CODE = (
 )  # finished records still matched to late IOPub output by msg_id
 
 
+def seed_content(next_number: int) -> dict[str, Any]:
+    """Return a silent execute_request that makes IPython's next cell number `next_number`."""
+    code = SEED_CODE.format(n=next_number)
+    return {"code": code, "silent": True, "store_history": False, "allow_stdin": False}
+
+
 def exit_reason(returncode: int | None) -> str:
     """Return a sentence saying how a kernel process ended."""
     if returncode is None:
@@ -60,7 +66,9 @@ class LoomKernel:
         self._submissions: dict[str, asyncio.Future[ExecutionRecord]] = {}
         self._input_requests: dict[int, Message] = {}
         self._died_record: ExecutionRecord | None = None
-        self._output_event_pending: set[int] = set()
+        self._output_events: dict[int, asyncio.TimerHandle] = {}
+        self._early_input: dict[str, Message] = {}
+        self._reseed_after: int | None = None
         self._ready = asyncio.Event()
 
     # -- identity -----------------------------------------------------------------------------
@@ -88,6 +96,7 @@ class LoomKernel:
         self.channels = KernelChannels(self.km, on_iopub=self._on_iopub, on_stdin=self._on_stdin)
         reply = await self.channels.confirm(CONFIRM_TIMEOUT, alive=self._process_running)
         self.implementation = str(reply["content"].get("implementation", ""))
+        self.store.meta["implementation"] = self.implementation
         if self.implementation == "ipython" and self.store.last_number > 0:
             await self._seed_counter(self.store.last_number + 1)
         if self._died_record is not None:
@@ -102,14 +111,14 @@ class LoomKernel:
     async def _seed_counter(self, next_number: int) -> None:
         # Silent executes are not counted by IPython and get no record.
         assert self.channels is not None
-        code = SEED_CODE.format(n=next_number)
-        content = {"code": code, "silent": True, "store_history": False, "allow_stdin": False}
-        await self.channels.request("execute_request", content, START_TIMEOUT)
+        await self.channels.request("execute_request", seed_content(next_number), START_TIMEOUT)
 
     def process_stopping(self, *, restart: bool) -> None:
         """End the running execution (killed by a reset or stop) and drop the channels."""
         self.phase = "restarting" if restart else "dead"
         self._ready.clear()
+        if restart:
+            self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
         if self.current is not None:
             note = "the kernel was reset" if restart else "the kernel was stopped"
             self._finish(self.current, "killed", note=note)
@@ -210,21 +219,28 @@ class LoomKernel:
             )
         self.channels.send_stdin("input_reply", {"value": value}, parent=request)
         record.set_state("running", input=None)
-        self.events.publish("execution", self.id, {"execution": record.summary()})
+        self._publish_execution(record)
 
     # -- messages from the kernel -------------------------------------------------------------
 
     def _on_stdin(self, msg: Message) -> None:
         if msg["header"]["msg_type"] != "input_request":
             return
-        record = self._recent.get(msg["parent_header"].get("msg_id", ""))
-        if record is None or record.final:
+        msg_id = msg["parent_header"].get("msg_id", "")
+        record = self._recent.get(msg_id)
+        if record is None and msg_id in self._submissions:
+            # stdin and IOPub are separate sockets: the request can overtake execute_input.
+            self._early_input[msg_id] = msg
             return
+        if record is not None and not record.final:
+            self._await_input(record, msg)
+
+    def _await_input(self, record: ExecutionRecord, msg: Message) -> None:
         self._input_requests[record.number] = msg
         content = msg["content"]
         info = {"prompt": content.get("prompt", ""), "password": bool(content.get("password"))}
         record.set_state("awaiting_input", input=info)
-        self.events.publish("execution", self.id, {"execution": record.summary()})
+        self._publish_execution(record)
 
     def _on_iopub(self, msg: Message) -> None:
         msg_type = msg["header"]["msg_type"]
@@ -269,19 +285,29 @@ class LoomKernel:
         if self.current is not None and not self.current.final:
             self._finish(self.current, "completed", note="superseded before its end was seen")
         submission = self._submissions.pop(msg_id, None)
+        reported = int(content.get("execution_count") or 0)
+        code = str(content.get("code", ""))
         record = self.store.new_record(
-            number=int(content.get("execution_count") or 0),
+            number=reported,
             msg_id=msg_id,
-            code=str(content.get("code", "")),
+            code=code,
             source="loomgate" if submission is not None else "other",
         )
+        if self.implementation == "ipython" and (record.number != reported or not code.strip()):
+            # IPython does not count a blank cell (nor another client's store_history=False
+            # one, seen here as a number it reports twice): put its counter back in step
+            # with ours once this cell ends.
+            self._reseed_after = record.number
         self.current = record
         self._recent[msg_id] = record
         while len(self._recent) > RECENT_RECORDS:
             self._recent.popitem(last=False)
         if submission is not None and not submission.done():
             submission.set_result(record)
-        self.events.publish("execution", self.id, {"execution": record.summary()})
+        self._publish_execution(record)
+        early_input = self._early_input.pop(msg_id, None)
+        if early_input is not None:
+            self._await_input(record, early_input)
 
     def _finish(self, record: ExecutionRecord, state: str, **details: Any) -> None:
         record.set_state(state, **details)  # type: ignore[arg-type]
@@ -289,27 +315,40 @@ class LoomKernel:
         if self.current is record:
             self.current = None
         self.last_activity = time.time()
-        self.events.publish("execution", self.id, {"execution": record.summary()})
+        pending_output = self._output_events.pop(record.number, None)
+        if pending_output is not None:
+            pending_output.cancel()
+            self._publish_output(record)
+        self._publish_execution(record)
+        if self._reseed_after == record.number and self.channels is not None and state != "died":
+            self._reseed_after = None
+            # Sent at once on our shell socket, so the kernel runs it before any later cell.
+            self.channels.send_shell("execute_request", seed_content(record.number + 1))
+
+    def _publish_execution(self, record: ExecutionRecord) -> None:
+        if self.events.has_subscribers(self.id):
+            self.events.publish("execution", self.id, {"execution": record.summary()})
 
     def _schedule_output_event(self, record: ExecutionRecord) -> None:
-        if not self.events.has_subscribers(self.id) or record.number in self._output_event_pending:
+        if not self.events.has_subscribers(self.id) or record.number in self._output_events:
             return
-        self._output_event_pending.add(record.number)
 
         def publish() -> None:
-            self._output_event_pending.discard(record.number)
-            tail = record.log("combined").tail(1)
-            self.events.publish(
-                "output",
-                self.id,
-                {
-                    "number": record.number,
-                    "lines": record.log("combined").total,
-                    "last_line": tail[0].text if tail else "",
-                },
-            )
+            self._output_events.pop(record.number, None)
+            self._publish_output(record)
 
-        asyncio.get_running_loop().call_later(OUTPUT_EVENT_INTERVAL, publish)
+        loop = asyncio.get_running_loop()
+        self._output_events[record.number] = loop.call_later(OUTPUT_EVENT_INTERVAL, publish)
+
+    def _publish_output(self, record: ExecutionRecord) -> None:
+        log = record.log("combined")
+        tail = log.tail(1)
+        data = {
+            "number": record.number,
+            "lines": log.total,
+            "last_line": tail[0].text if tail else "",
+        }
+        self.events.publish("output", self.id, data)
 
     # -- wire ---------------------------------------------------------------------------------
 
@@ -341,4 +380,5 @@ class LoomKernel:
             "cwd": meta.get("cwd"),
             "created": meta.get("created"),
             "implementation": self.implementation,
+            "ended": None,
         }

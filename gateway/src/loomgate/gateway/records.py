@@ -67,7 +67,6 @@ class ExecutionRecord:
             "note": None,
         }
         record = cls(directory, meta)
-        (directory / "code.py").write_text(code, encoding="utf-8")
         record.save()
         return record
 
@@ -82,6 +81,7 @@ class ExecutionRecord:
             ]
         record = cls(directory, meta)
         if record.state not in FINAL_STATES:
+            record.meta["streams"] = record.stream_sizes()
             record.meta["state"] = "lost"
             record.meta["note"] = "the gateway stopped while this execution ran"
             record.meta["input"] = None
@@ -193,6 +193,7 @@ class ExecutionRecord:
         if self.final:
             # Late output (a thread still printing after the cell ended): commit it at once.
             self._close_streams()
+            self.save()
         elif self._flush_handle is None:
             # A crash of the gateway loses at most FLUSH_DELAY seconds of a running cell's output.
             self._flush_handle = asyncio.get_running_loop().call_later(FLUSH_DELAY, self.flush)
@@ -218,10 +219,13 @@ class ExecutionRecord:
         self.save()
 
     def _close_streams(self) -> None:
+        """Commit and close the open streams, noting their final sizes in the metadata."""
         self.flush()
-        for stream in self.streams.values():
+        sizes = self.meta.setdefault("streams", {n: {"lines": 0, "bytes": 0} for n in STREAMS})
+        for name, stream in self.streams.items():
             stream.finish()
             stream.log.close()
+            sizes[name] = {"lines": stream.log.total, "bytes": stream.log.byte_size}
         self.streams.clear()
 
     def flush(self) -> None:
@@ -274,12 +278,19 @@ class ExecutionRecord:
 
     # -- wire ---------------------------------------------------------------------------------
 
-    def summary(self) -> dict[str, Any]:
-        """Return the record's wire form: metadata plus line and byte counts of each stream."""
-        streams = {}
+    def stream_sizes(self) -> dict[str, dict[str, int]]:
+        """Return the line and byte count of each stream (from disk for a finished record)."""
+        if self.final and "streams" in self.meta:
+            return self.meta["streams"]  # type: ignore[no-any-return]
+        sizes = {}
         for name in STREAMS:
             log = self.log(name)
-            streams[name] = {"lines": log.total, "bytes": log.byte_size}
+            sizes[name] = {"lines": log.total, "bytes": log.byte_size}
+        return sizes
+
+    def summary(self) -> dict[str, Any]:
+        """Return the record's wire form: metadata plus line and byte counts of each stream."""
+        streams = self.stream_sizes()
         now = time.time()
         finished = self.meta["finished"]
         return {
@@ -347,6 +358,8 @@ class RecordStore:
                     record = ExecutionRecord.load(child)
                     records[record.number] = record
             self._records = dict(sorted(records.items()))
+            if records:
+                self.meta["last_number"] = max(self.last_number, max(records))
         return self._records
 
     def new_record(self, *, number: int, msg_id: str, code: str, source: str) -> ExecutionRecord:
@@ -361,8 +374,7 @@ class RecordStore:
             source=source,
         )
         self._loaded()[number] = record
-        self.meta["last_number"] = number
-        self.save()
+        self.meta["last_number"] = number  # saved with kernel.json when the kernel ends
         return record
 
     def get(self, number: int) -> ExecutionRecord | None:

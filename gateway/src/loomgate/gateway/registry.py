@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.errors import Ambiguous, BadRequest, NotFound, Unavailable
+from loomgate.gateway.errors import Ambiguous, BadRequest, Conflict, NotFound, Unavailable
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels import LoomKernel
 from loomgate.gateway.records import RecordStore
@@ -137,6 +137,7 @@ class KernelRegistry:
         if task is not None:
             task.cancel()
         kernel.store.mark_ended()
+        kernel.phase = "gone"
         self.events.publish("kernel", kernel.id, {"phase": "stopped", "kernel": kernel.model()})
 
     def _process_dead(self, kernel: LoomKernel) -> None:
@@ -196,16 +197,22 @@ class KernelRegistry:
         env: dict[str, str] | None,
     ) -> tuple[LoomKernel, bool]:
         """Return the live kernel called `name`, else a newly started one, and whether it is new."""
-        if name is not None:
-            if not NAME_PATTERN.match(name):
-                raise BadRequest(
-                    f"kernel name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
-                )
-            existing = self.find_live_by_name(name)
-            if existing is not None:
-                return existing, False
+        if name is not None and not NAME_PATTERN.match(name):
+            raise BadRequest(
+                f"kernel name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
+            )
         if lifetime not in ("persistent", "conversation"):
             raise BadRequest(f"lifetime must be 'persistent' or 'conversation', not {lifetime!r}")
+        if name is not None:
+            existing = self.find_live_by_name(name)
+            if existing is not None:
+                existing_spec = existing.store.meta.get("kernel_spec")
+                if kernel_spec is not None and kernel_spec != existing_spec:
+                    raise Conflict(
+                        f"kernel {name!r} already runs kernel spec {existing_spec!r}, "
+                        f"not {kernel_spec!r}; choose another name or stop it first"
+                    )
+                return existing, False
         spec = kernel_spec or self.mkm.default_kernel_name
         if spec not in self.mkm.kernel_spec_manager.find_kernel_specs():
             raise BadRequest(f"no kernel spec named {spec!r} on this gateway")

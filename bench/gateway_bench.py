@@ -1,0 +1,278 @@
+"""Gateway benchmark, side by side in one run: latency per trivial cell and a 1,000,000-line cell.
+
+Run: `uv run python -m bench.gateway_bench [--iterations 200] [--out bench/results/gateway.md]`
+
+Compares, interleaved iteration by iteration so that machine noise hits all sides alike:
+- a raw jupyter_client loop (AsyncKernelClient straight to the kernel's ZMQ sockets),
+- the standard kernel websocket of a loomgate gateway (v1 binary protocol),
+- the same websocket on a stock jupyter_server (Nagle left on),
+- loomgate's own submit+wait (one POST with `wait`), and submit then long-poll (POST + GET).
+Then one cell printing 1,000,000 short lines, raw vs through the gateway, with the gateway's RSS
+sampled throughout, a mid-stream range read and a literal search over the whole stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+from jupyter_client.manager import AsyncKernelManager
+
+from tests.gateways import GatewayProcess, free_port
+from tests.kernel_ws import KernelWebsocket
+
+API = "/api/loomgate/kernels"
+BIG_CELL = "for i in range(1_000_000): print(i)"
+
+
+async def raw_run(client: object, code: str) -> None:
+    """Run `code` on a raw AsyncKernelClient; return when its reply and IOPub idle have arrived.
+
+    Output messages are read and discarded.
+    """
+    msg_id = client.execute(code)  # type: ignore[attr-defined]
+    while True:
+        reply = await client.get_shell_msg()  # type: ignore[attr-defined]
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    while True:
+        msg = await client.get_iopub_msg()  # type: ignore[attr-defined]
+        if (
+            msg["parent_header"].get("msg_id") == msg_id
+            and msg["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "idle"
+        ):
+            return
+
+
+async def timed(fn: Callable[[], Awaitable[object]]) -> float:
+    """Return how long awaiting `fn()` took, in milliseconds."""
+    start = time.perf_counter()
+    await fn()
+    return (time.perf_counter() - start) * 1000
+
+
+class RssSampler:
+    """Samples a process's resident set size in a thread; reports the peak above the start."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.start_kb = self.rss_kb()
+        self.peak_kb = self.start_kb
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def rss_kb(self) -> int:
+        """Return the current VmRSS in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak_kb = max(self.peak_kb, self.rss_kb())
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def stock_server(port: int, token: str, root: Path) -> subprocess.Popen[bytes]:
+    """Start a stock jupyter_server (no loomgate) for comparison."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "jupyter_server", f"--port={port}", "--ServerApp.port_retries=0",
+         f"--IdentityProvider.token={token}", "--ServerApp.allow_root=True",
+         "--ServerApp.open_browser=False", f"--ServerApp.root_dir={root}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def wait_http(url: str, token: str) -> None:
+    """Wait until a Jupyter server answers /api/kernels."""
+    async with httpx.AsyncClient(headers={"Authorization": f"token {token}"}) as http:
+        for _ in range(600):
+            try:
+                if (await http.get(f"{url}/api/kernels")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def summary(samples: list[float]) -> tuple[float, float]:
+    """Return (median, p90) of `samples`."""
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(len(ordered) * 0.9) - 1]
+
+
+async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: int) -> list[str]:
+    """Return table rows for the trivial-cell latency comparison."""
+    km = AsyncKernelManager()
+    await km.start_kernel()
+    raw = km.client()
+    raw.start_channels()
+    await raw.wait_for_ready(timeout=60)
+    headers = {"Authorization": f"token {gw.token}"}
+    stock_headers = {"Authorization": f"token {token}"}
+    async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as http, \
+            httpx.AsyncClient(base_url=stock_url, headers=stock_headers, timeout=60) as stock:
+        ws_kernel = (await http.post("/api/kernels", json={"name": "python3"})).json()["id"]
+        loom_kernel = (await http.post(API, json={})).json()["kernel"]["id"]
+        stock_kernel = (await stock.post("/api/kernels", json={"name": "python3"})).json()["id"]
+        samples: dict[str, list[float]] = {k: [] for k in
+                                           ("raw", "ws", "stock", "submit_wait", "submit_poll")}
+        try:
+            async with KernelWebsocket(gw.url, gw.token, ws_kernel, binary=True) as ws, \
+                    KernelWebsocket(stock_url, token, stock_kernel, binary=True) as stock_ws:
+
+                async def submit_wait() -> None:
+                    r = await http.post(f"{API}/{loom_kernel}/executions",
+                                        json={"code": "1+1", "wait": 30, "head": 20})
+                    assert r.json()["execution"]["state"] == "completed"
+
+                async def submit_poll() -> None:
+                    r = await http.post(f"{API}/{loom_kernel}/executions", json={"code": "1+1"})
+                    number = r.json()["execution"]["number"]
+                    r = await http.get(f"{API}/{loom_kernel}/executions/{number}",
+                                       params={"wait": 30, "head": 20})
+                    assert r.json()["execution"]["state"] == "completed"
+
+                runs = {
+                    "raw": lambda: raw_run(raw, "1+1"),
+                    "ws": lambda: ws.run("1+1"),
+                    "stock": lambda: stock_ws.run("1+1"),
+                    "submit_wait": submit_wait,
+                    "submit_poll": submit_poll,
+                }
+                for fn in runs.values():  # warm up
+                    for _ in range(5):
+                        await fn()
+                for _ in range(iterations):
+                    for name, fn in runs.items():
+                        samples[name].append(await timed(fn))
+        finally:
+            await http.delete(f"/api/kernels/{ws_kernel}")
+            await http.delete(f"{API}/{loom_kernel}")
+            await stock.delete(f"/api/kernels/{stock_kernel}")
+            raw.stop_channels()
+            await km.shutdown_kernel(now=True)
+    raw_median, _ = summary(samples["raw"])
+    labels = {
+        "raw": "raw jupyter_client loop",
+        "ws": "loomgate websocket (v1)",
+        "stock": "stock jupyter_server websocket",
+        "submit_wait": "loomgate POST …/executions with wait",
+        "submit_poll": "loomgate POST, then GET ?wait (long-poll)",
+    }
+    rows = []
+    for name, label in labels.items():
+        median, p90 = summary(samples[name])
+        rows.append(f"| {label} | {median:.2f} | {p90:.2f} | {median / raw_median:.2f}× |")
+    return rows
+
+
+async def big_output(gw: GatewayProcess) -> list[str]:
+    """Return table rows for the 1,000,000-line cell: wall time, RSS, read and search."""
+    km = AsyncKernelManager()
+    await km.start_kernel()
+    raw = km.client()
+    raw.start_channels()
+    await raw.wait_for_ready(timeout=60)
+    try:
+        raw_ms = await timed(lambda: raw_run(raw, BIG_CELL))
+    finally:
+        raw.stop_channels()
+        await km.shutdown_kernel(now=True)
+    headers = {"Authorization": f"token {gw.token}"}
+    async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=600) as http:
+        kernel = (await http.post(API, json={})).json()["kernel"]["id"]
+        try:
+            assert gw.proc is not None
+            with RssSampler(gw.proc.pid) as rss:
+                start = time.perf_counter()
+                r = await http.post(f"{API}/{kernel}/executions",
+                                    json={"code": BIG_CELL, "wait": 600})
+                gw_ms = (time.perf_counter() - start) * 1000
+            execution = r.json()["execution"]
+            assert execution["streams"]["stdout"]["lines"] == 1_000_000, execution["streams"]
+            url = f"{API}/{kernel}/executions/{execution['number']}/streams/stdout"
+            reads = []
+            for _ in range(50):
+                reads.append(await timed(lambda: http.get(url, params={"lines": "500000:500019"})))
+            r = await http.get(url, params={"lines": "500000:500019"})
+            assert r.json()["lines"][0]["text"] == "499999"
+            search_ms = await timed(lambda: http.get(
+                f"{API}/{kernel}/search",
+                params={"query": "987654", "mode": "literal", "stream": "stdout"}))
+        finally:
+            await http.delete(f"{API}/{kernel}")
+    growth_mb = (rss.peak_kb - rss.start_kb) / 1024
+    return [
+        f"| 1,000,000-line cell, raw jupyter_client (output discarded) | {raw_ms:.0f} ms | |",
+        f"| same cell through loomgate, recorded | {gw_ms:.0f} ms | {gw_ms / raw_ms:.2f}× |",
+        f"| gateway RSS growth during the cell | {growth_mb:.1f} MB | |",
+        f"| read lines 500000:500019 over HTTP (median of 50) | "
+        f"{statistics.median(reads):.2f} ms | |",
+        f"| literal search of all 1,000,000 lines over HTTP | {search_ms:.0f} ms | |",
+    ]
+
+
+async def main() -> None:
+    """Run both benchmarks and print (and optionally write) a Markdown report."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = GatewayProcess(Path(tmp) / "state")
+        gw.extra_args = ["--log-level", "WARNING"]
+        gw.start()
+        stock_port, stock_token = free_port(), "bench-token"
+        stock = stock_server(stock_port, stock_token, Path(tmp))
+        try:
+            stock_url = f"http://127.0.0.1:{stock_port}"
+            await wait_http(stock_url, stock_token)
+            rows = await latency(gw, stock_url, stock_token, args.iterations)
+            big = await big_output(gw)
+        finally:
+            stock.terminate()
+            stock.wait(30)
+            gw.stop()
+    report = "\n".join([
+        f"## Trivial cell `1+1`, {args.iterations} interleaved iterations (ms)",
+        "",
+        "| path | median | p90 | median vs raw |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+        "## One cell printing 1,000,000 short lines",
+        "",
+        "| measure | value | vs raw |",
+        "|---|---|---|",
+        *big,
+        "",
+    ])
+    print(report)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
