@@ -2,7 +2,8 @@
 
 Run: `uv run python -m bench.gateway_bench [--iterations 200] [--out bench/results/gateway.md]`
 
-Compares, interleaved iteration by iteration so that machine noise hits all sides alike:
+Compares, interleaved in blocks of BLOCK iterations (each path in turn, so machine noise hits all
+sides alike while each path runs warm):
 - a raw jupyter_client loop (AsyncKernelClient straight to the kernel's ZMQ sockets),
 - the standard kernel websocket of a loomgate gateway (v1 binary protocol),
 - the same websocket on a stock jupyter_server (Nagle left on),
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import subprocess
 import sys
@@ -26,12 +28,12 @@ from pathlib import Path
 
 import httpx
 from jupyter_client.manager import AsyncKernelManager
-
 from tests.gateways import GatewayProcess, free_port
 from tests.kernel_ws import KernelWebsocket
 
 API = "/api/loomgate/kernels"
 BIG_CELL = "for i in range(1_000_000): print(i)"
+BLOCK = 10  # iterations of one path in a row, before the next path takes its turn
 
 
 async def raw_run(client: object, code: str) -> None:
@@ -94,9 +96,17 @@ class RssSampler:
 def stock_server(port: int, token: str, root: Path) -> subprocess.Popen[bytes]:
     """Start a stock jupyter_server (no loomgate) for comparison."""
     return subprocess.Popen(
-        [sys.executable, "-m", "jupyter_server", f"--port={port}", "--ServerApp.port_retries=0",
-         f"--IdentityProvider.token={token}", "--ServerApp.allow_root=True",
-         "--ServerApp.open_browser=False", f"--ServerApp.root_dir={root}"],
+        [
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            "--ServerApp.allow_root=True",
+            "--ServerApp.open_browser=False",
+            f"--ServerApp.root_dir={root}",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -115,6 +125,42 @@ async def wait_http(url: str, token: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
+class LeanHttp:
+    """A minimal keep-alive HTTP/1.1 JSON client on asyncio streams (to separate the gateway's
+    cost from httpx's ~1 ms of client-side work per request)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.token = token
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, data: dict[str, object]) -> dict[str, object]:
+        """POST `data` as JSON; return the decoded JSON response."""
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        assert self.reader is not None
+        body = json.dumps(data).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            f"Authorization: token {self.token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        headers = await self.reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in headers.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        return json.loads(await self.reader.readexactly(length))  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self.writer is not None:
+            self.writer.close()
+
+
 def summary(samples: list[float]) -> tuple[float, float]:
     """Return (median, p90) of `samples`."""
     ordered = sorted(samples)
@@ -130,43 +176,61 @@ async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: in
     await raw.wait_for_ready(timeout=60)
     headers = {"Authorization": f"token {gw.token}"}
     stock_headers = {"Authorization": f"token {token}"}
-    async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as http, \
-            httpx.AsyncClient(base_url=stock_url, headers=stock_headers, timeout=60) as stock:
+    async with (
+        httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as http,
+        httpx.AsyncClient(base_url=stock_url, headers=stock_headers, timeout=60) as stock,
+    ):
         ws_kernel = (await http.post("/api/kernels", json={"name": "python3"})).json()["id"]
         loom_kernel = (await http.post(API, json={})).json()["kernel"]["id"]
         stock_kernel = (await stock.post("/api/kernels", json={"name": "python3"})).json()["id"]
-        samples: dict[str, list[float]] = {k: [] for k in
-                                           ("raw", "ws", "stock", "submit_wait", "submit_poll")}
+        lean = LeanHttp(gw.port, gw.token)
+        samples: dict[str, list[float]] = {
+            k: [] for k in ("raw", "ws", "stock", "lean_wait", "submit_wait", "submit_poll")
+        }
         try:
-            async with KernelWebsocket(gw.url, gw.token, ws_kernel, binary=True) as ws, \
-                    KernelWebsocket(stock_url, token, stock_kernel, binary=True) as stock_ws:
+            async with (
+                KernelWebsocket(gw.url, gw.token, ws_kernel, binary=True) as ws,
+                KernelWebsocket(stock_url, token, stock_kernel, binary=True) as stock_ws,
+            ):
 
                 async def submit_wait() -> None:
-                    r = await http.post(f"{API}/{loom_kernel}/executions",
-                                        json={"code": "1+1", "wait": 30, "head": 20})
+                    r = await http.post(
+                        f"{API}/{loom_kernel}/executions",
+                        json={"code": "1+1", "wait": 30, "head": 20},
+                    )
                     assert r.json()["execution"]["state"] == "completed"
 
                 async def submit_poll() -> None:
                     r = await http.post(f"{API}/{loom_kernel}/executions", json={"code": "1+1"})
                     number = r.json()["execution"]["number"]
-                    r = await http.get(f"{API}/{loom_kernel}/executions/{number}",
-                                       params={"wait": 30, "head": 20})
+                    r = await http.get(
+                        f"{API}/{loom_kernel}/executions/{number}", params={"wait": 30, "head": 20}
+                    )
                     assert r.json()["execution"]["state"] == "completed"
+
+                async def lean_wait() -> None:
+                    r = await lean.post(
+                        f"{API}/{loom_kernel}/executions", {"code": "1+1", "wait": 30, "head": 20}
+                    )
+                    assert r["execution"]["state"] == "completed"  # type: ignore[index]
 
                 runs = {
                     "raw": lambda: raw_run(raw, "1+1"),
                     "ws": lambda: ws.run("1+1"),
                     "stock": lambda: stock_ws.run("1+1"),
+                    "lean_wait": lean_wait,
                     "submit_wait": submit_wait,
                     "submit_poll": submit_poll,
                 }
                 for fn in runs.values():  # warm up
                     for _ in range(5):
                         await fn()
-                for _ in range(iterations):
+                for _ in range(iterations // BLOCK):
                     for name, fn in runs.items():
-                        samples[name].append(await timed(fn))
+                        for _ in range(BLOCK):
+                            samples[name].append(await timed(fn))
         finally:
+            lean.close()
             await http.delete(f"/api/kernels/{ws_kernel}")
             await http.delete(f"{API}/{loom_kernel}")
             await stock.delete(f"/api/kernels/{stock_kernel}")
@@ -177,8 +241,9 @@ async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: in
         "raw": "raw jupyter_client loop",
         "ws": "loomgate websocket (v1)",
         "stock": "stock jupyter_server websocket",
-        "submit_wait": "loomgate POST …/executions with wait",
-        "submit_poll": "loomgate POST, then GET ?wait (long-poll)",
+        "lean_wait": "loomgate POST …/executions with wait (lean HTTP/1.1 client)",
+        "submit_wait": "loomgate POST …/executions with wait (httpx)",
+        "submit_poll": "loomgate POST, then GET ?wait (long-poll, httpx)",
     }
     rows = []
     for name, label in labels.items():
@@ -206,8 +271,9 @@ async def big_output(gw: GatewayProcess) -> list[str]:
             assert gw.proc is not None
             with RssSampler(gw.proc.pid) as rss:
                 start = time.perf_counter()
-                r = await http.post(f"{API}/{kernel}/executions",
-                                    json={"code": BIG_CELL, "wait": 600})
+                r = await http.post(
+                    f"{API}/{kernel}/executions", json={"code": BIG_CELL, "wait": 600}
+                )
                 gw_ms = (time.perf_counter() - start) * 1000
             execution = r.json()["execution"]
             assert execution["streams"]["stdout"]["lines"] == 1_000_000, execution["streams"]
@@ -217,9 +283,12 @@ async def big_output(gw: GatewayProcess) -> list[str]:
                 reads.append(await timed(lambda: http.get(url, params={"lines": "500000:500019"})))
             r = await http.get(url, params={"lines": "500000:500019"})
             assert r.json()["lines"][0]["text"] == "499999"
-            search_ms = await timed(lambda: http.get(
-                f"{API}/{kernel}/search",
-                params={"query": "987654", "mode": "literal", "stream": "stdout"}))
+            search_ms = await timed(
+                lambda: http.get(
+                    f"{API}/{kernel}/search",
+                    params={"query": "987654", "mode": "literal", "stream": "stdout"},
+                )
+            )
         finally:
             await http.delete(f"{API}/{kernel}")
     growth_mb = (rss.peak_kb - rss.start_kb) / 1024
@@ -254,20 +323,22 @@ async def main() -> None:
             stock.terminate()
             stock.wait(30)
             gw.stop()
-    report = "\n".join([
-        f"## Trivial cell `1+1`, {args.iterations} interleaved iterations (ms)",
-        "",
-        "| path | median | p90 | median vs raw |",
-        "|---|---|---|---|",
-        *rows,
-        "",
-        "## One cell printing 1,000,000 short lines",
-        "",
-        "| measure | value | vs raw |",
-        "|---|---|---|",
-        *big,
-        "",
-    ])
+    report = "\n".join(
+        [
+            f"## Trivial cell `1+1`, {args.iterations} iterations per path, interleaved (ms)",
+            "",
+            "| path | median | p90 | median vs raw |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            "## One cell printing 1,000,000 short lines",
+            "",
+            "| measure | value | vs raw |",
+            "|---|---|---|",
+            *big,
+            "",
+        ]
+    )
     print(report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -190,7 +190,8 @@ async def test_kernel_that_cannot_restart_is_reported_dead(
         assert r.status_code == 201, r.text
         kernel = r.json()["kernel"]["id"]
         async with events(http, kernel) as stream:
-            code = "import os\nprint('last words', flush=True)\nos._exit(1)"
+            # The pause lets ZMQ carry the line out before the process vanishes.
+            code = "import os, time\nprint('last words', flush=True)\ntime.sleep(0.2)\nos._exit(1)"
             r = await http.post(f"{API}/{kernel}/executions", json={"code": code})
             number = r.json()["execution"]["number"]
             await next_event(stream, "kernel", phase="stopped")

@@ -294,9 +294,7 @@ async def test_input_at_the_start_of_a_cell_is_never_missed(
 ) -> None:
     # stdin's input_request may overtake IOPub's execute_input; both orders must work.
     for i in range(20):
-        r = await http.post(
-            f"{API}/{kernel}/executions", json={"code": "input('v? ')", "wait": 30}
-        )
+        r = await http.post(f"{API}/{kernel}/executions", json={"code": "input('v? ')", "wait": 30})
         execution = r.json()["execution"]
         assert execution["state"] == "awaiting_input", (i, execution)
         r = await http.post(

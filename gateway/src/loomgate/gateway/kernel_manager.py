@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jupyter_server._tz import utcnow
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from jupyter_server.services.kernels.kernelmanager import (
     AsyncMappingKernelManager,
@@ -50,6 +51,30 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
 
     kernel_manager_class = Unicode("loomgate.gateway.kernel_manager.LoomKernelManager", config=True)
     loom_registry: KernelRegistry
+
+    def start_watching_activity(self, kernel_id: str) -> None:
+        """Set the activity markers; loomgate's own IOPub subscriber keeps them current.
+
+        jupyter_server would open a second IOPub socket per kernel and decode every message
+        again; `note_activity` does its job from the messages loomgate already decodes.
+        """
+        kernel = self._kernels[kernel_id]
+        kernel.reason = ""
+        kernel.last_activity = utcnow()
+
+    def note_activity(self, km: LoomKernelManager, msg: dict[str, Any]) -> None:
+        """Update last_activity and execution_state from an IOPub message like jupyter_server."""
+        msg_type = msg["header"]["msg_type"]
+        parent_type = msg["parent_header"].get("msg_type")
+        tracked = self.track_message_type(parent_type)
+        if self.track_message_type(msg_type) or tracked or km.execution_state == "busy":
+            self.last_kernel_activity = km.last_activity = utcnow()
+        if msg_type == "status":
+            state = msg["content"]["execution_state"]
+            if tracked:
+                km.execution_state = state
+            elif km.execution_state == "starting" and state != "starting":
+                km.execution_state = "idle"
 
 
 class NodelayWebsocketConnection(ZMQChannelsWebsocketConnection):

@@ -104,7 +104,7 @@ class LoomKernel:
             self._died_record.amend(died=died, note="the kernel was restarted; its state is gone")
             self._died_record = None
         self.phase = "ready"
-        self.execution_state = "idle"
+        self.execution_state = self.km.execution_state = "idle"
         self._ready.set()
         self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
 
@@ -247,6 +247,7 @@ class LoomKernel:
         parent_id = msg["parent_header"].get("msg_id", "")
         content = msg["content"]
         self.last_activity = time.time()
+        self.km.parent.note_activity(self.km, msg)
         if msg_type == "status":
             self.execution_state = content.get("execution_state", self.execution_state)
             record = self._recent.get(parent_id)
@@ -304,6 +305,7 @@ class LoomKernel:
             self._recent.popitem(last=False)
         if submission is not None and not submission.done():
             submission.set_result(record)
+        record.save_soon()  # after the waiting submitter has been woken
         self._publish_execution(record)
         early_input = self._early_input.pop(msg_id, None)
         if early_input is not None:

@@ -36,6 +36,7 @@ class ExecutionRecord:
         self.last_output: float = meta.get("last_output") or meta["started"]
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
+        self._save_pending = False
 
     # -- construction -------------------------------------------------------------------------
 
@@ -50,7 +51,7 @@ class ExecutionRecord:
         code: str,
         source: str,
     ) -> ExecutionRecord:
-        """Return a new running record, already written to disk."""
+        """Return a new running record (the caller saves it with `save_soon`)."""
         directory.mkdir(parents=True, exist_ok=True)
         meta: dict[str, Any] = {
             "kernel_id": kernel_id,
@@ -66,9 +67,7 @@ class ExecutionRecord:
             "died": None,
             "note": None,
         }
-        record = cls(directory, meta)
-        record.save()
-        return record
+        return cls(directory, meta)
 
     @classmethod
     def load(cls, directory: Path) -> ExecutionRecord:
@@ -210,8 +209,8 @@ class ExecutionRecord:
             self.meta["finished"] = time.time()
             self.meta["input"] = None
             self._close_streams()
-        self.save()
         self._wake()
+        self.save_soon()
 
     def amend(self, **details: Any) -> None:
         """Update details (died, note) of a record, also a finished one, and save it."""
@@ -237,9 +236,23 @@ class ExecutionRecord:
             stream.log.flush()
 
     def save(self) -> None:
-        """Write record.json."""
+        """Write record.json now."""
+        self._save_pending = False
         meta = dict(self.meta, last_output=self.last_output)
         write_json_atomic(self.directory / "record.json", meta)
+
+    def save_soon(self) -> None:
+        """Write record.json once the callbacks already queued (a waiting reply) have run.
+
+        Keeps the write off the latency of the request that waits for this record.
+        """
+        if not self._save_pending:
+            self._save_pending = True
+            asyncio.get_running_loop().call_soon(self._save_if_pending)
+
+    def _save_if_pending(self) -> None:
+        if self._save_pending:
+            self.save()
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
