@@ -6,8 +6,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jupyter_server.base.handlers import APIHandler
+
+from loomgate.gateway.event_stream import EventsHandler
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.handlers import handlers
+from loomgate.gateway.execution_endpoints import (
+    ExecutionHandler,
+    ExecutionsHandler,
+    InputHandler,
+    RichHandler,
+    SearchHandler,
+    StreamHandler,
+)
+from loomgate.gateway.kernel_endpoints import (
+    InfoHandler,
+    InterruptHandler,
+    KernelHandler,
+    KernelsHandler,
+    ResetHandler,
+)
 from loomgate.gateway.kernel_manager import LoomMappingKernelManager
 from loomgate.gateway.registry import KernelRegistry
 from loomgate.shared.paths import state_dir
@@ -48,10 +65,30 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         loomgate_registry=registry, loomgate_events=events, loomgate_started=time.time()
     )
     base = serverapp.web_app.settings.get("base_url", "/").rstrip("/")
-    serverapp.web_app.add_handlers(".*$", handlers(base + "/api/loomgate"))
+    serverapp.web_app.add_handlers(".*$", routes(base + "/api/loomgate"))
     serverapp.io_loop.call_later(PURGE_INTERVAL_SECONDS, _purge_periodically, serverapp, registry)
 
 
 def _purge_periodically(serverapp: Any, registry: KernelRegistry) -> None:
     registry.purge_expired()
     serverapp.io_loop.call_later(PURGE_INTERVAL_SECONDS, _purge_periodically, serverapp, registry)
+
+
+def routes(base: str = "/api/loomgate") -> list[tuple[str, type[APIHandler]]]:
+    """Return the URL routes of loomgate's endpoints."""
+    kernel = base + r"/kernels/(?P<ref>[^/]+)"
+    execution = kernel + r"/executions/(?P<selector>[^/]+)"
+    return [
+        (base + r"/info", InfoHandler),
+        (base + r"/kernels", KernelsHandler),
+        (kernel, KernelHandler),
+        (kernel + r"/interrupt", InterruptHandler),
+        (kernel + r"/reset", ResetHandler),
+        (kernel + r"/executions", ExecutionsHandler),
+        (execution, ExecutionHandler),
+        (execution + r"/streams/(?P<stream>[^/]+)", StreamHandler),
+        (execution + r"/rich/(?P<index>[^/]+)", RichHandler),
+        (execution + r"/input", InputHandler),
+        (kernel + r"/search", SearchHandler),
+        (base + r"/events", EventsHandler),
+    ]

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from loomgate.gateway.channels import KernelChannels, Message
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
-from loomgate.gateway.records import ExecutionRecord, RecordStore
+from loomgate.gateway.record_store import RecordStore
+from loomgate.gateway.records import ExecutionRecord
 
 if TYPE_CHECKING:
     from loomgate.gateway.events import EventBus
@@ -363,24 +364,13 @@ class LoomKernel:
         return "idle"
 
     def model(self) -> dict[str, Any]:
-        """Return the kernel's wire form."""
-        meta = self.store.meta
-        latest = self.store.latest()
-        return {
-            "id": self.id,
-            "name": self.name,
-            "kernel_spec": meta.get("kernel_spec"),
-            "lifetime": self.lifetime,
+        """Return the kernel's wire form: what its records know, plus its live state."""
+        return self.store.model() | {
             "state": self.state(),
-            "alive": self.phase != "dead",
+            "alive": self.phase not in ("dead", "gone"),
             "current_execution": self.current.number if self.current else None,
-            "executions": len(self.store.all()),
-            "last_execution": latest.number if latest else None,
             "last_activity": self.last_activity,
             "connections": self.holders + self.km.parent._kernel_connections.get(self.id, 0),
             "holders": self.holders,
-            "cwd": meta.get("cwd"),
-            "created": meta.get("created"),
-            "implementation": self.implementation,
             "ended": None,
         }

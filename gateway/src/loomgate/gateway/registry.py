@@ -15,7 +15,7 @@ from typing import Any
 from loomgate.gateway.errors import Ambiguous, BadRequest, Conflict, NotFound, Unavailable
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels import LoomKernel
-from loomgate.gateway.records import RecordStore
+from loomgate.gateway.record_store import RecordStore
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

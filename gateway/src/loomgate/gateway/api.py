@@ -1,0 +1,192 @@
+"""The base of loomgate's HTTP endpoints: auth, argument parsing, record selection, lines."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
+from loomgate.gateway.events import EventBus
+from loomgate.gateway.record_store import RecordStore
+from loomgate.gateway.records import ExecutionRecord
+from loomgate.gateway.registry import KernelRegistry
+from loomgate.shared.output_log import Line, clip_line
+from loomgate.shared.wire import KIND_MASK, PART_START, OutputKind
+
+MAX_WAIT = 3600.0
+MAX_LINES_INLINE = 10_000
+
+Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
+
+
+def endpoint(method: Method) -> Method:
+    """Wrap a handler method: token auth, kernel authorization, GatewayError → JSON refusal."""
+
+    @functools.wraps(method)
+    async def wrapper(self: LoomHandler, *args: Any, **kwargs: Any) -> None:
+        try:
+            await method(self, *args, **kwargs)
+        except GatewayError as e:
+            self.set_status(e.status)
+            self.finish(json.dumps(e.to_json()))
+
+    return web.authenticated(authorized(wrapper))  # type: ignore[return-value]
+
+
+def line_json(line: Line, max_chars: int | None = None) -> dict[str, Any]:
+    """Return a line's wire form: number, text (clipped), kind, part start, partial, clipped."""
+    text, clipped = clip_line(line.text, max_chars)
+    kind = line.tag & KIND_MASK
+    out: dict[str, Any] = {"n": line.number, "text": text}
+    if kind:
+        out["kind"] = OutputKind(kind).name.lower()
+    if line.tag & PART_START:
+        out["start"] = True
+    if line.partial:
+        out["partial"] = True
+    if clipped:
+        out["clipped"] = clipped
+    return out
+
+
+class LoomHandler(APIHandler):
+    """Base of loomgate's handlers: argument parsing and access to the registry."""
+
+    auth_resource = "kernels"
+
+    @property
+    def registry(self) -> KernelRegistry:
+        """Return the gateway's kernel registry."""
+        return self.settings["loomgate_registry"]  # type: ignore[no-any-return]
+
+    @property
+    def events(self) -> EventBus:
+        """Return the gateway's event bus."""
+        return self.settings["loomgate_events"]  # type: ignore[no-any-return]
+
+    def body(self) -> dict[str, Any]:
+        """Return the JSON object in the request body ({} when empty)."""
+        if not self.request.body:
+            return {}
+        try:
+            data = json.loads(self.request.body)
+        except ValueError as e:
+            raise BadRequest(f"the request body is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise BadRequest("the request body must be a JSON object")
+        return data
+
+    def arg(self, name: str, body: dict[str, Any] | None = None) -> Any:
+        """Return argument `name` from the JSON body if given, else from the query string."""
+        if body is not None and name in body:
+            return body[name]
+        return self.get_query_argument(name, None)
+
+    def number_arg(
+        self,
+        name: str,
+        default: float | None,
+        *,
+        lo: float = 0,
+        hi: float = math.inf,
+        body: dict[str, Any] | None = None,
+        integer: bool = False,
+    ) -> Any:
+        """Return a numeric argument within [lo, hi], or `default` when absent."""
+        raw = self.arg(name, body)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = int(raw) if integer else float(raw)
+        except (TypeError, ValueError):
+            kind = "an integer" if integer else "a number"
+            raise BadRequest(f"{name} must be {kind}, not {raw!r}") from None
+        if isinstance(raw, bool) or not lo <= value <= hi or value != value:
+            raise BadRequest(f"{name} must be between {lo:g} and {hi:g}, not {raw!r}")
+        return value
+
+    def bool_arg(self, name: str, default: bool, body: dict[str, Any] | None = None) -> bool:
+        """Return a boolean argument (true/false/1/0), or `default` when absent."""
+        raw = self.arg(name, body)
+        if raw is None:
+            return default
+        if isinstance(raw, bool):
+            return raw
+        if str(raw).lower() in ("1", "true", "yes"):
+            return True
+        if str(raw).lower() in ("0", "false", "no"):
+            return False
+        raise BadRequest(f"{name} must be true or false, not {raw!r}")
+
+    def select(self, store: RecordStore, selector: str) -> ExecutionRecord:
+        """Return the record `selector` names: a number, `latest`, or `current`.
+
+        `current` is the running execution, else the latest one.
+        """
+        record: ExecutionRecord | None
+        if selector in ("current", "latest"):
+            kernel = self.registry.live.get(store.kernel_id)
+            running = kernel.current if kernel is not None else None
+            record = running if selector == "current" and running else store.latest()
+            if record is None:
+                raise NotFound("this kernel has no executions yet")
+            return record
+        try:
+            number = int(selector)
+        except ValueError:
+            raise BadRequest(
+                f"execution must be a number, 'latest' or 'current', not {selector!r}"
+            ) from None
+        record = store.get(number)
+        if record is None:
+            last = store.last_number
+            hint = f"executions are 1 to {last}" if last else "there are no executions yet"
+            raise NotFound(f"no execution {number} on this kernel; {hint}", last=last or None)
+        return record
+
+    def execution_json(
+        self, record: ExecutionRecord, *, head: int = 0, tail: int = 0, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        """Return a record's summary, plus the first `head` and last `tail` combined lines."""
+        data = record.summary()
+        if head or tail:
+            log = record.log("combined")
+            total = log.total
+            if head + tail >= total:
+                lines, omitted = log.read(0, total), 0
+                first, last = lines, []
+            else:
+                first, last = log.read(0, head), log.read(total - tail, total)
+                omitted = total - head - tail
+            data["output"] = {
+                "total": total,
+                "head": [line_json(line, max_chars) for line in first],
+                "tail": [line_json(line, max_chars) for line in last],
+                "omitted": omitted,
+            }
+        return data
+
+    def output_args(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Return the head/tail/max_chars arguments of an execution request."""
+        return {
+            "head": self.number_arg("head", 0, hi=MAX_LINES_INLINE, body=body, integer=True),
+            "tail": self.number_arg("tail", 0, hi=MAX_LINES_INLINE, body=body, integer=True),
+            "max_chars": self.number_arg("max_chars", None, lo=1, body=body, integer=True),
+        }
+
+    async def wait_for(self, record: ExecutionRecord, body: dict[str, Any] | None = None) -> str:
+        """Long-poll `record` as the `wait`/`until_silent` arguments ask; return why it returned."""
+        wait = self.number_arg("wait", 0.0, hi=MAX_WAIT, body=body)
+        until_silent = self.number_arg("until_silent", None, hi=MAX_WAIT, body=body)
+        if not wait:
+            if record.final:
+                return "final"
+            return "input" if record.state == "awaiting_input" else "timeout"
+        return await record.wait(wait, until_silent)

@@ -1,0 +1,125 @@
+"""Endpoints for kernels: gateway info, list, create-or-get, get, stop, interrupt, reset."""
+
+from __future__ import annotations
+
+import os
+
+from loomgate.gateway.api import LoomHandler, endpoint
+from loomgate.gateway.errors import BadRequest
+
+PROTOCOL_VERSION = 1
+CAPABILITIES = [
+    "records",
+    "streams",
+    "search",
+    "input",
+    "events",
+    "hold",
+    "reset",
+    "interrupt",
+    "rich",
+    "long_poll",
+]
+
+
+class InfoHandler(LoomHandler):
+    """GET /api/loomgate/info: who this is, so a translator can tell it from a stock server."""
+
+    @endpoint
+    async def get(self) -> None:
+        """Return service name, versions, capabilities and kernel specs."""
+        from loomgate.gateway import __version__
+
+        specs = self.registry.mkm.kernel_spec_manager.find_kernel_specs()
+        self.finish(
+            {
+                "service": "loomgate",
+                "version": __version__,
+                "protocol": PROTOCOL_VERSION,
+                "capabilities": CAPABILITIES,
+                "pid": os.getpid(),
+                "started": self.settings["loomgate_started"],
+                "kernel_specs": sorted(specs),
+                "default_kernel_spec": self.registry.mkm.default_kernel_name,
+                "conversation_grace_seconds": self.registry.grace_seconds,
+            }
+        )
+
+
+class KernelsHandler(LoomHandler):
+    """GET/POST /api/loomgate/kernels: list kernels; create or get one by name."""
+
+    @endpoint
+    async def get(self) -> None:
+        """Return live kernels (and, with all=true, gone kernels whose records remain)."""
+        kernels = [k.model() for k in self.registry.live.values()]
+        if self.bool_arg("all", False):
+            live = self.registry.live
+            kernels += [s.model() for s in self.registry.stores.values() if s.kernel_id not in live]
+        self.finish({"kernels": kernels})
+
+    @endpoint
+    async def post(self) -> None:
+        """Create a kernel, or return the live one with the requested name (200 vs 201)."""
+        body = self.body()
+        name = body.get("name")
+        env = body.get("env")
+        for key, value, kind in (
+            ("name", name, str),
+            ("kernel_spec", body.get("kernel_spec"), str),
+            ("cwd", body.get("cwd"), str),
+            ("env", env, dict),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise BadRequest(f"{key} must be a {kind.__name__}")
+        kernel, created = await self.registry.create(
+            name=name,
+            kernel_spec=body.get("kernel_spec"),
+            lifetime=str(body.get("lifetime", "persistent")),
+            cwd=body.get("cwd"),
+            env=env,
+        )
+        self.set_status(201 if created else 200)
+        self.finish({"kernel": kernel.model(), "created": created})
+
+
+class KernelHandler(LoomHandler):
+    """GET/DELETE /api/loomgate/kernels/{ref}: one kernel's model; stop it."""
+
+    @endpoint
+    async def get(self, ref: str) -> None:
+        """Return the kernel's model (live or gone)."""
+        store = self.registry.resolve_store(ref)
+        kernel = self.registry.live.get(store.kernel_id)
+        self.finish({"kernel": kernel.model() if kernel else store.model()})
+
+    @endpoint
+    async def delete(self, ref: str) -> None:
+        """Stop the kernel; its records stay readable."""
+        kernel = self.registry.resolve(ref)
+        await self.registry.stop(kernel)
+        self.finish({"kernel": kernel.store.model()})
+
+
+class InterruptHandler(LoomHandler):
+    """POST /api/loomgate/kernels/{ref}/interrupt."""
+
+    @endpoint
+    async def post(self, ref: str) -> None:
+        """Interrupt the running execution; 409 when nothing runs."""
+        kernel = self.registry.resolve(ref)
+        record = await kernel.interrupt()
+        self.finish({"execution": record.summary()})
+
+
+class ResetHandler(LoomHandler):
+    """POST /api/loomgate/kernels/{ref}/reset."""
+
+    @endpoint
+    async def post(self, ref: str) -> None:
+        """Restart the kernel process; a running record becomes `killed`, numbering continues."""
+        kernel = self.registry.resolve(ref)
+        running = kernel.current
+        await self.registry.reset(kernel)
+        killed = running.summary() if running is not None else None
+        self.finish({"kernel": kernel.model(), "killed": killed})

@@ -1,0 +1,151 @@
+"""A kernel's record store on disk, and search across its records."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from loomgate.gateway.records import ExecutionRecord, write_json_atomic
+from loomgate.shared.output_log import LineLog
+from loomgate.shared.search import Matcher, search_log
+
+
+class RecordStore:
+    """One kernel's records: `kernel.json` plus a directory per execution number."""
+
+    def __init__(self, directory: Path, meta: dict[str, Any]) -> None:
+        self.directory = directory
+        self.meta = meta
+        self._records: dict[int, ExecutionRecord] | None = None
+
+    @classmethod
+    def create(cls, directory: Path, meta: dict[str, Any]) -> RecordStore:
+        """Return a new store for a kernel that just started, written to disk."""
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        store = cls(directory, dict(meta, created=time.time(), ended=None, last_number=0))
+        store._records = {}
+        store.save()
+        return store
+
+    @classmethod
+    def load(cls, directory: Path) -> RecordStore:
+        """Return the store in `directory` (its records are read when first needed)."""
+        meta = json.loads((directory / "kernel.json").read_text(encoding="utf-8"))
+        return cls(directory, meta)
+
+    @property
+    def kernel_id(self) -> str:
+        """Return the kernel id this store belongs to."""
+        return str(self.meta["id"])
+
+    @property
+    def last_number(self) -> int:
+        """Return the highest execution number ever given out (0 before the first)."""
+        return int(self.meta["last_number"])
+
+    def save(self) -> None:
+        """Write kernel.json."""
+        write_json_atomic(self.directory / "kernel.json", self.meta)
+
+    def _loaded(self) -> dict[int, ExecutionRecord]:
+        if self._records is None:
+            records: dict[int, ExecutionRecord] = {}
+            for child in self.directory.iterdir():
+                if child.name.isdigit() and (child / "record.json").exists():
+                    record = ExecutionRecord.load(child)
+                    records[record.number] = record
+            self._records = dict(sorted(records.items()))
+            if records:
+                self.meta["last_number"] = max(self.last_number, max(records))
+        return self._records
+
+    def new_record(self, *, number: int, msg_id: str, code: str, source: str) -> ExecutionRecord:
+        """Return a new running record numbered `number` (above every earlier one)."""
+        number = max(number, self.last_number + 1)
+        record = ExecutionRecord.create(
+            self.directory / str(number),
+            kernel_id=self.kernel_id,
+            number=number,
+            msg_id=msg_id,
+            code=code,
+            source=source,
+        )
+        self._loaded()[number] = record
+        self.meta["last_number"] = number  # saved with kernel.json when the kernel ends
+        return record
+
+    def get(self, number: int) -> ExecutionRecord | None:
+        """Return record `number`, or None."""
+        return self._loaded().get(number)
+
+    def latest(self) -> ExecutionRecord | None:
+        """Return the most recent record, or None before the first."""
+        records = self._loaded()
+        return records[next(reversed(records))] if records else None
+
+    def all(self) -> list[ExecutionRecord]:
+        """Return every record, oldest first."""
+        return list(self._loaded().values())
+
+    def mark_ended(self) -> None:
+        """Note that the kernel is gone (its records stay for the retention period)."""
+        self.meta["ended"] = time.time()
+        self.save()
+
+    def model(self) -> dict[str, Any]:
+        """Return the kernel's wire form as its records know it (a gone kernel's whole model)."""
+        meta = self.meta
+        latest = self.latest()
+        return {
+            "id": self.kernel_id,
+            "name": meta.get("name"),
+            "kernel_spec": meta.get("kernel_spec"),
+            "lifetime": meta.get("lifetime"),
+            "state": "gone",
+            "alive": False,
+            "current_execution": None,
+            "executions": len(self.all()),
+            "last_execution": latest.number if latest else None,
+            "last_activity": meta.get("ended"),
+            "connections": 0,
+            "holders": 0,
+            "cwd": meta.get("cwd"),
+            "created": meta.get("created"),
+            "ended": meta.get("ended"),
+            "implementation": meta.get("implementation", ""),
+        }
+
+
+def search_records(
+    logs: list[tuple[int, LineLog]],
+    matcher: Matcher,
+    *,
+    context: int,
+    max_matches: int,
+    timeout: float,
+) -> dict[str, Any]:
+    """Return matches across the (execution number, log) pairs in order, `max_matches` at most."""
+    deadline = time.monotonic() + timeout
+    groups: list[dict[str, Any]] = []
+    matches = searched = 0
+    truncated = False
+    for number, log in logs:
+        if matches >= max_matches:
+            truncated = True
+            break
+        searched += 1
+        result = search_log(
+            log, matcher, context=context, max_matches=max_matches - matches, deadline=deadline
+        )
+        matches += result.matches
+        truncated = truncated or result.truncated
+        for group in result.groups:
+            groups.append(
+                {
+                    "execution": number,
+                    "lines": [{"n": h.number, "text": h.text, "marker": h.marker} for h in group],
+                }
+            )
+    return {"matches": matches, "truncated": truncated, "groups": groups, "searched": searched}
