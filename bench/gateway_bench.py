@@ -302,11 +302,55 @@ async def big_output(gw: GatewayProcess) -> list[str]:
     ]
 
 
+FLOOD_CELL = """
+line = "x" * 1023
+for _ in range({lines}):
+    print(line)
+"""
+
+
+async def flood(gw: GatewayProcess, gigabytes: float) -> list[str]:
+    """Return table rows for a cell printing `gigabytes` GiB in 1 KiB lines: time and RSS.
+
+    ipykernel batches a busy cell's output into messages of tens of MB (one per flush, every
+    0.2 s); the gateway's memory follows the size of one message, not the size of the output.
+    """
+    lines = int(gigabytes * 2**20)
+    headers = {"Authorization": f"token {gw.token}"}
+    async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=3600) as http:
+        kernel = (await http.post(API, json={})).json()["kernel"]["id"]
+        try:
+            assert gw.proc is not None
+            with RssSampler(gw.proc.pid) as rss:
+                start = time.perf_counter()
+                r = await http.post(
+                    f"{API}/{kernel}/executions",
+                    json={"code": FLOOD_CELL.format(lines=lines), "wait": 3600},
+                )
+                seconds = time.perf_counter() - start
+            streams = r.json()["execution"]["streams"]
+            assert streams["stdout"]["lines"] == lines, streams
+        finally:
+            await http.delete(f"{API}/{kernel}")
+    growth_mb = (rss.peak_kb - rss.start_kb) / 1024
+    stored_gb = streams["stdout"]["bytes"] / 2**30
+    return [
+        f"| cell printing {stored_gb:.2f} GiB ({lines:,} lines), recorded | {seconds:.1f} s | |",
+        f"| gateway RSS growth during it | {growth_mb:.1f} MB | |",
+    ]
+
+
 async def main() -> None:
     """Run both benchmarks and print (and optionally write) a Markdown report."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--gigabytes",
+        type=float,
+        default=0.0,
+        help="also run a cell printing this many GiB (memory stays flat)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         gw = GatewayProcess(Path(tmp) / "state")
@@ -319,6 +363,8 @@ async def main() -> None:
             await wait_http(stock_url, stock_token)
             rows = await latency(gw, stock_url, stock_token, args.iterations)
             big = await big_output(gw)
+            if args.gigabytes:
+                big += await flood(gw, args.gigabytes)
         finally:
             stock.terminate()
             stock.wait(30)

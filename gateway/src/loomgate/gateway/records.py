@@ -15,6 +15,7 @@ from loomgate.shared.wire import FINAL_STATES, STREAMS, ExecutionState, OutputKi
 
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 FLUSH_DELAY = 0.2
+WRITE_SLICE = 1 << 20
 STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
 
 
@@ -126,8 +127,14 @@ class ExecutionRecord:
     def write_stream(self, name: str, text: str) -> None:
         """Append stdout/stderr text to its own stream and to `combined`."""
         kind = STREAM_KIND.get(name, OutputKind.STDOUT)
-        self._stream("stdout" if kind == OutputKind.STDOUT else "stderr").write(text)
-        self._stream("combined").write(text, int(kind))
+        own = self._stream("stdout" if kind == OutputKind.STDOUT else "stderr")
+        combined = self._stream("combined")
+        # ipykernel may send hundreds of MB in one message; slicing keeps the line lists and
+        # encoded copies small, so memory beyond the message itself stays bounded.
+        for start in range(0, len(text), WRITE_SLICE):
+            piece = text[start : start + WRITE_SLICE]
+            own.write(piece)
+            combined.write(piece, int(kind))
         self._output_arrived()
 
     def write_bundle(

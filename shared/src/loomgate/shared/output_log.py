@@ -145,11 +145,9 @@ class LineLog:
         if payload.count("\n") != len(lines):
             raise ValueError("A log line must not contain a newline character.")
         encoded = payload.encode("utf-8", errors="replace")
-        starts = map(
-            operator.add,
-            accumulate(map(len, encoded.split(b"\n")), initial=self._size),
-            range(len(lines)),
-        )
+        # For ASCII text a line's byte length is its length: no need to split the bytes again.
+        lengths = map(len, lines if len(encoded) == len(payload) else encoded.split(b"\n"))
+        starts = map(operator.add, accumulate(lengths, initial=self._size), range(len(lines)))
         entries = array("Q", map(operator.or_, starts, repeat(tag << _OFFSET_BITS)))
         if first_tag is not None:
             entries[0] = (entries[0] & _OFFSET_MASK) | (first_tag << _OFFSET_BITS)
