@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from jupyter_client.manager import AsyncKernelManager
@@ -269,6 +270,18 @@ async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: in
     return rows
 
 
+async def recorded_run(
+    gw: GatewayProcess, http: httpx.AsyncClient, kernel: str, code: str
+) -> tuple[dict[str, Any], float, float]:
+    """Run `code` through the gateway; return its record, seconds taken and RSS growth in MB."""
+    assert gw.proc is not None
+    with RssSampler(gw.proc.pid) as rss:
+        start = time.perf_counter()
+        r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 3600})
+        seconds = time.perf_counter() - start
+    return r.json()["execution"], seconds, (rss.peak_kb - rss.start_kb) / 1024
+
+
 async def big_output(gw: GatewayProcess) -> list[str]:
     """Return table rows for the 1,000,000-line cell: wall time, RSS, read and search."""
     km = AsyncKernelManager()
@@ -285,14 +298,8 @@ async def big_output(gw: GatewayProcess) -> list[str]:
     async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=600) as http:
         kernel = (await http.post(API, json={})).json()["kernel"]["id"]
         try:
-            assert gw.proc is not None
-            with RssSampler(gw.proc.pid) as rss:
-                start = time.perf_counter()
-                r = await http.post(
-                    f"{API}/{kernel}/executions", json={"code": BIG_CELL, "wait": 600}
-                )
-                gw_ms = (time.perf_counter() - start) * 1000
-            execution = r.json()["execution"]
+            execution, gw_seconds, growth_mb = await recorded_run(gw, http, kernel, BIG_CELL)
+            gw_ms = gw_seconds * 1000
             assert execution["streams"]["stdout"]["lines"] == 1_000_000, execution["streams"]
             url = f"{API}/{kernel}/executions/{execution['number']}/streams/stdout"
             r = await http.post(
@@ -322,7 +329,6 @@ async def big_output(gw: GatewayProcess) -> list[str]:
             search_ms = statistics.median(searches)
         finally:
             await http.delete(f"{API}/{kernel}")
-    growth_mb = (rss.peak_kb - rss.start_kb) / 1024
     return [
         f"| 1,000,000-line cell, raw jupyter_client (output discarded) | {raw_ms:.0f} ms | |",
         f"| same cell through loomgate, recorded | {gw_ms:.0f} ms | {gw_ms / raw_ms:.2f}× |",
@@ -353,19 +359,12 @@ async def flood(gw: GatewayProcess, gigabytes: float) -> list[str]:
     async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=3600) as http:
         kernel = (await http.post(API, json={})).json()["kernel"]["id"]
         try:
-            assert gw.proc is not None
-            with RssSampler(gw.proc.pid) as rss:
-                start = time.perf_counter()
-                r = await http.post(
-                    f"{API}/{kernel}/executions",
-                    json={"code": FLOOD_CELL.format(lines=lines), "wait": 3600},
-                )
-                seconds = time.perf_counter() - start
-            streams = r.json()["execution"]["streams"]
-            assert streams["stdout"]["lines"] == lines, streams
+            code = FLOOD_CELL.format(lines=lines)
+            execution, seconds, growth_mb = await recorded_run(gw, http, kernel, code)
         finally:
             await http.delete(f"{API}/{kernel}")
-    growth_mb = (rss.peak_kb - rss.start_kb) / 1024
+    streams = execution["streams"]
+    assert streams["stdout"]["lines"] == lines, streams
     stored_gb = streams["stdout"]["bytes"] / 2**30
     return [
         f"| cell printing {stored_gb:.2f} GiB ({lines:,} lines), recorded | {seconds:.1f} s | |",
