@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 from jupyter_client.manager import AsyncKernelManager
+
 from tests.gateways import GatewayProcess, free_port
 from tests.kernel_ws import KernelWebsocket
 

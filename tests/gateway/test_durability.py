@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from tests.gateways import GatewayProcess, alive, wait_gone
 from tests.sse import events, next_event
 

@@ -10,6 +10,7 @@ import sys
 import httpx
 import pytest
 import websockets
+
 from tests.gateways import GatewayProcess
 
 API = "/api/loomgate/kernels"

@@ -6,6 +6,7 @@ import asyncio
 
 import httpx
 import pytest
+
 from tests.gateways import GatewayProcess
 from tests.kernel_ws import KernelWebsocket
 

@@ -1,0 +1,287 @@
+"""What the model reads, table-driven: cells, head/tail, Out[N], images, reads, searches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loomgate.translator.presentation import (
+    CellOutput,
+    Image,
+    OutputLimits,
+    format_elapsed,
+    render_cell,
+    render_kernels,
+    render_read,
+    render_running,
+    render_search,
+)
+
+
+def execution(**fields: Any) -> dict[str, Any]:
+    """Return an execution summary with defaults."""
+    base = {
+        "number": 5,
+        "state": "completed",
+        "elapsed": 1.23,
+        "rich": [],
+        "note": None,
+        "died": None,
+        "input": None,
+        "error": None,
+        "code": "x",
+        "silent_for": 0.0,
+        "streams": {},
+    }
+    return base | fields
+
+
+def lines(*specs: tuple[str, str] | str, start: int = 1) -> list[dict[str, Any]]:
+    """Return line objects; a spec is text (stdout) or (kind, text); kind '+k' starts a part."""
+    out = []
+    for offset, spec in enumerate(specs):
+        kind, text = ("stdout", spec) if isinstance(spec, str) else spec
+        line: dict[str, Any] = {"n": start + offset, "text": text, "kind": kind.lstrip("+")}
+        if kind.startswith("+"):
+            line["start"] = True
+        out.append(line)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0123, "12 ms"),
+        (0.9994, "999 ms"),
+        (1.23, "1.2 s"),
+        (42.4, "42 s"),
+        (185, "3 min 5 s"),
+        (7620, "2 h 7 min"),
+    ],
+)
+def test_format_elapsed(seconds: float, text: str) -> None:
+    assert format_elapsed(seconds) == text
+
+
+CELLS = [
+    ("silent", execution(), [], ["In [5] (1.2 s):"]),
+    (
+        "output then result",
+        execution(),
+        lines("loading", ("+result", "42")),
+        ["In [5] (1.2 s):\nloading\nOut[5]: 42"],
+    ),
+    (
+        "multi-line result",
+        execution(),
+        lines(("+result", "   a"), ("result", "0  1")),
+        ["In [5] (1.2 s):\nOut[5]:\n   a\n0  1"],
+    ),
+    (
+        "display is not labelled Out",
+        execution(),
+        lines(("+display", "'shown'"), ("+result", "1")),
+        ["In [5] (1.2 s):\n'shown'\nOut[5]: 1"],
+    ),
+    (
+        "error keeps traceback",
+        execution(state="error"),
+        lines(("+error", "Traceback"), ("error", "ValueError: bad")),
+        ["In [5] (1.2 s):\nTraceback\nValueError: bad"],
+    ),
+    (
+        "image in place, stand-in hidden",
+        execution(rich=[{"index": 0, "line": 2, "mimetypes": ["image/png", "text/plain"]}]),
+        lines("before", ("+rich", "<Figure size 640x480>"), ("rich", "more repr"), "after"),
+        ["In [5] (1.2 s):\nbefore", Image(5, 0, "image/png"), "after"],
+    ),
+    (
+        "interrupted",
+        execution(state="interrupted"),
+        lines("partial"),
+        ["In [5] (1.2 s, interrupted):\npartial"],
+    ),
+    (
+        "died and restarted",
+        execution(
+            state="died",
+            died={"reason": "the kernel process exited with code 1", "restarted": True},
+        ),
+        [],
+        [
+            "In [5] (1.2 s, died: the kernel process exited with code 1; the kernel was restarted "
+            "and its variables are gone):"
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "record", "shown", "expected"), CELLS, ids=[c[0] for c in CELLS])
+def test_render_cell(case: str, record: dict, shown: list, expected: list) -> None:
+    assert render_cell(record, CellOutput(shown, [], len(shown))) == expected
+
+
+def test_head_and_tail_with_exact_omission() -> None:
+    head = lines(*[f"line {i}" for i in range(1, 101)])
+    tail = lines(*[f"line {i}" for i in range(4901, 5001)], start=4901)
+    [text] = render_cell(execution(), CellOutput(head, tail, 5000))
+    out = text.split("\n")
+    assert out[1] == "line 1" and out[100] == "line 100"
+    assert out[101] == (
+        "… 4,800 lines omitted (101–4,900 of 5,000); "
+        'read_output(execution=5, lines="101:4900") shows them …'
+    )
+    assert out[102] == "line 4901" and out[-1] == "line 5000"
+    assert len(out) == 1 + 100 + 1 + 100
+
+
+def test_character_limit_trims_long_lines() -> None:
+    head = lines(*["x" * 1000 for _ in range(30)])
+    tail = lines(*["y" * 1000 for _ in range(30)], start=31)
+    [text] = render_cell(execution(), CellOutput(head, tail, 60), OutputLimits(max_chars=20_000))
+    assert len(text) < 21_000
+    assert "42 lines omitted (10–51 of 60)" in text
+
+
+def test_only_head_known() -> None:
+    [text] = render_cell(execution(), CellOutput(lines("a", "b"), [], 10), OutputLimits(4))
+    assert text.endswith(
+        '… 8 lines omitted (3–10 of 10); read_output(execution=5, lines="3:10") shows them …'
+    )
+
+
+@pytest.mark.parametrize(
+    ("record", "last", "expected"),
+    [
+        (
+            execution(state="running", elapsed=12.3),
+            lines("epoch 1", "epoch 2"),
+            [
+                "In [5] is still running (12 s).",
+                "Last lines:",
+                "epoch 1",
+                "epoch 2",
+                "It keeps running. wait(execution=5) waits more; read_output and search_output "
+                "look at its output; interrupt() stops it.",
+            ],
+        ),
+        (
+            execution(
+                state="awaiting_input", elapsed=2, input={"prompt": "name? ", "password": False}
+            ),
+            [],
+            [
+                "In [5] is waiting for input (2.0 s): 'name? '",
+                "No output yet.",
+                'Answer with send_input(value="…", execution=5), or interrupt().',
+            ],
+        ),
+    ],
+)
+def test_render_running(record: dict, last: list, expected: list) -> None:
+    assert render_running(record, last).split("\n") == expected
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        (
+            {
+                "number": 3,
+                "stream": "stdout",
+                "total": 0,
+                "lines": [],
+                "range": ":",
+                "state": "completed",
+            },
+            "In [3] stdout is empty.",
+        ),
+        (
+            {
+                "number": 3,
+                "stream": "stdout",
+                "total": 50,
+                "lines": [],
+                "range": "100:120",
+                "state": "completed",
+            },
+            "In [3] stdout has 50 lines; lines 100:120 are past the end.",
+        ),
+        (
+            {
+                "number": 3,
+                "stream": "combined",
+                "total": 120,
+                "range": "99:100",
+                "state": "completed",
+                "lines": [{"n": 99, "text": "a"}, {"n": 100, "text": "b", "clipped": 1500}],
+            },
+            "In [3] combined, lines 99–100 of 120:\n 99│a\n100│b …[+1,500 chars]",
+        ),
+    ],
+)
+def test_render_read(response: dict, expected: str) -> None:
+    assert render_read(response) == expected
+
+
+def test_render_search_groups_and_markers() -> None:
+    response = {
+        "query": "alpha",
+        "mode": "literal",
+        "stream": "combined",
+        "matches": 2,
+        "truncated": True,
+        "groups": [
+            {
+                "execution": 1,
+                "lines": [
+                    {"n": 4, "text": "x", "marker": "C"},
+                    {"n": 5, "text": "alpha", "marker": "M"},
+                ],
+            },
+            {"execution": 1, "lines": [{"n": 9, "text": "alpha", "marker": "M"}]},
+            {"execution": 2, "lines": [{"n": 10, "text": "ALPHA", "marker": "M"}]},
+        ],
+    }
+    assert render_search(response, "all executions").split("\n") == [
+        "2 matches for 'alpha' (literal) in all executions combined:",
+        "In [1]:",
+        "C 4│x",
+        "M 5│alpha",
+        "--",
+        "M 9│alpha",
+        "--",
+        "In [2]:",
+        "M 10│ALPHA",
+        "(more matches exist; only the first 2 are shown)",
+    ]
+    empty = dict(response, groups=[], matches=0)
+    assert render_search(empty, "In [3]") == "No lines match 'alpha' (literal) in In [3] combined."
+
+
+def test_render_kernels_marks_current() -> None:
+    kernels = [
+        {
+            "id": "aaaaaaaa-1",
+            "name": "lab",
+            "state": "idle",
+            "lifetime": "persistent",
+            "executions": 3,
+            "connections": 1,
+        },
+        {
+            "id": "bbbbbbbb-2",
+            "name": None,
+            "state": "busy",
+            "lifetime": "conversation",
+            "executions": 10,
+            "connections": 0,
+        },
+    ]
+    assert render_kernels(kernels, "bbbbbbbb-2", "local").split("\n") == [
+        "Kernels on local:",
+        "   name  id        state  lifetime      runs  conn",
+        "   lab   aaaaaaaa  idle   persistent    3     1",
+        "*  -     bbbbbbbb  busy   conversation  10    0",
+    ]

@@ -1,0 +1,147 @@
+"""The translator as a real process: over stdio and Streamable HTTP, killed, and reattached."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.gateways import GatewayProcess, alive, free_port
+from tests.translator.conftest import ERAS, text
+
+TRANSLATOR = [sys.executable, "-m", "loomgate.translator.cli"]
+
+
+def translator_env(gateway: GatewayProcess, config: Path) -> dict[str, str]:
+    """Return the environment of a translator process talking to `gateway`."""
+    return {**os.environ, "LOOMGATE_TOKEN": gateway.token, "XDG_CONFIG_HOME": str(config.parent)}
+
+
+def stdio(gateway: GatewayProcess, config: Path, *args: str) -> StdioServerParameters:
+    """Return how to spawn `loomgate-mcp` over stdio for `gateway`."""
+    return StdioServerParameters(
+        command=TRANSLATOR[0],
+        args=[*TRANSLATOR[1:], "--gateway", gateway.url, "--no-autostart", *args],
+        env=translator_env(gateway, config),
+    )
+
+
+def translator_pids() -> set[int]:
+    """Return the pids of translator processes that are children of this test process."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if parent == os.getpid() and b"loomgate.translator.cli" in cmdline:
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_stdio_round_trip(gateway: GatewayProcess, private_config: Path, era: str) -> None:
+    async with Client(stdio(gateway, private_config), mode=era) as mcp:
+        first = await mcp.call_tool("run_cell", {"code": "v = 'kept'"})
+        second = await mcp.call_tool("run_cell", {"code": "v"})
+        assert first.structured_content["execution"] == 1
+        assert text(second).endswith("Out[2]: 'kept'")
+        kernel = second.structured_content["kernel"]
+        await mcp.call_tool("stop_kernel", {"kernel": kernel})
+
+
+async def test_killed_translator_leaves_the_cell_running(
+    gateway: GatewayProcess, private_config: Path
+) -> None:
+    code = "import time\nprint('begun', flush=True)\ntime.sleep(3)\nprint('finished')"
+    before = translator_pids()
+    doomed = Client(stdio(gateway, private_config))
+    mcp = await doomed.__aenter__()
+    started = await mcp.call_tool("run_cell", {"code": code, "wait_seconds": 0.5})
+    assert started.structured_content["state"] == "running"
+    kernel = started.structured_content["kernel"]
+    [pid] = translator_pids() - before
+    os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(BaseException):  # the client's exit fails: its server is gone
+        await doomed.__aexit__(None, None, None)
+    assert not alive(pid)
+    async with Client(stdio(gateway, private_config)) as mcp:
+        attached = await mcp.call_tool("connect", {"kernel": kernel[:8]})
+        assert "Connected to kernel" in text(attached), text(attached)
+        done = await mcp.call_tool("wait", {"execution": 1, "timeout_seconds": 60})
+        assert text(done).split("\n")[1:] == ["begun", "finished"]
+        await mcp.call_tool("stop_kernel", {"kernel": kernel})
+
+
+async def test_two_translators_share_a_persistent_kernel(
+    gateway: GatewayProcess, private_config: Path
+) -> None:
+    async with (
+        Client(stdio(gateway, private_config)) as one,
+        Client(stdio(gateway, private_config), mode="legacy") as two,
+    ):
+        await one.call_tool("connect", {"kernel": "shared-numbers"})
+        await two.call_tool("connect", {"kernel": "shared-numbers"})
+        numbers = []
+        for i, mcp in enumerate([one, two, one, two]):
+            result = await mcp.call_tool("run_cell", {"code": f"n{i} = {i}"})
+            numbers.append(result.structured_content["execution"])
+        assert numbers == [1, 2, 3, 4]
+        seen = await two.call_tool("run_cell", {"code": "n0 + n1 + n2 + n3"})
+        assert text(seen).endswith("Out[5]: 6")
+        await one.call_tool("stop_kernel", {"kernel": "shared-numbers"})
+
+
+@contextlib.asynccontextmanager
+async def http_translator(gateway: GatewayProcess, config: Path) -> AsyncIterator[str]:
+    """Run `loomgate-mcp --transport streamable-http`; yield its URL; stop it by pid."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        *TRANSLATOR,
+        "--gateway",
+        gateway.url,
+        "--no-autostart",
+        "--transport",
+        "streamable-http",
+        "--port",
+        str(port),
+        env=translator_env(gateway, config),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(600):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_streamable_http(gateway: GatewayProcess, private_config: Path, era: str) -> None:
+    async with http_translator(gateway, private_config) as url, Client(url, mode=era) as mcp:
+        result: Any = await mcp.call_tool("run_cell", {"code": "'over http'"})
+        assert text(result).endswith("Out[1]: 'over http'")
+        await mcp.call_tool("stop_kernel", {"kernel": result.structured_content["kernel"]})

@@ -1,0 +1,575 @@
+"""The async HTTP client of one loomgate gateway: its endpoints, its refusals, and kernel holds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import inspect
+import json
+import logging
+import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "api/loomgate/"
+CONNECT_TIMEOUT = 5.0
+# Kernel starts and resets answer only once the kernel is ready, so plain requests get a minute.
+READ_TIMEOUT = 60.0
+LONG_POLL_MARGIN = 30.0
+# A submit may wait up to 30 s for the kernel to start the cell before its own wait begins.
+SUBMIT_START_MARGIN = 30.0
+# The event stream sends a keepalive every 5 s; this much silence means the connection is dead.
+EVENT_READ_TIMEOUT = 30.0
+HOLD_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
+HOLD_OPEN_TIMEOUT = 30.0
+# Refusals after which reconnecting a hold cannot help.
+PERMANENT_HOLD_ERRORS = frozenset({"not_found", "bad_request", "ambiguous", "auth", "protocol"})
+
+EventCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
+
+
+class GatewayError(Exception):
+    """A gateway refusal or failure: a stable `code` and one sentence for a model or a person."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        status: int | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.details: dict[str, Any] = dict(details or {})
+
+    def __str__(self) -> str:
+        """Return the one-sentence message."""
+        return self.message
+
+    def __repr__(self) -> str:
+        """Return the code and message, for debugging."""
+        return f"GatewayError({self.code!r}, {self.message!r}, status={self.status!r})"
+
+
+def quoted(ref: str | int) -> str:
+    """Return a kernel reference or execution selector as one URL path segment."""
+    return quote(str(ref), safe="")
+
+
+def drop_none(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Return `params` without the entries whose value is None."""
+    return {key: value for key, value in params.items() if value is not None}
+
+
+def causes(error: BaseException) -> list[BaseException]:
+    """Return `error` and the exceptions it was raised from, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def connect_reason(error: httpx.TransportError) -> tuple[str, str]:
+    """Return (what went wrong, what to do) for a failed connection, in plain words."""
+    chain = causes(error)
+    if isinstance(error, httpx.ConnectTimeout):
+        return "connection timed out", "is it running and reachable?"
+    for cause in chain:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused", "is it running?"
+        if isinstance(cause, socket.gaierror):
+            return "unknown host", "check the URL"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (
+                f"TLS: {cause.verify_message or 'certificate verify failed'}",
+                "set verify = false for this gateway in gateways.toml "
+                "to accept a self-signed certificate",
+            )
+        if isinstance(cause, ssl.SSLError):
+            reason = (cause.reason or str(cause)).lower().replace("_", " ")
+            return f"TLS: {reason}", "check that the URL's scheme (http or https) is right"
+        if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return "no route to the host", "is the network up?"
+    text = str(error) or type(error).__name__
+    if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return f"the connection was dropped: {text}", "is it still running?"
+    return text, "is it running?"
+
+
+async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    """Return the decoded `data:` payloads of a server-sent event line stream."""
+    data: list[str] = []
+    async for line in lines:
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line and data:
+            try:
+                event = json.loads("\n".join(data))
+            except ValueError:
+                event = None
+            data = []
+            if isinstance(event, dict):
+                yield event
+
+
+class GatewayClient:
+    """An async client of one gateway's /api/loomgate/ endpoints over one keep-alive connection."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        verify: bool = True,
+        name: str | None = None,
+        local: bool = False,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.name = name
+        self.local = local
+        self._holds: set[Hold] = set()
+        self._http = httpx.AsyncClient(
+            base_url=f"{self.url}/{API_PREFIX}",
+            headers={"Authorization": f"token {token}"},
+            verify=verify,
+            timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
+            follow_redirects=False,
+        )
+
+    @property
+    def label(self) -> str:
+        """Return how to name this gateway to a person: its configured name, else its URL."""
+        return self.name or self.url
+
+    @property
+    def where(self) -> str:
+        """Return "the gateway at URL" or "the gateway 'NAME' at URL", for messages."""
+        if self.name:
+            return f"the gateway {self.name!r} at {self.url}"
+        return f"the gateway at {self.url}"
+
+    def __repr__(self) -> str:
+        """Return the client's label (never its token)."""
+        return f"GatewayClient({self.label!r})"
+
+    async def __aenter__(self) -> GatewayClient:
+        """Return the client itself."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the client."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every open hold, then the HTTP connection pool; return nothing."""
+        for hold in list(self._holds):
+            await hold.aclose()
+        await self._http.aclose()
+
+    # -- transport ---------------------------------------------------------------------------
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Mapping[str, Any] | None = None,
+        read_timeout: float = READ_TIMEOUT,
+    ) -> dict[str, Any]:
+        try:
+            response = await self._http.request(
+                method,
+                path,
+                params=drop_none(params or {}),
+                json=dict(body) if body is not None else None,
+                timeout=httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT),
+            )
+        except httpx.TransportError as e:
+            raise self._transport_error(e, read_timeout) from e
+        return self._decode(response, method, path)
+
+    def _transport_error(self, error: httpx.TransportError, read_timeout: float) -> GatewayError:
+        if isinstance(error, httpx.TimeoutException) and not isinstance(
+            error, httpx.ConnectTimeout
+        ):
+            return GatewayError(
+                f"{self.where} did not answer within {read_timeout:g} s", code="timeout"
+            )
+        reason, advice = connect_reason(error)
+        return GatewayError(f"cannot reach {self.where} ({reason}); {advice}", code="unreachable")
+
+    def _decode(self, response: httpx.Response, method: str, path: str) -> dict[str, Any]:
+        try:
+            data: Any = response.json()
+        except ValueError:
+            data = None
+        status = response.status_code
+        if response.is_success:
+            if isinstance(data, dict):
+                return data
+            raise GatewayError(
+                f"{self.where} answered {method} /{API_PREFIX}{path} with something "
+                "that is not a JSON object",
+                code="protocol",
+                status=status,
+            )
+        if isinstance(data, dict) and isinstance(data.get("error"), str) and "message" in data:
+            details = {k: v for k, v in data.items() if k not in ("error", "message")}
+            raise GatewayError(
+                str(data["message"]), code=data["error"], status=status, details=details
+            )
+        if status in (401, 403):
+            raise GatewayError(
+                f"{self.where} refused the token; check LOOMGATE_TOKEN / token_env "
+                "for this gateway",
+                code="auth",
+                status=status,
+            )
+        if status in (404, 405):
+            jupyter = isinstance(data, dict) and "reason" in data
+            message = (
+                f"{self.url} is a Jupyter server without loomgate's endpoints"
+                if jupyter
+                else f"{self.url} is not a loomgate gateway (it has no /{API_PREFIX} endpoints)"
+            )
+            raise GatewayError(message, code="protocol", status=status)
+        if status in (502, 503, 504):
+            raise GatewayError(
+                f"cannot reach {self.where} (its proxy answered HTTP {status}); is it running?",
+                code="unreachable",
+                status=status,
+            )
+        raise GatewayError(
+            f"{self.where} answered HTTP {status} to {method} /{API_PREFIX}{path}",
+            code="protocol",
+            status=status,
+        )
+
+    @contextlib.asynccontextmanager
+    async def _event_stream(
+        self, kernel: str | None, *, hold: bool
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        params = drop_none({"kernel": kernel, "hold": "true" if hold else None})
+        timeout = httpx.Timeout(EVENT_READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+        try:
+            async with self._http.stream("GET", "events", params=params, timeout=timeout) as r:
+                if r.status_code != 200:
+                    await r.aread()
+                    self._decode(r, "GET", "events")
+                yield decode_events(r.aiter_lines())
+        except httpx.TransportError as e:
+            raise self._transport_error(e, EVENT_READ_TIMEOUT) from e
+
+    # -- gateway and kernels -----------------------------------------------------------------
+
+    async def info(self) -> dict[str, Any]:
+        """Return the gateway's info (service, version, protocol, capabilities, kernel specs)."""
+        data = await self._request("GET", "info")
+        if data.get("service") != "loomgate":
+            raise GatewayError(
+                f"{self.url} answers /{API_PREFIX}info but is not a loomgate gateway",
+                code="protocol",
+            )
+        return data
+
+    async def list_kernels(self, all: bool = False) -> dict[str, Any]:
+        """Return {"kernels": [model…]}: live kernels, with `all` also gone ones with records."""
+        return await self._request("GET", "kernels", params={"all": "true" if all else None})
+
+    async def create_kernel(
+        self,
+        name: str | None = None,
+        kernel_spec: str | None = None,
+        lifetime: str = "persistent",
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Return (kernel model, created): the live kernel called `name`, or a new one."""
+        body = drop_none(
+            {
+                "name": name,
+                "kernel_spec": kernel_spec,
+                "lifetime": lifetime,
+                "cwd": cwd,
+                "env": dict(env) if env is not None else None,
+            }
+        )
+        data = await self._request("POST", "kernels", body=body)
+        return data["kernel"], bool(data.get("created"))
+
+    async def get_kernel(self, ref: str) -> dict[str, Any]:
+        """Return {"kernel": model} for the kernel `ref` names (live or gone)."""
+        return await self._request("GET", f"kernels/{quoted(ref)}")
+
+    async def stop_kernel(self, ref: str) -> dict[str, Any]:
+        """Return {"kernel": gone model} after stopping the kernel `ref` names."""
+        return await self._request("DELETE", f"kernels/{quoted(ref)}")
+
+    async def interrupt(self, ref: str) -> dict[str, Any]:
+        """Return {"execution": summary} of the execution interrupted, as the interrupt was sent."""
+        return await self._request("POST", f"kernels/{quoted(ref)}/interrupt")
+
+    async def reset(self, ref: str) -> dict[str, Any]:
+        """Return {"kernel": model, "killed": summary or None} once the new process is ready."""
+        return await self._request("POST", f"kernels/{quoted(ref)}/reset")
+
+    # -- executions --------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        ref: str,
+        code: str,
+        *,
+        wait: float = 0,
+        until_silent: float | None = None,
+        head: int = 0,
+        tail: int = 0,
+        max_chars: int | None = None,
+    ) -> dict[str, Any]:
+        """Return {"execution": summary, "returned": reason} for a newly submitted cell."""
+        body = drop_none(
+            {
+                "code": code,
+                "wait": wait,
+                "until_silent": until_silent,
+                "head": head,
+                "tail": tail,
+                "max_chars": max_chars,
+            }
+        )
+        return await self._request(
+            "POST",
+            f"kernels/{quoted(ref)}/executions",
+            body=body,
+            read_timeout=max(READ_TIMEOUT, wait + SUBMIT_START_MARGIN + LONG_POLL_MARGIN),
+        )
+
+    async def execution(
+        self,
+        ref: str,
+        selector: str | int = "current",
+        *,
+        wait: float = 0,
+        until_silent: float | None = None,
+        head: int = 0,
+        tail: int = 0,
+        max_chars: int | None = None,
+    ) -> dict[str, Any]:
+        """Return {"execution": summary, "returned": reason}, long-polling up to `wait` s."""
+        params = {
+            "wait": wait,
+            "until_silent": until_silent,
+            "head": head,
+            "tail": tail,
+            "max_chars": max_chars,
+        }
+        return await self._request(
+            "GET",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}",
+            params=params,
+            read_timeout=max(READ_TIMEOUT, wait + LONG_POLL_MARGIN),
+        )
+
+    async def executions(self, ref: str, since: int = 0, limit: int = 100) -> dict[str, Any]:
+        """Return {"executions": [summary…]}: the newest `limit` numbered above `since`."""
+        return await self._request(
+            "GET", f"kernels/{quoted(ref)}/executions", params={"since": since, "limit": limit}
+        )
+
+    async def read(
+        self,
+        ref: str,
+        selector: str | int,
+        stream: str = "combined",
+        lines: str | None = None,
+        max_chars: int | None = None,
+    ) -> dict[str, Any]:
+        """Return a line range of one stream: {number, state, total, range, first, last, lines…}."""
+        return await self._request(
+            "GET",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}/streams/{quoted(stream)}",
+            params={"lines": lines, "max_chars": max_chars},
+        )
+
+    async def rich(self, ref: str, selector: str | int, index: int) -> dict[str, Any]:
+        """Return one rich output: its `rich` entry plus `data` and `metadata`."""
+        return await self._request(
+            "GET", f"kernels/{quoted(ref)}/executions/{quoted(selector)}/rich/{int(index)}"
+        )
+
+    async def send_input(self, ref: str, selector: str | int, value: str) -> dict[str, Any]:
+        """Return {"execution": summary} after answering the execution's pending input()."""
+        return await self._request(
+            "POST",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}/input",
+            body={"value": value},
+        )
+
+    async def search(
+        self,
+        ref: str,
+        query: str,
+        *,
+        execution: str | int = "current",
+        stream: str = "combined",
+        mode: str = "auto",
+        context: int = 0,
+        ignore_case: bool = False,
+        max_matches: int = 50,
+    ) -> dict[str, Any]:
+        """Return the search result: {query, mode, stream, matches, truncated, groups, searched}."""
+        params = {
+            "query": query,
+            "execution": str(execution),
+            "stream": stream,
+            "mode": mode,
+            "context": context,
+            "ignore_case": "true" if ignore_case else "false",
+            "max_matches": max_matches,
+        }
+        return await self._request("GET", f"kernels/{quoted(ref)}/search", params=params)
+
+    def hold(self, kernel_id: str, on_event: EventCallback | None = None) -> Hold:
+        """Return a (not yet open) hold on `kernel_id`; open it with `async with` or `open()`."""
+        return Hold(self, kernel_id, on_event)
+
+
+class Hold:
+    """A `hold=true` event stream on one kernel, kept open (reconnecting) until closed."""
+
+    def __init__(
+        self, client: GatewayClient, kernel_id: str, on_event: EventCallback | None = None
+    ) -> None:
+        self.client = client
+        self.kernel_id = kernel_id
+        self.on_event = on_event
+        self._task: asyncio.Task[None] | None = None
+        self._first: asyncio.Future[None] | None = None
+        self._closing = False
+        self._connected = False
+
+    @property
+    def connected(self) -> bool:
+        """Return whether the event stream is open right now (a reconnect may be pending)."""
+        return self._connected
+
+    @property
+    def active(self) -> bool:
+        """Return whether the hold is open or still trying to reconnect."""
+        return self._task is not None and not self._task.done()
+
+    async def open(self, timeout: float = HOLD_OPEN_TIMEOUT) -> Hold:
+        """Return this hold once its first connection is open (GatewayError if it cannot be)."""
+        if self._task is not None:
+            return self
+        loop = asyncio.get_running_loop()
+        self._first = loop.create_future()
+        self._task = loop.create_task(self._run(), name=f"loomgate hold {self.kernel_id}")
+        self.client._holds.add(self)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._first), timeout)
+        except asyncio.TimeoutError:
+            await self.aclose()
+            raise GatewayError(
+                f"{self.client.where} did not open the event stream within {timeout:g} s",
+                code="timeout",
+            ) from None
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def aclose(self) -> None:
+        """Close the event stream (releasing the hold) and stop reconnecting; return nothing."""
+        self._closing = True
+        self.client._holds.discard(self)
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._connected = False
+
+    async def start(self, timeout: float = HOLD_OPEN_TIMEOUT) -> Hold:
+        """Return this hold once open (the same as `open`)."""
+        return await self.open(timeout)
+
+    async def close(self) -> None:
+        """Close the hold (the same as `aclose`); return nothing."""
+        await self.aclose()
+
+    async def __aenter__(self) -> Hold:
+        """Return this hold, opened."""
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the hold."""
+        await self.aclose()
+
+    async def _run(self) -> None:
+        failures = 0
+        while not self._closing:
+            try:
+                async with self.client._event_stream(self.kernel_id, hold=True) as events:
+                    async for event in events:
+                        if event.get("event") == "hello":
+                            self._connected = True
+                            failures = 0
+                            if self._first is not None and not self._first.done():
+                                self._first.set_result(None)
+                        await self._deliver(event)
+            except GatewayError as e:
+                self._connected = False
+                if self._first is not None and not self._first.done():
+                    self._first.set_exception(e)
+                    return
+                gone = e.code == "unavailable" and "kernel_id" in e.details
+                if e.code in PERMANENT_HOLD_ERRORS or gone:
+                    log.warning("hold on kernel %s ended: %s", self.kernel_id, e)
+                    return
+                log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)
+            except httpx.HTTPError as e:
+                self._connected = False
+                if self._first is not None and not self._first.done():
+                    message = f"{self.client.where} sent a broken event stream ({e})"
+                    self._first.set_exception(GatewayError(message, code="protocol"))
+                    return
+                log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)
+            self._connected = False
+            delay = HOLD_BACKOFF[min(failures, len(HOLD_BACKOFF) - 1)]
+            failures += 1
+            await asyncio.sleep(delay)
+
+    async def _deliver(self, event: dict[str, Any]) -> None:
+        if self.on_event is None:
+            return
+        try:
+            result = self.on_event(event)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("the hold's event callback failed on a %r event", event.get("event"))

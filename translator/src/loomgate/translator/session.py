@@ -1,0 +1,166 @@
+"""One conversation's binding: its gateway, its kernel, and its hold on a conversation kernel."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from loomgate.translator.autostart import connect
+from loomgate.translator.gateway_client import GatewayClient, GatewayError, Hold
+from loomgate.translator.gateway_selection import GatewayTarget, select_gateway
+from loomgate.translator.kernel_setup import KernelSetup
+from loomgate.translator.presentation import OutputLimits
+
+
+@dataclass
+class Settings:
+    """How this translator was started (its command line)."""
+
+    gateway: str | None = None
+    kernel: str | None = None
+    result_mode: str = "structured"
+    quiet: bool = False
+    autostart: bool = True
+    limits: OutputLimits = field(default_factory=OutputLimits)
+    cwd: str = field(default_factory=os.getcwd)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class Conversation:
+    """The gateway and kernel one MCP conversation works with.
+
+    The first execution tool with no kernel bound creates a `conversation` kernel (or attaches
+    `--kernel`); `connect` moves to another kernel only once that one is ready.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.setup = KernelSetup.from_config()
+        self._clients: dict[str, GatewayClient] = {}
+        self.client: GatewayClient | None = None
+        self.kernel: dict[str, Any] | None = None
+        self._hold: Hold | None = None
+
+    # -- gateways -----------------------------------------------------------------------------
+
+    async def gateway(self, option: str | None = None) -> GatewayClient:
+        """Return a client for the gateway `option` names, else this conversation's gateway."""
+        if option is None and self.client is not None:
+            return self.client
+        target = select_gateway(option or self.settings.gateway, self.settings.env)
+        key = target_key(target)
+        client = self._clients.get(key)
+        if client is None:
+            client = await connect(target, autostart=self.settings.autostart)
+            self._clients[key] = client
+        if option is None:
+            self.client = client
+        return client
+
+    # -- kernels ------------------------------------------------------------------------------
+
+    async def kernel_ref(self, explicit: str | None) -> tuple[GatewayClient, str]:
+        """Return the gateway and kernel reference an execution tool acts on.
+
+        An explicit `kernel` argument wins; otherwise the bound kernel, which is created (a
+        conversation kernel) or attached (`--kernel`) on first use.
+        """
+        client = await self.gateway()
+        if explicit:
+            return client, explicit
+        if self.kernel is None:
+            await self._bind_initial(client)
+        assert self.kernel is not None
+        return client, self.kernel["id"]
+
+    async def _bind_initial(self, client: GatewayClient) -> None:
+        if self.settings.kernel:
+            kernel = (await client.get_kernel(self.settings.kernel))["kernel"]
+            if not kernel["alive"]:
+                raise GatewayError(
+                    f"kernel {self.settings.kernel} is no longer running; connect to another",
+                    code="unavailable",
+                )
+            await self._bind(client, kernel)
+            return
+        cwd = self.settings.cwd if self.local(client) else None
+        kernel, _ = await client.create_kernel(lifetime="conversation", cwd=cwd)
+        await self._bind(client, kernel)
+        self.pending_startup = await self.setup.run(client, kernel["id"])
+
+    pending_startup: str = ""
+
+    def take_startup_output(self) -> str:
+        """Return the startup output not yet shown (once), or "" (always "" with --quiet)."""
+        text, self.pending_startup = self.pending_startup, ""
+        return "" if self.settings.quiet else text
+
+    def local(self, client: GatewayClient) -> bool:
+        """Return whether `client` talks to the local default gateway."""
+        return client.local
+
+    async def _bind(self, client: GatewayClient, kernel: dict[str, Any]) -> None:
+        """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel."""
+        previous_hold = self._hold
+        self._hold = None
+        if kernel["lifetime"] == "conversation":
+            self._hold = client.hold(kernel["id"])
+            await self._hold.start()
+        self.client, self.kernel = client, kernel
+        if previous_hold is not None:
+            await previous_hold.close()
+
+    async def connect(
+        self, kernel: str, gateway: str | None, kernel_spec: str | None
+    ) -> tuple[dict[str, Any], bool, str]:
+        """Attach to (or create) the persistent kernel `kernel`; return it, created, startup text.
+
+        Nothing about the current binding changes until the new kernel is ready, so a typo'd
+        gateway or kernel leaves everything as it was.
+        """
+        client = await self.gateway(gateway) if gateway else await self.gateway()
+        existing = await self._find(client, kernel)
+        if existing is not None:
+            await self._bind(client, existing)
+            return existing, False, ""
+        created, is_new = await client.create_kernel(
+            name=kernel,
+            kernel_spec=kernel_spec,
+            lifetime="persistent",
+            cwd=self.settings.cwd if self.local(client) else None,
+        )
+        startup = await self.setup.run(client, created["id"]) if is_new else ""
+        await self._bind(client, created)
+        return created, is_new, "" if self.settings.quiet else startup
+
+    async def _find(self, client: GatewayClient, ref: str) -> dict[str, Any] | None:
+        try:
+            kernel: dict[str, Any] = (await client.get_kernel(ref))["kernel"]
+        except GatewayError as e:
+            if e.code == "not_found":
+                return None
+            raise
+        return kernel if kernel["alive"] else None
+
+    async def forget_kernel(self, kernel_id: str) -> None:
+        """Unbind `kernel_id` if it is this conversation's kernel (it was stopped)."""
+        if self.kernel is not None and self.kernel["id"] == kernel_id:
+            if self._hold is not None:
+                await self._hold.close()
+                self._hold = None
+            self.kernel = None
+
+    async def close(self) -> None:
+        """Release the hold (a conversation kernel then starts its grace period) and clients."""
+        if self._hold is not None:
+            await self._hold.close()
+            self._hold = None
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+def target_key(target: GatewayTarget) -> str:
+    """Return the identity of a gateway target (its name or URL)."""
+    return target.name or target.url
