@@ -17,6 +17,8 @@ from urllib.parse import quote
 
 import httpx
 
+from loomgate.translator.http_connection import PlainHttpPool, PlainResponse
+
 log = logging.getLogger(__name__)
 
 API_PREFIX = "api/loomgate/"
@@ -141,9 +143,15 @@ class GatewayClient:
         self.name = name
         self.local = local
         self._holds: set[Hold] = set()
+        headers = {"Authorization": f"token {token}"}
+        self._plain = (
+            PlainHttpPool(f"{self.url}/{API_PREFIX}", headers, CONNECT_TIMEOUT)
+            if self.url.startswith("http://")
+            else None
+        )
         self._http = httpx.AsyncClient(
             base_url=f"{self.url}/{API_PREFIX}",
-            headers={"Authorization": f"token {token}"},
+            headers=headers,
             verify=verify,
             timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
             follow_redirects=False,
@@ -182,6 +190,8 @@ class GatewayClient:
         """Close every open hold, then the HTTP connection pool; return nothing."""
         for hold in list(self._holds):
             await hold.aclose()
+        if self._plain is not None:
+            await self._plain.aclose()
         await self._http.aclose()
 
     # -- transport ---------------------------------------------------------------------------
@@ -195,14 +205,22 @@ class GatewayClient:
         body: Mapping[str, Any] | None = None,
         read_timeout: float = READ_TIMEOUT,
     ) -> dict[str, Any]:
+        query = drop_none(params or {})
+        data = dict(body) if body is not None else None
         try:
-            response = await self._http.request(
-                method,
-                path,
-                params=drop_none(params or {}),
-                json=dict(body) if body is not None else None,
-                timeout=httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT),
-            )
+            response: httpx.Response | PlainResponse
+            if self._plain is not None:
+                response = await self._plain.request(
+                    method, path, params=query, body=data, timeout=read_timeout
+                )
+            else:
+                response = await self._http.request(
+                    method,
+                    path,
+                    params=query,
+                    json=data,
+                    timeout=httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT),
+                )
         except httpx.TransportError as e:
             raise self._transport_error(e, read_timeout) from e
         return self._decode(response, method, path)
@@ -217,7 +235,9 @@ class GatewayClient:
         reason, advice = connect_reason(error)
         return GatewayError(f"cannot reach {self.where} ({reason}); {advice}", code="unreachable")
 
-    def _decode(self, response: httpx.Response, method: str, path: str) -> dict[str, Any]:
+    def _decode(
+        self, response: httpx.Response | PlainResponse, method: str, path: str
+    ) -> dict[str, Any]:
         try:
             data: Any = response.json()
         except ValueError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel
 
 
@@ -112,3 +113,12 @@ class KernelAction(BaseModel):
     kernel: KernelInfo
     created: bool = False
     killed_execution: int | None = None
+
+
+def tool_result(
+    content: list[TextContent | ImageContent], model: BaseModel, *, structured: bool
+) -> CallToolResult:
+    """Return a tool result: content, plus `model` as structuredContent in structured mode."""
+    if not structured:
+        return CallToolResult(content=content)
+    return CallToolResult(content=content, structured_content=model.model_dump())

@@ -9,6 +9,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
+from loomgate.translator.cell_follower import NeedsInput
 from loomgate.translator.results import (
     CellResult,
     KernelAction,
@@ -17,7 +18,15 @@ from loomgate.translator.results import (
     SearchResult,
     StatusResult,
 )
-from loomgate.translator.server import ExecutionArg, KernelArg, NeedsInput, Tools, guarded
+from loomgate.translator.tools import Tools, guarded
+
+KernelArg = Annotated[
+    str | None, Field(description="kernel name or id prefix (default: this conversation's)")
+]
+ExecutionArg = Annotated[
+    int | None, Field(description="execution number N of In [N] (default: running, else latest)")
+]
+
 
 Stream = Literal["combined", "stdout", "stderr", "result", "traceback"]
 ToolResult = CallToolResult | InputRequiredResult

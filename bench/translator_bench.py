@@ -1,0 +1,147 @@
+"""Translator benchmark: run_cell("1+1") over stdio vs a raw jupyter_client loop, and spawn time.
+
+Run: `uv run python -m bench.translator_bench [--iterations 200] [--out bench/results/translator.md]`
+
+Both sides run in one process, interleaved in blocks, against one gateway started here:
+- raw: AsyncKernelClient straight to a kernel's ZMQ sockets,
+- loomgate: the MCP SDK's client → `loomgate-mcp` over stdio → gateway → kernel,
+then the wall time from spawning `loomgate-mcp` to the first run_cell result, attaching to an
+existing kernel (`--kernel`) and creating a fresh conversation kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from jupyter_client.manager import AsyncKernelManager
+from mcp import Client, StdioServerParameters
+
+from bench.gateway_bench import BLOCK, raw_run, timed
+from tests.gateways import GatewayProcess
+
+API = "/api/loomgate/kernels"
+
+
+def translator(gw: GatewayProcess, config: Path, *args: str) -> StdioServerParameters:
+    """Return how to spawn `loomgate-mcp` over stdio for `gw`."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "loomgate.translator.cli", "--gateway", gw.url, "--no-autostart", *args],
+        env={**os.environ, "LOOMGATE_TOKEN": gw.token, "XDG_CONFIG_HOME": str(config)},
+    )
+
+
+async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str]:
+    """Return table rows comparing run_cell("1+1") with the raw loop."""
+    km = AsyncKernelManager()
+    await km.start_kernel()
+    raw = km.client()
+    raw.start_channels()
+    await raw.wait_for_ready(timeout=60)
+    samples: dict[str, list[float]] = {"raw": [], "mcp": []}
+    try:
+        async with Client(translator(gw, config, "--kernel", "bench-latency")) as mcp:
+
+            async def run_cell() -> None:
+                result = await mcp.call_tool("run_cell", {"code": "1+1"})
+                assert not result.is_error and result.structured_content["state"] == "completed"
+
+            runs = {"raw": lambda: raw_run(raw, "1+1"), "mcp": run_cell}
+            for fn in runs.values():
+                for _ in range(5):
+                    await fn()
+            for _ in range(iterations // BLOCK):
+                for name, fn in runs.items():
+                    for _ in range(BLOCK):
+                        samples[name].append(await timed(fn))
+    finally:
+        raw.stop_channels()
+        await km.shutdown_kernel(now=True)
+    raw_median = statistics.median(samples["raw"])
+    mcp_median = statistics.median(samples["mcp"])
+    return [
+        f"| raw jupyter_client loop | {raw_median:.2f} | 1.00× |",
+        f"| run_cell over stdio: MCP client → loomgate-mcp → gateway | {mcp_median:.2f} | "
+        f"{mcp_median / raw_median:.2f}× |",
+    ]
+
+
+async def spawn_to_first_result(gw: GatewayProcess, config: Path, *args: str) -> float:
+    """Return seconds from spawning loomgate-mcp to its first run_cell result."""
+    start = time.perf_counter()
+    async with Client(translator(gw, config, *args)) as mcp:
+        result = await mcp.call_tool("run_cell", {"code": "1+1"})
+        elapsed = time.perf_counter() - start
+        assert not result.is_error, result
+        if not args:
+            await mcp.call_tool("stop_kernel", {"kernel": result.structured_content["kernel"]})
+    return elapsed
+
+
+async def spawn(gw: GatewayProcess, config: Path) -> list[str]:
+    """Return table rows for spawn → first result, attached and with a fresh kernel."""
+    attached = [
+        await spawn_to_first_result(gw, config, "--kernel", "bench-latency") for _ in range(5)
+    ]
+    fresh = [await spawn_to_first_result(gw, config) for _ in range(3)]
+    return [
+        f"| spawn → first run_cell result, attaching to a running kernel (median of 5) | "
+        f"{statistics.median(attached):.2f} s |",
+        f"| spawn → first run_cell result, new conversation kernel (median of 3) | "
+        f"{statistics.median(fresh):.2f} s |",
+    ]
+
+
+async def main() -> None:
+    """Run the benchmark; print (and optionally write) a Markdown report."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config"
+        config.mkdir()
+        gw = GatewayProcess(Path(tmp) / "state")
+        gw.extra_args = ["--log-level", "WARNING"]
+        gw.start()
+        try:
+            headers = {"Authorization": f"token {gw.token}"}
+            async with httpx.AsyncClient(base_url=gw.url, headers=headers) as http:
+                await http.post(API, json={"name": "bench-latency"})
+                rows = await latency(gw, config, args.iterations)
+                spawn_rows = await spawn(gw, config)
+                await http.delete(f"{API}/bench-latency")
+        finally:
+            gw.stop()
+    report = "\n".join(
+        [
+            f'## run_cell("1+1"), {args.iterations} iterations per side, interleaved (ms)',
+            "",
+            "| path | median | vs raw |",
+            "|---|---|---|",
+            *rows,
+            "",
+            "## Start-up",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            *spawn_rows,
+            "",
+        ]
+    )
+    print(report)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

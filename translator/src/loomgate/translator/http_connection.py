@@ -1,0 +1,141 @@
+"""A minimal keep-alive HTTP/1.1 client for the JSON requests of a plain-http gateway.
+
+httpx spends ~1 ms of CPU per request in its connection-pool and async-library plumbing: on a
+loopback gateway that is a fifth of a trivial cell. This pool does only what the gateway's JSON
+endpoints need (Content-Length or chunked bodies, keep-alive) and raises httpx's exception types,
+so errors are reported the same way. TLS and the event stream keep using httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import httpx
+
+MAX_HEADER_BYTES = 64 << 10
+
+
+class PlainResponse:
+    """A decoded response: status and body (the parts GatewayClient reads)."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code = status
+        self.content = body
+
+    @property
+    def is_success(self) -> bool:
+        """Return whether the status is 2xx."""
+        return 200 <= self.status_code < 300
+
+    def json(self) -> Any:
+        """Return the body decoded as JSON (ValueError if it is not)."""
+        return json.loads(self.content)
+
+
+Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class PlainHttpPool:
+    """Keep-alive connections to one http:// origin; one request per connection at a time."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], connect_timeout: float) -> None:
+        parts = urlsplit(base_url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/") + "/"
+        host_header = f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]"
+        self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host_header, **headers}.items())
+        self.connect_timeout = connect_timeout
+        self._idle: list[Connection] = []
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any],
+        body: dict[str, Any] | None,
+        timeout: float,
+    ) -> PlainResponse:
+        """Send one request; return its response (httpx exception types on failure)."""
+        target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
+        payload = json.dumps(body).encode() if body is not None else b""
+        head = f"{method} {target} HTTP/1.1\r\n{self._head}"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+        message = head.encode() + b"\r\n" + payload
+        for attempt in (0, 1):
+            reused = bool(self._idle)
+            connection = self._idle.pop() if reused else await self._connect()
+            try:
+                response, keep = await asyncio.wait_for(
+                    self._exchange(connection, message), timeout
+                )
+            except asyncio.TimeoutError:
+                connection[1].close()
+                raise httpx.ReadTimeout(f"no answer within {timeout:g} s") from None
+            except (ConnectionError, asyncio.IncompleteReadError) as e:
+                connection[1].close()
+                if reused and attempt == 0:
+                    continue  # the server closed an idle keep-alive connection: retry once
+                raise httpx.ReadError(f"the connection was closed: {e}") from e
+            if keep:
+                self._idle.append(connection)
+            else:
+                connection[1].close()
+            return response
+        raise AssertionError("unreachable")
+
+    async def _connect(self) -> Connection:
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout
+            )
+        except asyncio.TimeoutError:
+            raise httpx.ConnectTimeout("connection timed out") from None
+        except OSError as e:
+            raise httpx.ConnectError(str(e)) from e
+
+    async def _exchange(self, connection: Connection, message: bytes) -> tuple[PlainResponse, bool]:
+        reader, writer = connection
+        writer.write(message)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if len(head) > MAX_HEADER_BYTES:
+            raise httpx.RemoteProtocolError("response headers too large")
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            status = int(lines[0].split(" ", 2)[1])
+        except (IndexError, ValueError):
+            raise httpx.RemoteProtocolError(f"not an HTTP response: {lines[0][:80]!r}") from None
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name:
+                headers[name.strip().lower()] = value.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = await read_chunked(reader)
+        else:
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+        keep = headers.get("connection", "").lower() != "close"
+        return PlainResponse(status, body), keep
+
+    async def aclose(self) -> None:
+        """Close the idle connections."""
+        for _, writer in self._idle:
+            writer.close()
+        self._idle.clear()
+
+
+async def read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """Return a chunked transfer-encoded body."""
+    parts: list[bytes] = []
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            await reader.readuntil(b"\r\n")
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)
