@@ -1,4 +1,4 @@
-"""A do-nothing MCP server over stdio: the MCP SDK's own cost, as a floor for the translator bench."""
+"""A do-nothing MCP server over stdio: the MCP SDK's own cost, a floor for the translator bench."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Translator benchmark: run_cell("1+1") over stdio vs a raw jupyter_client loop, and spawn time.
 
-Run: `uv run python -m bench.translator_bench [--iterations 200] [--out bench/results/translator.md]`
+Run: `uv run python -m bench.translator_bench [--iterations 200] [--out FILE.md]`
 
 Both sides run in one process, interleaved in blocks, against one gateway started here:
 - raw: AsyncKernelClient straight to a kernel's ZMQ sockets,

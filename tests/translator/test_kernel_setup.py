@@ -72,3 +72,15 @@ async def test_inspectors_note_block_and_survive_bugs(
         assert lines[1] == "[note] looks fine"
         assert "fine" in lines  # stdout and stderr interleave in IOPub order
         assert any("[inspector broken failed: ValueError: inspector bug" in x for x in lines)
+
+
+EXAMPLE_INSPECTORS = Path(__file__).resolve().parents[2] / "examples" / "inspectors.py"
+
+
+async def test_the_example_inspectors_file_works(connect_client: Any, private_config: Path) -> None:
+    (private_config / "inspectors.py").write_text(EXAMPLE_INSPECTORS.read_text())
+    async with conversation(connect_client) as mcp:
+        blocked = await mcp.call_tool("run_cell", {"code": "import shutil\nshutil.rmtree('/x')"})
+        assert "RuleBlock: shutil.rmtree is blocked here" in text(blocked)
+        noted = await mcp.call_tool("run_cell", {"code": "while True:\n    break"})
+        assert "[note] this cell loops for ever" in text(noted)

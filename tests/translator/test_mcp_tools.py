@@ -6,6 +6,8 @@ import base64
 import re
 from typing import Any
 
+import anyio
+import httpx
 from mcp import Client
 from mcp.types import ElicitResult
 
@@ -248,6 +250,13 @@ async def test_list_kernels_marks_current_and_connect(connect_client: Any) -> No
 
 
 ERRORS = [
+    (
+        "run_cell",
+        {"code": 5},
+        "Invalid arguments for run_cell: code: Input should be a valid string",
+    ),
+    ("run_cell", {"code": "1", "wait_seconds": -1}, "wait_seconds: Input should be greater than"),
+    ("search_output", {"query": "x", "mode": "fuzzy"}, "Invalid arguments for search_output: mode"),
     ("read_output", {"lines": "5:3"}, "5:3"),
     ("read_output", {"execution": 99}, "no execution 99"),
     ("search_output", {"query": "(", "mode": "regex"}, "regular expression"),
@@ -276,3 +285,51 @@ async def test_unreachable_gateway_is_a_clear_error(
         assert result.is_error
         assert "cannot reach the gateway at http://127.0.0.1:1" in text(result)
         assert settings.env["LOOMGATE_TOKEN"] not in text(result)
+
+
+async def test_wait_until_silent_returns_early(connect_client: Any) -> None:
+    async with conversation(connect_client) as mcp:
+        code = "import time\nprint('burst', flush=True)\ntime.sleep(60)"
+        await run(mcp, code, wait_seconds=0.5)
+        quiet = await mcp.call_tool("wait", {"timeout_seconds": 60, "until_silent_seconds": 1})
+        assert quiet.structured_content["returned"] == "silent"
+        assert quiet.structured_content["state"] == "running"
+        assert "burst" in text(quiet)
+        await mcp.call_tool("interrupt", {})
+
+
+async def test_cancelled_call_never_stops_the_cell(connect_client: Any) -> None:
+    async with conversation(connect_client) as mcp:
+        await run(mcp, "pass")
+        code = "import time\ntime.sleep(2)\nprint('survived')"
+        with anyio.move_on_after(0.5):
+            await run(mcp, code, wait_seconds=30)
+        done = await mcp.call_tool("wait", {"execution": 2, "timeout_seconds": 60})
+        assert done.structured_content["state"] == "completed"
+        assert text(done).endswith("survived")
+
+
+async def test_wrong_token_is_a_clear_error(connect_client: Any, settings: Settings) -> None:
+    wrong = Settings(**{**settings.__dict__, "env": {"LOOMGATE_TOKEN": "not-the-token"}})
+    async with connect_client(settings=wrong) as mcp:
+        result = await run(mcp, "1")
+        assert result.is_error
+        assert "refused the token" in text(result)
+        assert "not-the-token" not in text(result)
+
+
+async def test_kernel_option_attaches_and_conversation_kernel_is_released(
+    connect_client: Any, settings: Settings, gateway: Any
+) -> None:
+    async with connect_client() as mcp:
+        first = await run(mcp, "kept = 'yes'")
+        kernel = first.structured_content["kernel"]
+        status = await mcp.call_tool("status", {})
+        assert status.structured_content["kernel"]["lifetime"] == "conversation"
+    async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.headers) as http:
+        model = (await http.get(f"/api/loomgate/kernels/{kernel}")).json()["kernel"]
+        assert model["alive"] and model["holders"] == 0  # released: its grace period runs
+    attached = Settings(**{**settings.__dict__, "kernel": kernel[:8]})
+    async with conversation(lambda: connect_client(settings=attached)) as mcp:
+        again = await run(mcp, "kept")
+        assert text(again).endswith("Out[2]: 'yes'")

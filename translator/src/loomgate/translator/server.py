@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from mcp.server.mcpserver import MCPServer
 
 from loomgate.translator import __version__
+from loomgate.translator.argument_errors import one_sentence_argument_errors
 from loomgate.translator.session import Conversation, Settings
 from loomgate.translator.tool_registry import register_tools
 from loomgate.translator.tools import Tools
@@ -42,7 +43,11 @@ def build_server(settings: Settings) -> MCPServer[Tools]:
             yield tools
 
     server: MCPServer[Tools] = MCPServer(
-        "loomgate", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan
+        "loomgate",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        middleware=[one_sentence_argument_errors],
     )
     register_tools(server, settings.result_mode == "structured")
     return server

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ class Conversation:
         self.client: GatewayClient | None = None
         self.kernel: dict[str, Any] | None = None
         self._hold: Hold | None = None
+        self._binding: asyncio.Future[None] | None = None
 
     # -- gateways -----------------------------------------------------------------------------
 
@@ -70,7 +72,14 @@ class Conversation:
         if explicit:
             return client, explicit
         if self.kernel is None:
-            await self._bind_initial(client)
+            # Shielded: a host cancelling the first call must not orphan the kernel it created.
+            if self._binding is None or self._binding.done():
+                self._binding = asyncio.ensure_future(self._bind_initial(client))
+            try:
+                await asyncio.shield(self._binding)
+            finally:
+                if self._binding.done() and self._binding.exception() is not None:
+                    self._binding = None
         assert self.kernel is not None
         return client, self.kernel["id"]
 
