@@ -28,6 +28,9 @@ from bench.gateway_bench import BLOCK, raw_run, timed
 from tests.gateways import GatewayProcess
 
 API = "/api/loomgate/kernels"
+NOOP = StdioServerParameters(
+    command=sys.executable, args=[str(Path(__file__).with_name("noop_mcp_server.py"))]
+)
 
 
 def translator(gw: GatewayProcess, config: Path, *args: str) -> StdioServerParameters:
@@ -46,15 +49,21 @@ async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str
     raw = km.client()
     raw.start_channels()
     await raw.wait_for_ready(timeout=60)
-    samples: dict[str, list[float]] = {"raw": [], "mcp": []}
+    samples: dict[str, list[float]] = {"raw": [], "mcp": [], "noop": []}
     try:
-        async with Client(translator(gw, config, "--kernel", "bench-latency")) as mcp:
+        async with (
+            Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
+            Client(NOOP) as noop,
+        ):
 
             async def run_cell() -> None:
                 result = await mcp.call_tool("run_cell", {"code": "1+1"})
                 assert not result.is_error and result.structured_content["state"] == "completed"
 
-            runs = {"raw": lambda: raw_run(raw, "1+1"), "mcp": run_cell}
+            async def noop_call() -> None:
+                await noop.call_tool("run_cell", {"code": "1+1"})
+
+            runs = {"raw": lambda: raw_run(raw, "1+1"), "mcp": run_cell, "noop": noop_call}
             for fn in runs.values():
                 for _ in range(5):
                     await fn()
@@ -67,7 +76,10 @@ async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str
         await km.shutdown_kernel(now=True)
     raw_median = statistics.median(samples["raw"])
     mcp_median = statistics.median(samples["mcp"])
+    noop_median = statistics.median(samples["noop"])
     return [
+        f"| floor: a no-op MCP tool over stdio, no kernel (the SDK's own cost) | "
+        f"{noop_median:.2f} | |",
         f"| raw jupyter_client loop | {raw_median:.2f} | 1.00× |",
         f"| run_cell over stdio: MCP client → loomgate-mcp → gateway | {mcp_median:.2f} | "
         f"{mcp_median / raw_median:.2f}× |",
@@ -86,13 +98,24 @@ async def spawn_to_first_result(gw: GatewayProcess, config: Path, *args: str) ->
     return elapsed
 
 
+async def noop_spawn() -> float:
+    """Return seconds from spawning the no-op MCP server to its first tool result."""
+    start = time.perf_counter()
+    async with Client(NOOP) as noop:
+        await noop.call_tool("run_cell", {"code": "1+1"})
+        return time.perf_counter() - start
+
+
 async def spawn(gw: GatewayProcess, config: Path) -> list[str]:
     """Return table rows for spawn → first result, attached and with a fresh kernel."""
+    floor = [await noop_spawn() for _ in range(5)]
     attached = [
         await spawn_to_first_result(gw, config, "--kernel", "bench-latency") for _ in range(5)
     ]
     fresh = [await spawn_to_first_result(gw, config) for _ in range(3)]
     return [
+        f"| floor: spawn → first result of a no-op MCP server (median of 5) | "
+        f"{statistics.median(floor):.2f} s |",
         f"| spawn → first run_cell result, attaching to a running kernel (median of 5) | "
         f"{statistics.median(attached):.2f} s |",
         f"| spawn → first run_cell result, new conversation kernel (median of 3) | "
