@@ -333,3 +333,24 @@ async def test_kernel_option_attaches_and_conversation_kernel_is_released(
     async with conversation(lambda: connect_client(settings=attached)) as mcp:
         again = await run(mcp, "kept")
         assert text(again).endswith("Out[2]: 'yes'")
+
+
+async def test_conversation_kernel_starts_in_the_translators_cwd(
+    connect_client: Any, settings: Settings
+) -> None:
+    async with conversation(connect_client) as mcp:
+        result = await run(mcp, "import os; os.getcwd()")
+        assert text(result).endswith(f"Out[1]: {settings.cwd!r}")
+
+
+async def test_unknown_gateway_name_is_a_clear_error(
+    connect_client: Any, private_config: Any
+) -> None:
+    (private_config / "gateways.toml").write_text(
+        '[gateways.lab]\nurl = "http://127.0.0.1:1"\ntoken_env = "LAB_TOKEN"\n'
+    )
+    async with conversation(connect_client) as mcp:
+        result = await mcp.call_tool("list_kernels", {"gateway": "labb"})
+        assert result.is_error
+        assert "labb" in text(result) and "lab" in text(result)
+        assert "\n" not in text(result)

@@ -6,12 +6,15 @@ import asyncio
 import os
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from loomgate.translator.autostart import connect
 from loomgate.translator.gateway_client import GatewayClient, GatewayError, Hold
 from loomgate.translator.gateway_selection import GatewayTarget, select_gateway
 from loomgate.translator.kernel_setup import KernelSetup
 from loomgate.translator.presentation import OutputLimits
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass
@@ -106,8 +109,8 @@ class Conversation:
         return "" if self.settings.quiet else text
 
     def local(self, client: GatewayClient) -> bool:
-        """Return whether `client` talks to the local default gateway."""
-        return client.local
+        """Return whether `client`'s gateway runs on this machine (so it can use our cwd)."""
+        return client.local or urlsplit(client.url).hostname in LOOPBACK_HOSTS
 
     async def _bind(self, client: GatewayClient, kernel: dict[str, Any]) -> None:
         """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel."""
