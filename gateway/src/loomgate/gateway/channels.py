@@ -75,14 +75,15 @@ class KernelChannels:
 
     def _send_expecting_reply(
         self, msg_type: str, content: dict[str, Any]
-    ) -> asyncio.Future[Message]:
+    ) -> tuple[str, asyncio.Future[Message]]:
         msg = self.send_shell(msg_type, content)
-        future = self._replies[msg["header"]["msg_id"]] = asyncio.get_running_loop().create_future()
-        return future
+        msg_id = msg["header"]["msg_id"]
+        future = self._replies[msg_id] = asyncio.get_running_loop().create_future()
+        return msg_id, future
 
     async def request(self, msg_type: str, content: dict[str, Any], timeout: float) -> Message:
         """Send a shell request and return its reply (TimeoutError after `timeout` seconds)."""
-        future = self._send_expecting_reply(msg_type, content)
+        _, future = self._send_expecting_reply(msg_type, content)
         try:
             return await asyncio.wait_for(future, timeout)
         finally:
@@ -102,8 +103,8 @@ class KernelChannels:
             while loop.time() < deadline:
                 if not alive():
                     raise RuntimeError("the kernel process exited while starting")
-                future = self._send_expecting_reply("kernel_info_request", {})
-                self._probes.update(self._replies)
+                msg_id, future = self._send_expecting_reply("kernel_info_request", {})
+                self._probes.add(msg_id)
                 replies.append(future)
                 waiting = [f for f in (*replies, self._iopub_seen) if not f.done()]
                 await asyncio.wait(waiting, timeout=NUDGE_INTERVAL)

@@ -70,7 +70,6 @@ class LoomKernel:
         self._output_events: dict[int, asyncio.TimerHandle] = {}
         self._early_input: dict[str, Message] = {}
         self._reseed_after: int | None = None
-        self._ready = asyncio.Event()
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -106,7 +105,6 @@ class LoomKernel:
             self._died_record = None
         self.phase = "ready"
         self.execution_state = self.km.execution_state = "idle"
-        self._ready.set()
         self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
 
     async def _seed_counter(self, next_number: int) -> None:
@@ -117,7 +115,6 @@ class LoomKernel:
     def process_stopping(self, *, restart: bool) -> None:
         """End the running execution (killed by a reset or stop) and drop the channels."""
         self.phase = "restarting" if restart else "dead"
-        self._ready.clear()
         if restart:
             self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
         if self.current is not None:

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
-import inspect
 import json
 import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 
 from loomgate.translator.http_connection import PlainHttpPool, PlainResponse
+
+if TYPE_CHECKING:
+    from loomgate.translator.kernel_hold import Hold
 
 log = logging.getLogger(__name__)
 
@@ -470,126 +471,19 @@ class GatewayClient:
 
     def hold(self, kernel_id: str, on_event: EventCallback | None = None) -> Hold:
         """Return a (not yet open) hold on `kernel_id`; open it with `async with` or `open()`."""
+        from loomgate.translator.kernel_hold import Hold
+
         return Hold(self, kernel_id, on_event)
 
+    def event_stream(
+        self, kernel: str | None, *, hold: bool
+    ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]:
+        """Return the gateway's event stream for `kernel` (held when `hold`), as a context."""
+        return self._event_stream(kernel, hold=hold)
 
-class Hold:
-    """A `hold=true` event stream on one kernel, kept open (reconnecting) until closed."""
-
-    def __init__(
-        self, client: GatewayClient, kernel_id: str, on_event: EventCallback | None = None
-    ) -> None:
-        self.client = client
-        self.kernel_id = kernel_id
-        self.on_event = on_event
-        self._task: asyncio.Task[None] | None = None
-        self._first: asyncio.Future[None] | None = None
-        self._closing = False
-        self._connected = False
-
-    @property
-    def connected(self) -> bool:
-        """Return whether the event stream is open right now (a reconnect may be pending)."""
-        return self._connected
-
-    @property
-    def active(self) -> bool:
-        """Return whether the hold is open or still trying to reconnect."""
-        return self._task is not None and not self._task.done()
-
-    async def open(self, timeout: float = HOLD_OPEN_TIMEOUT) -> Hold:
-        """Return this hold once its first connection is open (GatewayError if it cannot be)."""
-        if self._task is not None:
-            return self
-        loop = asyncio.get_running_loop()
-        self._first = loop.create_future()
-        self._task = loop.create_task(self._run(), name=f"loomgate hold {self.kernel_id}")
-        self.client._holds.add(self)
-        try:
-            await asyncio.wait_for(asyncio.shield(self._first), timeout)
-        except asyncio.TimeoutError:
-            await self.aclose()
-            raise GatewayError(
-                f"{self.client.where} did not open the event stream within {timeout:g} s",
-                code="timeout",
-            ) from None
-        except BaseException:
-            await self.aclose()
-            raise
-        return self
-
-    async def aclose(self) -> None:
-        """Close the event stream (releasing the hold) and stop reconnecting; return nothing."""
-        self._closing = True
-        self.client._holds.discard(self)
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._connected = False
-
-    async def start(self, timeout: float = HOLD_OPEN_TIMEOUT) -> Hold:
-        """Return this hold once open (the same as `open`)."""
-        return await self.open(timeout)
-
-    async def close(self) -> None:
-        """Close the hold (the same as `aclose`); return nothing."""
-        await self.aclose()
-
-    async def __aenter__(self) -> Hold:
-        """Return this hold, opened."""
-        return await self.open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the hold."""
-        await self.aclose()
-
-    async def _run(self) -> None:
-        failures = 0
-        while not self._closing:
-            try:
-                async with self.client._event_stream(self.kernel_id, hold=True) as events:
-                    async for event in events:
-                        if event.get("event") == "hello":
-                            self._connected = True
-                            failures = 0
-                            if self._first is not None and not self._first.done():
-                                self._first.set_result(None)
-                        await self._deliver(event)
-            except GatewayError as e:
-                self._connected = False
-                if self._first is not None and not self._first.done():
-                    self._first.set_exception(e)
-                    return
-                gone = e.code == "unavailable" and "kernel_id" in e.details
-                if e.code in PERMANENT_HOLD_ERRORS or gone:
-                    log.warning("hold on kernel %s ended: %s", self.kernel_id, e)
-                    return
-                log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)
-            except httpx.HTTPError as e:
-                self._connected = False
-                if self._first is not None and not self._first.done():
-                    message = f"{self.client.where} sent a broken event stream ({e})"
-                    self._first.set_exception(GatewayError(message, code="protocol"))
-                    return
-                log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)
-            self._connected = False
-            delay = HOLD_BACKOFF[min(failures, len(HOLD_BACKOFF) - 1)]
-            failures += 1
-            await asyncio.sleep(delay)
-
-    async def _deliver(self, event: dict[str, Any]) -> None:
-        if self.on_event is None:
-            return
-        try:
-            result = self.on_event(event)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("the hold's event callback failed on a %r event", event.get("event"))
+    def track(self, hold: Hold, *, open: bool) -> None:
+        """Note that `hold` opened or closed (an open hold is closed with the client)."""
+        if open:
+            self._holds.add(hold)
+        else:
+            self._holds.discard(hold)

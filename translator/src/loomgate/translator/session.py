@@ -9,8 +9,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from loomgate.translator.autostart import connect
-from loomgate.translator.gateway_client import GatewayClient, GatewayError, Hold
+from loomgate.translator.gateway_client import GatewayClient, GatewayError
 from loomgate.translator.gateway_selection import GatewayTarget, select_gateway
+from loomgate.translator.kernel_hold import Hold
 from loomgate.translator.kernel_setup import KernelSetup
 from loomgate.translator.presentation import OutputLimits
 
@@ -46,6 +47,7 @@ class Conversation:
         self.kernel: dict[str, Any] | None = None
         self._hold: Hold | None = None
         self._binding: asyncio.Future[None] | None = None
+        self.pending_startup = ""
 
     # -- gateways -----------------------------------------------------------------------------
 
@@ -101,8 +103,6 @@ class Conversation:
         await self._bind(client, kernel)
         self.pending_startup = await self.setup.run(client, kernel["id"])
 
-    pending_startup: str = ""
-
     def take_startup_output(self) -> str:
         """Return the startup output not yet shown (once), or "" (always "" with --quiet)."""
         text, self.pending_startup = self.pending_startup, ""
@@ -118,10 +118,10 @@ class Conversation:
         self._hold = None
         if kernel["lifetime"] == "conversation":
             self._hold = client.hold(kernel["id"])
-            await self._hold.start()
+            await self._hold.open()
         self.client, self.kernel = client, kernel
         if previous_hold is not None:
-            await previous_hold.close()
+            await previous_hold.aclose()
 
     async def connect(
         self, kernel: str, gateway: str | None, kernel_spec: str | None
@@ -159,14 +159,14 @@ class Conversation:
         """Unbind `kernel_id` if it is this conversation's kernel (it was stopped)."""
         if self.kernel is not None and self.kernel["id"] == kernel_id:
             if self._hold is not None:
-                await self._hold.close()
+                await self._hold.aclose()
                 self._hold = None
             self.kernel = None
 
     async def close(self) -> None:
         """Release the hold (a conversation kernel then starts its grace period) and clients."""
         if self._hold is not None:
-            await self._hold.close()
+            await self._hold.aclose()
             self._hold = None
         for client in self._clients.values():
             await client.aclose()
