@@ -402,7 +402,7 @@ async def main() -> None:
             stock.terminate()
             stock.wait(30)
             gw.stop()
-    report = "\n".join(
+    publish(
         [
             f"## Trivial cell `1+1`, {args.iterations} iterations per path, interleaved (ms)",
             "",
@@ -415,13 +415,18 @@ async def main() -> None:
             "| measure | value | vs raw |",
             "|---|---|---|",
             *big,
-            "",
-        ]
+        ],
+        args.out,
     )
+
+
+def publish(lines: list[str], out: Path | None) -> None:
+    """Print a Markdown report and, when `out` is given, write it there too."""
+    report = "\n".join([*lines, ""])
     print(report)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report)
 
 
 if __name__ == "__main__":

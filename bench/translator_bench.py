@@ -24,7 +24,7 @@ import httpx
 from jupyter_client.manager import AsyncKernelManager
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import BLOCK, raw_run, timed
+from bench.gateway_bench import BLOCK, publish, raw_run, timed
 from tests.gateways import GatewayProcess
 
 API = "/api/loomgate/kernels"
@@ -144,7 +144,7 @@ async def main() -> None:
                 await http.delete(f"{API}/bench-latency")
         finally:
             gw.stop()
-    report = "\n".join(
+    publish(
         [
             f'## run_cell("1+1"), {args.iterations} iterations per side, interleaved (ms)',
             "",
@@ -157,13 +157,9 @@ async def main() -> None:
             "| measure | value |",
             "|---|---|",
             *spawn_rows,
-            "",
-        ]
+        ],
+        args.out,
     )
-    print(report)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report)
 
 
 if __name__ == "__main__":
