@@ -11,7 +11,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_PREFIX = "api/loomgate/"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 CONNECT_TIMEOUT = 5.0
 # Kernel starts and resets answer only once the kernel is ready, so plain requests get a minute.
 READ_TIMEOUT = 60.0
@@ -157,6 +158,11 @@ class GatewayClient:
             timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
             follow_redirects=False,
         )
+
+    @property
+    def on_this_host(self) -> bool:
+        """Return whether the gateway runs on this machine (so it can use our cwd)."""
+        return self.local or urlsplit(self.url).hostname in LOOPBACK_HOSTS
 
     @property
     def label(self) -> str:

@@ -6,7 +6,6 @@ import asyncio
 import os
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from loomgate.translator.autostart import connect
 from loomgate.translator.gateway_client import GatewayClient, GatewayError
@@ -14,8 +13,6 @@ from loomgate.translator.gateway_selection import GatewayTarget, select_gateway
 from loomgate.translator.kernel_hold import Hold
 from loomgate.translator.kernel_setup import KernelSetup
 from loomgate.translator.presentation import OutputLimits
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass
@@ -98,7 +95,7 @@ class Conversation:
                 )
             await self._bind(client, kernel)
             return
-        cwd = self.settings.cwd if self.local(client) else None
+        cwd = self.settings.cwd if client.on_this_host else None
         kernel, _ = await client.create_kernel(lifetime="conversation", cwd=cwd)
         await self._bind(client, kernel)
         self.pending_startup = await self.setup.run(client, kernel["id"])
@@ -107,10 +104,6 @@ class Conversation:
         """Return the startup output not yet shown (once), or "" (always "" with --quiet)."""
         text, self.pending_startup = self.pending_startup, ""
         return "" if self.settings.quiet else text
-
-    def local(self, client: GatewayClient) -> bool:
-        """Return whether `client`'s gateway runs on this machine (so it can use our cwd)."""
-        return client.local or urlsplit(client.url).hostname in LOOPBACK_HOSTS
 
     async def _bind(self, client: GatewayClient, kernel: dict[str, Any]) -> None:
         """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel."""
@@ -140,7 +133,7 @@ class Conversation:
             name=kernel,
             kernel_spec=kernel_spec,
             lifetime="persistent",
-            cwd=self.settings.cwd if self.local(client) else None,
+            cwd=self.settings.cwd if client.on_this_host else None,
         )
         startup = await self.setup.run(client, created["id"]) if is_new else ""
         await self._bind(client, created)
