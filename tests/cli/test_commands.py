@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.gateways import GatewayProcess, child_pids, free_port, wait_gone
+from tests.sse import events, next_event
 
 LOOMGATE = [sys.executable, "-m", "loomgate.translator.commands"]
 
@@ -145,3 +146,79 @@ async def test_gateway_start_status_stop(tmp_path: Path) -> None:
     assert wait_gone({info["pid"], *kernels}, 30) == set()
     status, out, _ = await loomgate(env, "gateway", "status")
     assert status == 1
+
+
+async def test_output_search_wait_interrupt_reset(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path, live_kernel: str
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    k = ["--kernel", live_kernel]
+    await loomgate(env, "run", *k, "for i in range(1, 31): print(f'row {i}')")
+    status, out, _ = await loomgate(env, "output", *k, "1", "--lines", "29:")
+    assert out.strip().split("\n") == [
+        "In [1] combined, lines 29–30 of 30:",
+        "29│row 29",
+        "30│row 30",
+    ]
+    status, out, _ = await loomgate(env, "search", *k, "row 17")
+    assert status == 0 and "M 17│row 17" in out
+    status, _, _ = await loomgate(env, "search", *k, "absent")
+    assert status == 1
+    async with events(http, live_kernel) as stream:
+        background = await asyncio.create_subprocess_exec(
+            *LOOMGATE,
+            "run",
+            *k,
+            "import time; time.sleep(60)",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await next_event(stream, "execution")  # the cell has started
+            status, out, _ = await loomgate(env, "interrupt", *k)
+            assert out.strip() == "interrupted In [2]"
+            status, out, _ = await loomgate(env, "wait", *k, "2")
+            assert status == 1 and out.startswith("In [2] (") and "KeyboardInterrupt" in out
+        finally:
+            await asyncio.wait_for(background.communicate(), 60)
+    status, out, _ = await loomgate(env, "reset", *k)
+    assert status == 0 and "records and numbering kept" in out
+
+
+async def stream_session(env: dict[str, str], script: str) -> tuple[str, str]:
+    """Run `loomgate stream` with `script` on stdin (DELIM replaced); return output, delimiter."""
+    process = await asyncio.create_subprocess_exec(
+        *LOOMGATE,
+        "stream",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    banner = await asyncio.wait_for(process.stdout.readline(), 60)
+    delimiter = (await process.stdout.readline()).decode().strip()
+    assert delimiter.encode() in banner
+    out, _ = await asyncio.wait_for(
+        process.communicate(script.replace("DELIM", delimiter).encode()), 120
+    )
+    assert process.returncode == 0
+    return out.decode(), delimiter
+
+
+async def test_stream_protocol(gateway: GatewayProcess, tmp_path: Path) -> None:
+    env = cli_env(gateway, tmp_path)
+    script = "x = 20\nx * 2\n--\nfor i in range(2):\n    print('loop', i)\nDELIM\n1/0\nexit\n"
+    out, delimiter = await stream_session(env, script)
+    responses = out.split(delimiter + "\n")
+    assert responses[-1] == ""
+    answers = [r.removeprefix(".\n") for r in responses[:-1]]
+    assert len(answers) == 4
+    assert answers[0].startswith("In [1] (")
+    assert answers[1].strip().endswith("Out[2]: 40")
+    assert answers[2].strip().split("\n")[1:] == ["loop 0", "loop 1"]
+    assert "ZeroDivisionError" in answers[3]
+    assert out.count(delimiter) == 4
+    again, other = await stream_session(env, "print('eof ends it')\n")
+    assert other != delimiter and "eof ends it" in again

@@ -4,33 +4,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from loomgate.shared.paths import read_gateway_file, state_dir
-from loomgate.translator.autostart import connect, process_alive
+from loomgate.translator.autostart import connect
 from loomgate.translator.gateway_client import GatewayClient, GatewayError
+from loomgate.translator.gateway_control import UsageError, gateway_command
 from loomgate.translator.gateway_selection import GatewayConfigError, select_gateway
+from loomgate.translator.kernel_views import (
+    DEFAULT_KERNEL,
+    FINAL,
+    cell_text,
+    existing_kernel,
+    finished,
+)
 from loomgate.translator.presentation import (
     clipped_suffix,
     format_elapsed,
     render_kernels,
+    render_read,
+    render_search,
 )
+from loomgate.translator.stream_protocol import stream_session
 
-DEFAULT_KERNEL = "default"
 POLL_SECONDS = 0.2
-FINAL = {"completed", "error", "interrupted", "killed", "died", "lost"}
+STREAMS = ["combined", "stdout", "stderr", "result", "traceback"]
 STOP_TIMEOUT = 30.0
-
-
-class UsageError(Exception):
-    """A command-line mistake (exit status 2)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,6 +49,28 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--file", type=Path, help="read the cell from this file")
     run.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
     run.add_argument("--json", action="store_true", help="print the record as JSON at the end")
+    output = commands.add_parser("output", help="read lines of an execution's output")
+    output.add_argument("execution", nargs="?", help="execution number (default: latest)")
+    output.add_argument("--lines", help='"start:stop", e.g. ":10", "-20:", "100:120"')
+    output.add_argument("--stream", default="combined", choices=STREAMS)
+    output.add_argument("--json", action="store_true", help="print JSON")
+    search = commands.add_parser("search", help="find lines in the output of executions")
+    search.add_argument("query")
+    search.add_argument("--execution", default="all", help='a number or "all" (default)')
+    search.add_argument("--stream", default="combined", choices=STREAMS)
+    search.add_argument("--mode", default="auto", choices=["auto", "literal", "regex"])
+    search.add_argument("--context", type=int, default=0)
+    search.add_argument("--ignore-case", "-i", action="store_true")
+    search.add_argument("--max-matches", type=int, default=50)
+    wait = commands.add_parser("wait", help="wait for an execution and show it")
+    wait.add_argument("execution", nargs="?", help="execution number (default: running/latest)")
+    commands.add_parser("interrupt", help="interrupt the running execution")
+    commands.add_parser("reset", help="restart the kernel, keeping records and numbering")
+    stream = commands.add_parser("stream", help="the delimiter-framed protocol on stdin/stdout")
+    for sub in (output, search, wait, stream):
+        sub.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
+    for name in ("interrupt", "reset"):
+        commands.choices[name].add_argument("--kernel", help="kernel name or id prefix")
     kernels = commands.add_parser("kernels", help="list the gateway's kernels")
     kernels.add_argument("--json", action="store_true", help="print JSON")
     stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
@@ -77,6 +102,10 @@ async def dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
             return await run_cell(client, args)
+        if args.command == "stream":
+            return await stream_session(client, args.kernel)
+        if args.command in READERS:
+            return await READERS[args.command](client, args)
         if args.command == "kernels":
             kernels = (await client.list_kernels())["kernels"]
             if args.json:
@@ -203,77 +232,73 @@ class LinePrinter:
         return text
 
 
-def gateway_command(args: argparse.Namespace) -> int:
-    """Start, stop, inspect or tail the local gateway; return the exit status."""
-    directory = state_dir()
-    info = read_gateway_file(directory)
-    running = info is not None and process_alive(info["pid"])
-    if args.action == "status":
-        if not running or info is None:
-            print("no local gateway is running")
-            return 1
-        started = (directory / "gateway.json").stat().st_mtime
-        print(
-            f"url: {info['url']}\npid: {info['pid']}\nversion: {info['version']}\n"
-            f"uptime: {format_elapsed(time.time() - started)}\nstate dir: {directory}"
-        )
-        return 0
-    if args.action == "logs":
-        return show_logs(directory / "gateway.log", follow=args.follow)
-    if args.action == "stop":
-        if not running or info is None:
-            print("no local gateway is running")
+async def show_output(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Print a line range of one stream (as read_output shows it)."""
+    kernel = await existing_kernel(client, args.kernel)
+    response = await client.read(kernel, args.execution or "latest", args.stream, args.lines)
+    print(json.dumps(response, indent=2) if args.json else render_read(response))
+    return 0
+
+
+async def show_search(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Print matching lines (as search_output shows them); exit 1 when nothing matched."""
+    kernel = await existing_kernel(client, args.kernel)
+    response = await client.search(
+        kernel,
+        args.query,
+        execution=args.execution,
+        stream=args.stream,
+        mode=args.mode,
+        context=args.context,
+        ignore_case=args.ignore_case,
+        max_matches=args.max_matches,
+    )
+    scope = "all executions" if args.execution == "all" else f"In [{args.execution}]"
+    print(render_search(response, scope))
+    return 0 if response["matches"] else 1
+
+
+async def show_wait(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Wait for an execution to end and print it as the model would read it."""
+    kernel = await existing_kernel(client, args.kernel)
+    execution = await finished(client, kernel, args.execution or "current")
+    print(cell_text(execution))
+    return 0 if execution["state"] == "completed" else 1
+
+
+async def show_interrupt(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Interrupt the running execution."""
+    kernel = await existing_kernel(client, args.kernel)
+    try:
+        execution = (await client.interrupt(kernel))["execution"]
+    except GatewayError as e:
+        if e.code == "conflict":
+            print("nothing is running")
             return 0
-        os.kill(info["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while process_alive(info["pid"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if process_alive(info["pid"]):
-            print(f"loomgate: the gateway (pid {info['pid']}) did not stop", file=sys.stderr)
-            return 2
-        print(f"stopped the gateway at {info['url']} (its kernels are shut down)")
-        return 0
-    if running and info is not None:
-        print(f"a gateway is already running at {info['url']} (pid {info['pid']})")
-        return 0
-    command = [sys.executable, "-m", "loomgate.gateway.app", "--state-dir", str(directory)]
-    if args.port:
-        command += ["--port", str(args.port)]
-    if args.foreground:
-        os.execv(sys.executable, command)
-    return asyncio.run(start_in_background(args.port, args.no_autostart))
-
-
-async def start_in_background(port: int | None, no_autostart: bool) -> int:
-    """Start the local gateway as a detached daemon and wait until it answers."""
-    if no_autostart:
-        raise UsageError("--no-autostart forbids starting the gateway")
-    target = select_gateway(None, {})
-    if port:
-        target = dataclasses.replace(target, url=f"http://127.0.0.1:{port}")
-    client = await connect(target, autostart=True)
-    await client.aclose()
-    info = read_gateway_file(state_dir())
-    print(f"gateway running at {info['url'] if info else target.url}")
+        raise
+    print(f"interrupted In [{execution['number']}]")
     return 0
 
 
-def show_logs(path: Path, *, follow: bool) -> int:
-    """Print the gateway log's last lines (and keep following with -f)."""
-    if not path.exists():
-        print(f"no gateway log at {path}")
-        return 1
-    with path.open(encoding="utf-8", errors="replace") as f:
-        lines = f.readlines()
-        sys.stdout.writelines(lines[-50:])
-        while follow:
-            line = f.readline()
-            if line:
-                sys.stdout.write(line)
-                sys.stdout.flush()
-            else:
-                time.sleep(0.2)
+async def show_reset(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Restart the kernel: variables cleared, records and numbering kept."""
+    kernel = await existing_kernel(client, args.kernel)
+    response = await client.reset(kernel)
+    killed = response.get("killed")
+    print(
+        "reset: variables cleared; records and numbering kept"
+        + (f"; In [{killed['number']}] was killed" if killed else "")
+    )
     return 0
+
+
+READERS = {
+    "output": show_output,
+    "search": show_search,
+    "wait": show_wait,
+    "interrupt": show_interrupt,
+    "reset": show_reset,
+}
 
 
 if __name__ == "__main__":
