@@ -134,6 +134,7 @@ async def test_gateway_start_status_stop(tmp_path: Path) -> None:
     try:
         status, out, _ = await loomgate(env, "gateway", "status")
         assert status == 0 and f"pid: {info['pid']}" in out and str(port) in out
+        assert "kernels: 0" in out
         status, out, _ = await loomgate(env, "run", "print('via daemon')")
         assert out.strip() == "via daemon"
         status, out, _ = await loomgate(env, "gateway", "logs")

@@ -261,6 +261,7 @@ def test_render_search_groups_and_markers() -> None:
 
 
 def test_render_kernels_marks_current() -> None:
+    common = {"kernel_spec": "python3"}
     kernels = [
         {
             "id": "aaaaaaaa-1",
@@ -269,6 +270,8 @@ def test_render_kernels_marks_current() -> None:
             "lifetime": "persistent",
             "executions": 3,
             "connections": 1,
+            "last_activity": 1000.0,
+            **common,
         },
         {
             "id": "bbbbbbbb-2",
@@ -277,11 +280,13 @@ def test_render_kernels_marks_current() -> None:
             "lifetime": "conversation",
             "executions": 10,
             "connections": 0,
+            "last_activity": 1185.0,
+            **common,
         },
     ]
-    assert render_kernels(kernels, "bbbbbbbb-2", "local").split("\n") == [
+    assert render_kernels(kernels, "bbbbbbbb-2", "local", now=1200.0).split("\n") == [
         "Kernels on local:",
-        "   name  id        state  lifetime      runs  conn",
-        "   lab   aaaaaaaa  idle   persistent    3     1",
-        "*  -     bbbbbbbb  busy   conversation  10    0",
+        "   name  id        spec     state  lifetime      runs  idle        conn",
+        "   lab   aaaaaaaa  python3  idle   persistent    3     3 min 20 s  1",
+        "*  -     bbbbbbbb  python3  busy   conversation  10    15 s        0",
     ]

@@ -43,7 +43,19 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--gateway", help="a gateways.toml name or a URL (default: local)")
     top.add_argument("--no-autostart", action="store_true", help="never start the local gateway")
+    # The same options after the command name (`loomgate stream --gateway lab`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--gateway", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument(
+        "--no-autostart", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     commands = top.add_subparsers(dest="command", required=True)
+    original_add_parser = commands.add_parser
+
+    def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return original_add_parser(name, parents=[common], **kwargs)
+
+    commands.add_parser = add_parser  # type: ignore[method-assign]
     run = commands.add_parser("run", help="run a cell and stream its output")
     run.add_argument("code", nargs="?", help="the cell, or - to read it from stdin")
     run.add_argument("--file", type=Path, help="read the cell from this file")
@@ -141,6 +153,14 @@ async def bound_kernel(client: GatewayClient, name: str | None) -> str:
         if not kernel["alive"]:
             raise UsageError(f"kernel {name} is no longer running")
         return str(kernel["id"])
+    try:
+        current = (await client.get_kernel(DEFAULT_KERNEL))["kernel"]
+        if current["alive"]:
+            return str(current["id"])
+    except GatewayError as e:
+        if e.code != "not_found":
+            raise
+    print(f"starting kernel {DEFAULT_KERNEL!r} on {client.label} …", file=sys.stderr, flush=True)
     cwd = str(Path.cwd()) if client.on_this_host else None
     kernel, _ = await client.create_kernel(name=DEFAULT_KERNEL, lifetime="persistent", cwd=cwd)
     return str(kernel["id"])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loomgate.shared.paths import read_gateway_file, state_dir
 from loomgate.translator.autostart import connect, process_alive
+from loomgate.translator.gateway_client import GatewayClient
 from loomgate.translator.gateway_selection import select_gateway
 from loomgate.translator.presentation import format_elapsed
 
@@ -33,9 +34,11 @@ def gateway_command(args: argparse.Namespace) -> int:
             print("no local gateway is running")
             return 1
         started = (directory / "gateway.json").stat().st_mtime
+        kernels = asyncio.run(count_kernels(info["url"], info["token"]))
         print(
             f"url: {info['url']}\npid: {info['pid']}\nversion: {info['version']}\n"
-            f"uptime: {format_elapsed(time.time() - started)}\nstate dir: {directory}"
+            f"uptime: {format_elapsed(time.time() - started)}\nkernels: {kernels}\n"
+            f"state dir: {directory}"
         )
         return 0
     if args.action == "logs":
@@ -62,6 +65,12 @@ def gateway_command(args: argparse.Namespace) -> int:
     if args.foreground:
         os.execv(sys.executable, command)
     return asyncio.run(start_in_background(args.port, args.no_autostart))
+
+
+async def count_kernels(url: str, token: str) -> int:
+    """Return how many kernels the gateway at `url` runs."""
+    async with GatewayClient(url, token) as client:
+        return len((await client.list_kernels())["kernels"])
 
 
 async def start_in_background(port: int | None, no_autostart: bool) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -309,20 +310,26 @@ def _indent(text: str, limit: int = 20) -> str:
     return "\n".join(shown)
 
 
-def render_kernels(kernels: Sequence[dict[str, Any]], current: str | None, gateway: str) -> str:
+def render_kernels(
+    kernels: Sequence[dict[str, Any]], current: str | None, gateway: str, now: float | None = None
+) -> str:
     """Return a table of kernels; `*` marks the one this conversation uses."""
     if not kernels:
         return f"No kernels on {gateway}."
-    rows = [("", "name", "id", "state", "lifetime", "runs", "conn")]
+    now = time.time() if now is None else now
+    rows = [("", "name", "id", "spec", "state", "lifetime", "runs", "idle", "conn")]
     for kernel in kernels:
+        last = kernel.get("last_activity")
         rows.append(
             (
                 "*" if kernel["id"] == current else "",
                 kernel.get("name") or "-",
                 kernel["id"][:8],
+                kernel.get("kernel_spec") or "-",
                 kernel["state"],
                 kernel["lifetime"],
                 str(kernel["executions"]),
+                format_elapsed(now - last) if last else "-",
                 str(kernel["connections"]),
             )
         )
