@@ -65,6 +65,21 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+async def interleave(
+    runs: dict[str, Callable[[], Awaitable[object]]], iterations: int
+) -> dict[str, list[float]]:
+    """Return each run's latencies (ms): warmed up, then run in turns of BLOCK iterations."""
+    for fn in runs.values():
+        for _ in range(5):
+            await fn()
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(iterations // BLOCK):
+        for name, fn in runs.items():
+            for _ in range(BLOCK):
+                samples[name].append(await timed(fn))
+    return samples
+
+
 class RssSampler:
     """Samples a process's resident set size in a thread; reports the peak above the start."""
 
@@ -188,10 +203,6 @@ async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: in
         loom_kernel = (await http.post(API, json={})).json()["kernel"]["id"]
         stock_kernel = (await stock.post("/api/kernels", json={"name": "python3"})).json()["id"]
         lean = LeanHttp(gw.port, gw.token)
-        samples: dict[str, list[float]] = {
-            k: []
-            for k in ("raw", "ws", "stock", "lean_wait", "lean_poll", "submit_wait", "submit_poll")
-        }
         try:
             async with (
                 KernelWebsocket(gw.url, gw.token, ws_kernel, binary=True) as ws,
@@ -240,13 +251,7 @@ async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: in
                     "submit_wait": submit_wait,
                     "submit_poll": submit_poll,
                 }
-                for fn in runs.values():  # warm up
-                    for _ in range(5):
-                        await fn()
-                for _ in range(iterations // BLOCK):
-                    for name, fn in runs.items():
-                        for _ in range(BLOCK):
-                            samples[name].append(await timed(fn))
+                samples = await interleave(runs, iterations)
         finally:
             lean.close()
             await http.delete(f"/api/kernels/{ws_kernel}")

@@ -24,7 +24,7 @@ import httpx
 from jupyter_client.manager import AsyncKernelManager
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import BLOCK, publish, raw_run, timed
+from bench.gateway_bench import interleave, publish, raw_run
 from tests.gateways import GatewayProcess
 
 API = "/api/loomgate/kernels"
@@ -49,7 +49,6 @@ async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str
     raw = km.client()
     raw.start_channels()
     await raw.wait_for_ready(timeout=60)
-    samples: dict[str, list[float]] = {"raw": [], "mcp": [], "noop": []}
     try:
         async with (
             Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
@@ -64,13 +63,7 @@ async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str
                 await noop.call_tool("run_cell", {"code": "1+1"})
 
             runs = {"raw": lambda: raw_run(raw, "1+1"), "mcp": run_cell, "noop": noop_call}
-            for fn in runs.values():
-                for _ in range(5):
-                    await fn()
-            for _ in range(iterations // BLOCK):
-                for name, fn in runs.items():
-                    for _ in range(BLOCK):
-                        samples[name].append(await timed(fn))
+            samples = await interleave(runs, iterations)
     finally:
         raw.stop_channels()
         await km.shutdown_kernel(now=True)
