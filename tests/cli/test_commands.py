@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -53,9 +54,10 @@ async def test_state_across_runs_and_exit_codes(gateway: GatewayProcess, tmp_pat
     try:
         assert (await loomgate(env, "run", "x = 1"))[0] == 0
         status, out, _ = await loomgate(env, "run", "x + 1")
-        assert status == 0 and out.strip().endswith("Out[2]: 2")
+        assert status == 0 and out.split("\n")[:2] == ["In [2]:", "Out[2]: 2"]
+        assert re.fullmatch(r"\[completed after \d+ ms\]", out.split("\n")[2])
         status, out, _ = await loomgate(env, "run", "-", stdin="print('from stdin')\n")
-        assert status == 0 and out.strip() == "from stdin"
+        assert status == 0 and out.split("\n")[:2] == ["In [3]:", "from stdin"]
         status, out, _ = await loomgate(env, "run", "1/0")
         assert status == 1 and "ZeroDivisionError" in out
         status, out, _ = await loomgate(env, "run", "--json", "6 * 7")
@@ -92,7 +94,7 @@ async def test_output_streams_live_and_ctrl_c_interrupts(
         stderr=asyncio.subprocess.PIPE,
     )
     status, out, _ = await live_then_interrupt(process)
-    assert out.startswith("first\n")
+    assert out.startswith("In [1]:\nfirst\n")
     assert "KeyboardInterrupt" in out and "never" not in out.split("\n")
     assert "[interrupted after" in out
     assert status == 1
@@ -101,7 +103,8 @@ async def test_output_streams_live_and_ctrl_c_interrupts(
 async def live_then_interrupt(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
     """Read the first line while the cell runs, then press Ctrl-C; return status and output."""
     assert process.stdout is not None and process.stderr is not None
-    first = await asyncio.wait_for(process.stdout.readline(), 60)
+    header = await asyncio.wait_for(process.stdout.readline(), 60)
+    first = header + await asyncio.wait_for(process.stdout.readline(), 60)
     assert process.returncode is None  # the line arrived while the cell still runs
     process.send_signal(signal.SIGINT)
     rest, err = await asyncio.wait_for(
@@ -136,7 +139,7 @@ async def test_gateway_start_status_stop(tmp_path: Path) -> None:
         assert status == 0 and f"pid: {info['pid']}" in out and str(port) in out
         assert "kernels: 0" in out
         status, out, _ = await loomgate(env, "run", "print('via daemon')")
-        assert out.strip() == "via daemon"
+        assert out.split("\n")[1] == "via daemon"
         status, out, _ = await loomgate(env, "gateway", "logs")
         assert status == 0 and info["token"] not in out
         kernels = child_pids(info["pid"])

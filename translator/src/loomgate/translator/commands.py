@@ -191,6 +191,8 @@ async def run_cell(client: GatewayClient, args: argparse.Namespace) -> int:
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     printer = LinePrinter(number, live=not args.json)
+    if printer.live:
+        print(f"In [{number}]:", flush=True)  # the model's header; its elapsed time comes last
     try:
         while True:
             if interrupts == 1 and pressed.is_set():
@@ -214,7 +216,7 @@ async def run_cell(client: GatewayClient, args: argparse.Namespace) -> int:
     if args.json:
         output = await client.read(kernel, number, "combined", None)
         print(json.dumps({"execution": execution, "lines": output["lines"]}, indent=2))
-    elif execution["state"] not in ("completed", "error"):
+    else:
         print(f"[{execution['state']} after {format_elapsed(execution['elapsed'])}]")
     return 0 if execution["state"] == "completed" else 1
 
