@@ -174,3 +174,17 @@ async def test_connect_to_remote_targets(gateway: GatewayProcess, tmp_path: Path
     with pytest.raises(GatewayError) as refused:
         await connect(wrong, autostart=True)
     assert refused.value.code == "auth"
+
+
+async def test_autostarted_gateway_does_not_inherit_secrets(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOMGATE_TEST_SECRET", "do-not-ship")
+    client = await connect_local(local_target(free_port()), autostart=True)
+    try:
+        kernel, _ = await client.create_kernel()
+        code = "import os; (os.environ.get('LOOMGATE_TEST_SECRET'), 'PATH' in os.environ)"
+        response = await client.submit(kernel["id"], code, wait=60, head=5)
+        assert response["execution"]["output"]["head"][0]["text"] == "(None, True)"
+    finally:
+        await client.aclose()

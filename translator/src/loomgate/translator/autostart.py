@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -36,6 +36,27 @@ LOCAL_NAME = "local"
 
 # Runs in a short-lived launcher process: starts the gateway in its own session with its output
 # appended to the log, prints its pid and exits, so the gateway is reparented away from us.
+DAEMON_VARIABLES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        "VIRTUAL_ENV",
+        "LOOMGATE_STATE_DIR",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+    }
+)
+DAEMON_PREFIXES = ("LC_", "XDG_", "JUPYTER_", "CONDA_", "UV_")
 LAUNCHER = """
 import os, subprocess, sys
 log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -187,6 +208,7 @@ async def start_daemon(directory: Path, target: GatewayTarget) -> int:
         str(directory / DAEMON_LOG),
         cwd,
         *command,
+        env=daemon_environment(os.environ),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -199,6 +221,19 @@ async def start_daemon(directory: Path, target: GatewayTarget) -> int:
         raise GatewayError(
             f"could not start the local gateway ({reason})", code="unreachable"
         ) from None
+
+
+def daemon_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """Return the environment an autostarted gateway gets: the basics, never our secrets.
+
+    The gateway outlives this conversation and its kernels inherit its environment, so the
+    host's variables (API keys, LOOMGATE_TOKEN …) are not shipped wholesale.
+    """
+    return {
+        key: value
+        for key, value in environ.items()
+        if key in DAEMON_VARIABLES or key.startswith(DAEMON_PREFIXES)
+    }
 
 
 async def wait_until_up(
