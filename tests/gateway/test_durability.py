@@ -229,26 +229,27 @@ with httpx.stream("GET", url + "/api/loomgate/events", params=params, headers=he
 async def test_crashed_holder_releases_conversation_kernel(
     fresh_gateway: GatewayProcess,
 ) -> None:
-    fresh_gateway.extra_args = ["--conversation-grace", "0.5"]
+    fresh_gateway.extra_args = ["--conversation-grace", "2"]
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         r = await http.post(API, json={"lifetime": "conversation"})
         kernel = r.json()["kernel"]["id"]
-        holder = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            HOLDER,
-            fresh_gateway.url,
-            fresh_gateway.token,
-            kernel,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        try:
+        # The test holds the kernel while the holder process starts (slower than the grace).
+        async with events(http, kernel, hold=True):
+            holder = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                HOLDER,
+                fresh_gateway.url,
+                fresh_gateway.token,
+                kernel,
+                stdout=asyncio.subprocess.PIPE,
+            )
             assert holder.stdout is not None
             first = await asyncio.wait_for(holder.stdout.readline(), 60)
             assert first.startswith(b"event: hello")
-            r = await http.get(f"{API}/{kernel}")
-            assert r.json()["kernel"]["holders"] == 1
+        try:
+            # Only the holder process holds it now: killing it must start the grace period.
             async with events(http) as watcher:
                 holder.kill()
                 await next_event(watcher, "kernel", kernel_id=kernel, phase="stopped")

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from hmac import compare_digest
 from typing import Any
 
+import zmq
 from jupyter_client.session import Session
 from zmq.eventloop.zmqstream import ZMQStream
+from zmq.utils.monitor import parse_monitor_message
 
 Message = dict[str, Any]
 Handler = Callable[[Message], None]
@@ -33,10 +35,31 @@ class KernelChannels:
         self._iopub_seen: asyncio.Future[None] | None = None
         self.iopub: ZMQStream = km.connect_iopub()
         self.shell: ZMQStream = km.connect_shell(identity=identity)
-        self.stdin: ZMQStream = km.connect_stdin(identity=identity)
+        self.stdin, self._stdin_monitor = self._monitored_stdin(km, identity)
+        self._stdin_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stdin_monitor.on_recv(self._stdin_event)
         self.iopub.on_recv(self._receiver(self._iopub_message))
         self.shell.on_recv(self._receiver(self._shell_message))
         self.stdin.on_recv(self._receiver(on_stdin))
+
+    @staticmethod
+    def _monitored_stdin(km: Any, identity: bytes) -> tuple[ZMQStream, ZMQStream]:
+        """Return the stdin DEALER and a monitor of its handshake, watched before connecting.
+
+        The kernel's stdin ROUTER drops an input_request addressed to a peer whose handshake is
+        not done, and the cell then waits for ever: `confirm()` waits for this handshake.
+        """
+        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket.linger = 1000
+        socket.identity = identity
+        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        socket.connect(km._make_url("stdin"))
+        return ZMQStream(socket), ZMQStream(monitor)
+
+    def _stdin_event(self, parts: list[bytes]) -> None:
+        event = parse_monitor_message(parts)["event"]
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED and not self._stdin_ready.done():
+            self._stdin_ready.set_result(None)
 
     def _receiver(self, handler: Handler) -> Callable[[list[bytes]], None]:
         session = self.session
@@ -110,6 +133,9 @@ class KernelChannels:
                 await asyncio.wait(waiting, timeout=NUDGE_INTERVAL)
                 answered = [f.result() for f in replies if f.done()]
                 if answered and self._iopub_seen.done():
+                    remaining = max(0.0, deadline - loop.time())
+                    await asyncio.wait_for(asyncio.shield(self._stdin_ready), remaining)
+                    self._stop_monitor()
                     return answered[0]
         finally:
             for future in replies:
@@ -127,8 +153,15 @@ class KernelChannels:
         """Send a stdin message (an input_reply) answering `parent`."""
         self.session.send(self.stdin, msg_type, content, parent=parent)
 
+    def _stop_monitor(self) -> None:
+        if not self._stdin_monitor.closed():
+            self._stdin_monitor.on_recv(None)
+            self.stdin.socket.disable_monitor()
+            self._stdin_monitor.close(linger=0)
+
     def close(self) -> None:
         """Close all three sockets."""
+        self._stop_monitor()
         for stream in (self.iopub, self.shell, self.stdin):
             if not stream.closed():
                 stream.on_recv(None)

@@ -205,6 +205,7 @@ class LoomKernel:
         record = self.current
         if record is None:
             raise Conflict("nothing is running on this kernel", running=None)
+        record.meta["interrupt_requested"] = time.time()
         await self.km.interrupt_kernel()
         return record
 
@@ -251,7 +252,12 @@ class LoomKernel:
             record = self._recent.get(parent_id)
             if self.execution_state == "idle" and record is not None and not record.final:
                 error = record.meta["error"]
-                if error is None:
+                if error is None and record.meta.get("interrupt_requested"):
+                    # SIGINT that lands between execute_input and the cell's code is caught by
+                    # ipykernel itself: no traceback, no reply, but the cell did not run on.
+                    note = "interrupted before the cell's code could raise KeyboardInterrupt"
+                    self._finish(record, "interrupted", note=note)
+                elif error is None:
                     self._finish(record, "completed")
                 elif error["name"] == "KeyboardInterrupt":
                     self._finish(record, "interrupted")
