@@ -202,16 +202,18 @@ async def wait_for_holders(client: GatewayClient, kid: str, count: int) -> None:
 
 async def test_hold_counts_while_open(client: GatewayClient, kid: str) -> None:
     seen: list[dict[str, Any]] = []
-    async with client.hold(kid, on_event=seen.append) as hold:
+    completed = asyncio.Event()
+
+    def on_event(event: dict[str, Any]) -> None:
+        seen.append(event)
+        if event["event"] == "execution" and event["execution"]["state"] == "completed":
+            completed.set()
+
+    async with client.hold(kid, on_event=on_event) as hold:
         assert hold.connected
         assert (await client.get_kernel(kid))["kernel"]["holders"] == 1
         await client.submit(kid, "print('hi')", wait=30)
-        deadline = time.monotonic() + 10
-        while not any(
-            e["event"] == "execution" and e["execution"]["state"] == "completed" for e in seen
-        ):
-            assert time.monotonic() < deadline, seen
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(completed.wait(), 10)
     assert seen[0]["event"] == "hello"
     assert not hold.active
     await wait_for_holders(client, kid, 0)
@@ -261,10 +263,13 @@ async def test_hold_reconnects_after_a_drop(
 ) -> None:
     proxy = DropProxy(int(gateway.url.rsplit(":", 1)[1]))
     hellos: list[dict[str, Any]] = []
+    reconnected = asyncio.Event()
 
     async def on_event(event: dict[str, Any]) -> None:
         if event["event"] == "hello":
             hellos.append(event)
+            if len(hellos) >= 2:
+                reconnected.set()
 
     try:
         async with GatewayClient(await proxy.start(), gateway.token) as proxied:
@@ -272,10 +277,7 @@ async def test_hold_reconnects_after_a_drop(
             async with hold:
                 await wait_for_holders(client, kid, 1)
                 proxy.drop()
-                deadline = time.monotonic() + 10
-                while len(hellos) < 2:
-                    assert time.monotonic() < deadline, "the hold never reconnected"
-                    await asyncio.sleep(0.05)
+                await asyncio.wait_for(reconnected.wait(), 10)  # the hold reconnected
                 assert hold.connected
                 await wait_for_holders(client, kid, 1)
             await wait_for_holders(client, kid, 0)
