@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,21 @@ async def raw_run(client: object, code: str) -> None:
             and msg["content"]["execution_state"] == "idle"
         ):
             return
+
+
+@contextlib.asynccontextmanager
+async def raw_kernel() -> AsyncIterator[Any]:
+    """Yield a ready AsyncKernelClient of a kernel of its own, shut down afterwards."""
+    km = AsyncKernelManager()
+    await km.start_kernel()
+    raw = km.client()
+    raw.start_channels()
+    try:
+        await raw.wait_for_ready(timeout=60)
+        yield raw
+    finally:
+        raw.stop_channels()
+        await km.shutdown_kernel(now=True)
 
 
 async def timed(fn: Callable[[], Awaitable[object]]) -> float:
@@ -188,11 +204,14 @@ def summary(samples: list[float]) -> tuple[float, float]:
 
 async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: int) -> list[str]:
     """Return table rows for the trivial-cell latency comparison."""
-    km = AsyncKernelManager()
-    await km.start_kernel()
-    raw = km.client()
-    raw.start_channels()
-    await raw.wait_for_ready(timeout=60)
+    async with raw_kernel() as raw:
+        return await compare_paths(raw, gw, stock_url, token, iterations)
+
+
+async def compare_paths(
+    raw: Any, gw: GatewayProcess, stock_url: str, token: str, iterations: int
+) -> list[str]:
+    """Return table rows: every path to a trivial cell, interleaved with the raw loop."""
     headers = {"Authorization": f"token {gw.token}"}
     stock_headers = {"Authorization": f"token {token}"}
     async with (
@@ -257,8 +276,6 @@ async def latency(gw: GatewayProcess, stock_url: str, token: str, iterations: in
             await http.delete(f"/api/kernels/{ws_kernel}")
             await http.delete(f"{API}/{loom_kernel}")
             await stock.delete(f"/api/kernels/{stock_kernel}")
-            raw.stop_channels()
-            await km.shutdown_kernel(now=True)
     raw_median, _ = summary(samples["raw"])
     labels = {
         "raw": "raw jupyter_client loop",
@@ -290,16 +307,8 @@ async def recorded_run(
 
 async def big_output(gw: GatewayProcess) -> list[str]:
     """Return table rows for the 1,000,000-line cell: wall time, RSS, read and search."""
-    km = AsyncKernelManager()
-    await km.start_kernel()
-    raw = km.client()
-    raw.start_channels()
-    await raw.wait_for_ready(timeout=60)
-    try:
+    async with raw_kernel() as raw:
         raw_ms = await timed(lambda: raw_run(raw, BIG_CELL))
-    finally:
-        raw.stop_channels()
-        await km.shutdown_kernel(now=True)
     headers = {"Authorization": f"token {gw.token}"}
     async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=600) as http:
         kernel = (await http.post(API, json={})).json()["kernel"]["id"]

@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 
 import httpx
-from jupyter_client.manager import AsyncKernelManager
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import interleave, publish, raw_run
+from bench.gateway_bench import interleave, publish, raw_kernel, raw_run
 from tests.gateways import GatewayProcess
 
 API = "/api/loomgate/kernels"
@@ -44,29 +43,21 @@ def translator(gw: GatewayProcess, config: Path, *args: str) -> StdioServerParam
 
 async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str]:
     """Return table rows comparing run_cell("1+1") with the raw loop."""
-    km = AsyncKernelManager()
-    await km.start_kernel()
-    raw = km.client()
-    raw.start_channels()
-    await raw.wait_for_ready(timeout=60)
-    try:
-        async with (
-            Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
-            Client(NOOP) as noop,
-        ):
+    async with (
+        raw_kernel() as raw,
+        Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
+        Client(NOOP) as noop,
+    ):
 
-            async def run_cell() -> None:
-                result = await mcp.call_tool("run_cell", {"code": "1+1"})
-                assert not result.is_error and result.structured_content["state"] == "completed"
+        async def run_cell() -> None:
+            result = await mcp.call_tool("run_cell", {"code": "1+1"})
+            assert not result.is_error and result.structured_content["state"] == "completed"
 
-            async def noop_call() -> None:
-                await noop.call_tool("run_cell", {"code": "1+1"})
+        async def noop_call() -> None:
+            await noop.call_tool("run_cell", {"code": "1+1"})
 
-            runs = {"raw": lambda: raw_run(raw, "1+1"), "mcp": run_cell, "noop": noop_call}
-            samples = await interleave(runs, iterations)
-    finally:
-        raw.stop_channels()
-        await km.shutdown_kernel(now=True)
+        runs = {"raw": lambda: raw_run(raw, "1+1"), "mcp": run_cell, "noop": noop_call}
+        samples = await interleave(runs, iterations)
     raw_median = statistics.median(samples["raw"])
     mcp_median = statistics.median(samples["mcp"])
     noop_median = statistics.median(samples["noop"])

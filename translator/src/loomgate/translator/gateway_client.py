@@ -76,6 +76,19 @@ def drop_none(params: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in params.items() if value is not None}
 
 
+def wait_params(
+    wait: float, until_silent: float | None, head: int, tail: int, max_chars: int | None
+) -> dict[str, Any]:
+    """Return the long-poll and output arguments shared by submit and execution requests."""
+    return {
+        "wait": wait,
+        "until_silent": until_silent,
+        "head": head,
+        "tail": tail,
+        "max_chars": max_chars,
+    }
+
+
 def causes(error: BaseException) -> list[BaseException]:
     """Return `error` and the exceptions it was raised from, outermost first."""
     chain: list[BaseException] = []
@@ -373,16 +386,7 @@ class GatewayClient:
         max_chars: int | None = None,
     ) -> dict[str, Any]:
         """Return {"execution": summary, "returned": reason} for a newly submitted cell."""
-        body = drop_none(
-            {
-                "code": code,
-                "wait": wait,
-                "until_silent": until_silent,
-                "head": head,
-                "tail": tail,
-                "max_chars": max_chars,
-            }
-        )
+        body = drop_none({"code": code, **wait_params(wait, until_silent, head, tail, max_chars)})
         return await self._request(
             "POST",
             f"kernels/{quoted(ref)}/executions",
@@ -402,13 +406,7 @@ class GatewayClient:
         max_chars: int | None = None,
     ) -> dict[str, Any]:
         """Return {"execution": summary, "returned": reason}, long-polling up to `wait` s."""
-        params = {
-            "wait": wait,
-            "until_silent": until_silent,
-            "head": head,
-            "tail": tail,
-            "max_chars": max_chars,
-        }
+        params = wait_params(wait, until_silent, head, tail, max_chars)
         return await self._request(
             "GET",
             f"kernels/{quoted(ref)}/executions/{quoted(selector)}",
