@@ -74,6 +74,12 @@ class GatewayProcess:
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     token: str = ""
+    launcher: list[str] = field(default_factory=list)  # a command prefix, e.g. nsenter …
+    root: Path = Path("/")  # where the gateway's own view of the filesystem is seen from here
+
+    def seen(self, path: Path) -> Path:
+        """Return `path` as the gateway sees it (inside its mount namespace, if it has one)."""
+        return self.root / path.relative_to("/")
 
     @property
     def url(self) -> str:
@@ -87,11 +93,14 @@ class GatewayProcess:
 
     def start(self) -> GatewayProcess:
         """Start the gateway and wait until it answers /api/loomgate/info."""
-        (self.state_dir / "gateway.json").unlink(missing_ok=True)
+        info_file = self.seen(self.state_dir / "gateway.json")
+        if info_file.exists():
+            info_file.unlink()
         env = {**os.environ, "LOOMGATE_STATE_DIR": str(self.state_dir), **self.env}
         log = (self.state_dir.parent / f"{self.state_dir.name}.stderr").open("ab")
         self.proc = subprocess.Popen(
             [
+                *self.launcher,
                 sys.executable,
                 "-m",
                 "loomgate.gateway.app",
@@ -106,7 +115,6 @@ class GatewayProcess:
             stderr=log,
         )
         deadline = time.monotonic() + START_TIMEOUT
-        info_file = self.state_dir / "gateway.json"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}")
@@ -141,3 +149,16 @@ class GatewayProcess:
     def kill(self) -> None:
         """SIGKILL the gateway (its kernels must still exit on their own)."""
         self.stop(signal.SIGKILL)
+
+
+def gateway_with_token(
+    state_dir: Path, token: str, launcher: list[str] | None = None, root: Path = Path("/")
+) -> GatewayProcess:
+    """Return a (not started) gateway that reads `token` via --token-env: restarts keep it."""
+    return GatewayProcess(
+        state_dir,
+        extra_args=["--token-env", "LOOMGATE_TEST_TOKEN"],
+        env={"LOOMGATE_TEST_TOKEN": token},
+        launcher=launcher or [],
+        root=root,
+    )

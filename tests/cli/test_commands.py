@@ -211,8 +211,11 @@ async def stream_session(env: dict[str, str], script: str) -> tuple[str, str]:
     return out.decode(), delimiter
 
 
-async def test_stream_protocol(gateway: GatewayProcess, tmp_path: Path) -> None:
+async def test_stream_protocol(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
     env = cli_env(gateway, tmp_path)
+    before = {k["id"] for k in (await http.get("/api/loomgate/kernels")).json()["kernels"]}
     script = "x = 20\nx * 2\n--\nfor i in range(2):\n    print('loop', i)\nDELIM\n1/0\nexit\n"
     out, delimiter = await stream_session(env, script)
     responses = out.split(delimiter + "\n")
@@ -226,3 +229,5 @@ async def test_stream_protocol(gateway: GatewayProcess, tmp_path: Path) -> None:
     assert out.count(delimiter) == 4
     again, other = await stream_session(env, "print('eof ends it')\n")
     assert other != delimiter and "eof ends it" in again
+    after = {k["id"] for k in (await http.get("/api/loomgate/kernels")).json()["kernels"]}
+    assert after == before, "each stream session stops the kernel it created"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import resource
+import signal
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -413,3 +415,39 @@ def test_clip_line(text: str, max_chars: int | None, clipped: str, removed: int)
 def test_clip_line_rejects_negative_limit() -> None:
     with pytest.raises(ValueError, match="at least 0"):
         clip_line("hello", -1)
+
+
+@pytest.mark.parametrize(
+    ("cap", "line"),
+    [
+        (4_096, "short "),
+        (100_000, "a longer line of output " * 4),
+        (700_000, "é漢字🙂" * 50),
+        (50_000, ""),  # lines shorter than their index entries: the index fills first
+    ],
+)
+def test_a_refused_write_freezes_the_log_whole(tmp_path: Path, cap: int, line: str) -> None:
+    """A file-size cap (like a full disk) stops the log at a flush that is whole on disk."""
+    log = LineLog(tmp_path / "s")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, hard))
+    try:
+        with pytest.raises(OSError):
+            for i in range(1_000_000):
+                log.append([f"{line}{i}"])
+                if i % 1000 == 999:
+                    log.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    kept = log.count
+    expected = [f"{line}{i}" for i in range(kept)]
+    assert log.write_error is not None
+    assert [x.text for x in log.read(0, kept + 5)] == expected
+    with pytest.raises(OSError):
+        log.append(["after the failure"])
+    log.close()
+    reopened = LineLog(tmp_path / "s")
+    assert reopened.count == kept
+    assert [x.text for x in reopened.read(0, kept + 5)] == expected

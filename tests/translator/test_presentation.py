@@ -114,6 +114,15 @@ CELLS = [
             "and its variables are gone):"
         ],
     ),
+    (
+        "output the disk refused",
+        execution(unstored={"reason": "No space left on device", "from_line": 1201}),
+        lines("stored"),
+        [
+            "In [5] (1.2 s):\nstored\n[output from line 1,201 on was not stored: No space left "
+            "on device; the gateway's state dir needs space or write permission]"
+        ],
+    ),
 ]
 
 

@@ -6,48 +6,16 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 from tests.gateways import GatewayProcess, alive, free_port
 from tests.translator.conftest import ERAS, text
-
-TRANSLATOR = [sys.executable, "-m", "loomgate.translator.cli"]
-
-
-def translator_env(gateway: GatewayProcess, config: Path) -> dict[str, str]:
-    """Return the environment of a translator process talking to `gateway`."""
-    return {**os.environ, "LOOMGATE_TOKEN": gateway.token, "XDG_CONFIG_HOME": str(config.parent)}
-
-
-def stdio(gateway: GatewayProcess, config: Path, *args: str) -> StdioServerParameters:
-    """Return how to spawn `loomgate-mcp` over stdio for `gateway`."""
-    return StdioServerParameters(
-        command=TRANSLATOR[0],
-        args=[*TRANSLATOR[1:], "--gateway", gateway.url, "--no-autostart", *args],
-        env=translator_env(gateway, config),
-    )
-
-
-def translator_pids() -> set[int]:
-    """Return the pids of translator processes that are children of this test process."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        if parent == os.getpid() and b"loomgate.translator.cli" in cmdline:
-            found.add(int(entry.name))
-    return found
+from tests.translators import TRANSLATOR, stdio, translator_env, translator_pids
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -17,6 +17,7 @@ from loomgate.gateway.events import EventBus
 from loomgate.gateway.record_store import RecordStore
 from loomgate.gateway.records import ExecutionRecord
 from loomgate.gateway.registry import KernelRegistry
+from loomgate.shared.echo import echo
 from loomgate.shared.output_log import Line, clip_line
 from loomgate.shared.wire import KIND_MASK, PART_START, OutputKind
 
@@ -107,9 +108,9 @@ class LoomHandler(APIHandler):
             value = int(raw) if integer else float(raw)
         except (TypeError, ValueError):
             kind = "an integer" if integer else "a number"
-            raise BadRequest(f"{name} must be {kind}, not {raw!r}") from None
+            raise BadRequest(f"{name} must be {kind}, not {echo(raw)}") from None
         if isinstance(raw, bool) or not lo <= value <= hi or value != value:
-            raise BadRequest(f"{name} must be between {lo:g} and {hi:g}, not {raw!r}")
+            raise BadRequest(f"{name} must be between {lo:g} and {hi:g}, not {echo(raw)}")
         return value
 
     def bool_arg(self, name: str, default: bool, body: dict[str, Any] | None = None) -> bool:
@@ -123,7 +124,7 @@ class LoomHandler(APIHandler):
             return True
         if str(raw).lower() in ("0", "false", "no"):
             return False
-        raise BadRequest(f"{name} must be true or false, not {raw!r}")
+        raise BadRequest(f"{name} must be true or false, not {echo(raw)}")
 
     def select(self, store: RecordStore, selector: str) -> ExecutionRecord:
         """Return the record `selector` names: a number, `latest`, or `current`.
@@ -142,7 +143,7 @@ class LoomHandler(APIHandler):
             number = int(selector)
         except ValueError:
             raise BadRequest(
-                f"execution must be a number, 'latest' or 'current', not {selector!r}"
+                f"execution must be a number, 'latest' or 'current', not {echo(selector)}"
             ) from None
         record = store.get(number)
         if record is None:

@@ -15,6 +15,9 @@ from traitlets import Float, Unicode
 from traitlets.config import Config
 
 from loomgate.gateway import __version__
+from loomgate.gateway.errors import StorageFailed
+from loomgate.gateway.record_store import probe_writable
+from loomgate.gateway.records import os_error_reason
 from loomgate.shared.paths import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -41,6 +44,17 @@ class RedactToken(logging.Filter):
         if self.token in message:
             record.msg, record.args = message.replace(self.token, "<token>"), None
         return True
+
+
+class GatewayLogFile(logging.FileHandler):
+    """The gateway's log file; a disk that refuses the file costs log lines, never a request."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write `record`, or report the failure on stderr if the file cannot be opened."""
+        try:
+            super().emit(record)
+        except OSError:
+            self.handleError(record)
 
 
 class LoomgateServerApp(ServerApp):
@@ -120,7 +134,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def choose_token(args: argparse.Namespace, directory: Path) -> str:
     """Return the token: from --token-env, else the one a previous run saved, else a new one."""
     if args.token_env:
-        token = os.environ.get(args.token_env, "")
+        # Taken out of the environment, so that the kernels this process starts never see it.
+        token = os.environ.pop(args.token_env, "")
         if not token:
             raise SystemExit(f"loomgate-gateway: ${args.token_env} is empty or unset")
         return token
@@ -135,9 +150,16 @@ def choose_token(args: argparse.Namespace, directory: Path) -> str:
 
 def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     """Return an initialized (not yet started) gateway ServerApp."""
-    directory = ensure_private_dir(
-        Path(args.state_dir).expanduser() if args.state_dir else state_dir()
-    )
+    wanted = Path(args.state_dir).expanduser() if args.state_dir else state_dir()
+    try:
+        directory = ensure_private_dir(wanted)
+        probe_writable(directory)
+    except (OSError, StorageFailed) as e:
+        reason = e.details["reason"] if isinstance(e, StorageFailed) else os_error_reason(e)
+        raise SystemExit(
+            f"loomgate-gateway: the state dir {wanted} is not writable ({reason}); "
+            "fix it or choose another with --state-dir"
+        ) from None
     token = choose_token(args, directory)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(ensure_private_dir(directory / "runtime"))
     config = Config()
@@ -160,12 +182,14 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.LoomgateServerApp.retention_days = args.retention_days
     app = LoomgateServerApp(config=config)
     redact = RedactToken(token)
-    file_handler = logging.FileHandler(directory / LOG_FILE)
+    file_handler = GatewayLogFile(directory / LOG_FILE)
     (directory / LOG_FILE).chmod(0o600)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for logger in (app.log, logging.getLogger()):
         logger.addFilter(redact)
+    file_handler.addFilter(redact)
     app.log.addHandler(file_handler)
+    logging.getLogger("loomgate").addHandler(file_handler)
     app.initialize(argv=[], find_extensions=False)
     for handler in [*app.log.handlers, *logging.getLogger().handlers]:
         handler.addFilter(redact)

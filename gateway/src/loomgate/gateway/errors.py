@@ -57,3 +57,10 @@ class Unavailable(GatewayError):
 
     status = 503
     code = "unavailable"
+
+
+class StorageFailed(GatewayError):
+    """The disk refuses the writes a record needs (full, read-only, no permission)."""
+
+    status = 507
+    code = "storage_failed"

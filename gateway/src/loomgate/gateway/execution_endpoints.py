@@ -8,6 +8,7 @@ import asyncio
 from loomgate.gateway.api import MAX_LINES_INLINE, LoomHandler, endpoint, line_json
 from loomgate.gateway.errors import BadRequest, NotFound
 from loomgate.gateway.record_store import search_records
+from loomgate.shared.echo import echo
 from loomgate.shared.line_range import LineRange, LineRangeError
 from loomgate.shared.search import Matcher, SearchError
 from loomgate.shared.wire import STREAMS
@@ -62,7 +63,7 @@ class StreamHandler(LoomHandler):
     async def get(self, ref: str, selector: str, stream: str) -> None:
         """Return the lines of `stream` in the range, with the stream's total line count."""
         if stream not in STREAMS:
-            raise BadRequest(f"unknown stream {stream!r}; use one of {', '.join(STREAMS)}")
+            raise BadRequest(f"unknown stream {echo(stream)}; use one of {', '.join(STREAMS)}")
         record = self.select(self.registry.resolve_store(ref), selector)
         try:
             line_range = LineRange.parse(self.get_query_argument("lines", None))
@@ -134,10 +135,10 @@ class SearchHandler(LoomHandler):
             raise BadRequest("query is required")
         stream = self.get_query_argument("stream", "combined")
         if stream not in STREAMS:
-            raise BadRequest(f"unknown stream {stream!r}; use one of {', '.join(STREAMS)}")
+            raise BadRequest(f"unknown stream {echo(stream)}; use one of {', '.join(STREAMS)}")
         mode = self.get_query_argument("mode", "auto")
         if mode not in ("auto", "literal", "regex"):
-            raise BadRequest(f"mode must be auto, literal or regex, not {mode!r}")
+            raise BadRequest(f"mode must be auto, literal or regex, not {echo(mode)}")
         context = self.number_arg("context", 0, hi=1000, integer=True)
         max_matches = self.number_arg("max_matches", 50, lo=1, hi=10_000, integer=True)
         selector = self.get_query_argument("execution", "current")

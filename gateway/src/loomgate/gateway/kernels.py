@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -21,6 +22,11 @@ CONFIRM_TIMEOUT = 60.0
 START_TIMEOUT = 30.0
 OUTPUT_EVENT_INTERVAL = 0.1
 RECENT_RECORDS = 16
+# ipykernel ignores a SIGINT that lands while it is still setting a cell up; an interrupt sent
+# this soon after the cell started is repeated until the cell ends (at most a few times).
+EARLY_INTERRUPT = 0.5
+INTERRUPT_RECHECK = 0.5
+INTERRUPT_REPEATS = 5
 # Run silently after a restart so that In[N], Out[N], _N and "Cell In[N]" continue the numbering.
 SEED_CODE = (
     "(lambda ip, n: [setattr(ip, 'execution_count', n)] + [h.extend([''] * (n - len(h)))"
@@ -70,6 +76,8 @@ class LoomKernel:
         self._output_events: dict[int, asyncio.TimerHandle] = {}
         self._early_input: dict[str, Message] = {}
         self._reseed_after: int | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._settled = asyncio.Event()  # set while the phase is not starting or restarting
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -103,7 +111,7 @@ class LoomKernel:
             died = dict(self._died_record.meta["died"], restarted=True)
             self._died_record.amend(died=died, note="the kernel was restarted; its state is gone")
             self._died_record = None
-        self.phase = "ready"
+        self._set_phase("ready")
         self.execution_state = self.km.execution_state = "idle"
         self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
 
@@ -114,7 +122,7 @@ class LoomKernel:
 
     def process_stopping(self, *, restart: bool) -> None:
         """End the running execution (killed by a reset or stop) and drop the channels."""
-        self.phase = "restarting" if restart else "dead"
+        self._set_phase("restarting" if restart else "dead")
         if restart:
             self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
         if self.current is not None:
@@ -138,10 +146,21 @@ class LoomKernel:
             self._died_record.amend(note="the kernel could not be restarted and is dead")
             self._died_record = None
         self._fail_submissions(Unavailable(f"the kernel died: {reason}"))
-        self.phase = "restarting" if restarting else "dead"
+        self._set_phase("restarting" if restarting else "dead")
         self.events.publish(
             "kernel", self.id, {"phase": self.phase, "reason": reason, "kernel": self.model()}
         )
+
+    def process_gone(self) -> None:
+        """Note that the kernel has been shut down for good."""
+        self._set_phase("gone")
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        if phase in ("starting", "restarting"):
+            self._settled.clear()
+        else:
+            self._settled.set()
 
     def _has_process(self) -> bool:
         provisioner = getattr(self.km, "provisioner", None)
@@ -166,9 +185,14 @@ class LoomKernel:
 
     async def submit(self, code: str) -> ExecutionRecord:
         """Start `code` and return its record once the kernel has begun running it."""
+        if self.phase in ("starting", "restarting"):
+            # A start or restart takes seconds: wait for it rather than refuse the cell.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), START_TIMEOUT)
         if self.phase != "ready" or self.channels is None:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
         self._refuse_if_busy()
+        self.store.check_writable()  # never run a cell whose record cannot be kept
         msg = self.channels.send_shell(
             "execute_request",
             {
@@ -207,7 +231,24 @@ class LoomKernel:
             raise Conflict("nothing is running on this kernel", running=None)
         record.meta["interrupt_requested"] = time.time()
         await self.km.interrupt_kernel()
+        if record.meta["interrupt_requested"] - record.meta["started"] < EARLY_INTERRUPT:
+            task = asyncio.get_running_loop().create_task(self._repeat_interrupt(record))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         return record
+
+    async def _repeat_interrupt(self, record: ExecutionRecord) -> None:
+        """Send SIGINT again while the cell runs on with no sign of the first one."""
+        for _ in range(INTERRUPT_REPEATS):
+            await record.wait(INTERRUPT_RECHECK)
+            if record.state != "running" or record.meta["error"] is not None:
+                return
+            if self.current is not record or self.phase != "ready":
+                return
+            self.log.info(
+                "Execution %s ran on after an interrupt; interrupting again", record.number
+            )
+            await self.km.interrupt_kernel()
 
     def answer_input(self, record: ExecutionRecord, value: str) -> None:
         """Send `value` as the reply to the pending input() of `record`."""

@@ -3,13 +3,35 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.records import ExecutionRecord, write_json_atomic
+from loomgate.gateway.errors import StorageFailed
+from loomgate.gateway.records import ExecutionRecord, os_error_reason, write_json_atomic
 from loomgate.shared.output_log import LineLog
 from loomgate.shared.search import Matcher, search_log
+
+log = logging.getLogger(__name__)
+
+
+def storage_failed(directory: Path, error: OSError) -> StorageFailed:
+    """Return the refusal for a record directory the disk will not write to."""
+    return StorageFailed(
+        f"the gateway cannot store records in {directory}: {os_error_reason(error)}; "
+        "free space or fix permissions there, then retry",
+        reason=os_error_reason(error),
+    )
+
+
+def probe_writable(directory: Path) -> None:
+    """Raise StorageFailed unless a small file can be written to and removed from `directory`."""
+    try:
+        write_json_atomic(directory / ".probe", {"probe": True})
+        (directory / ".probe").unlink()
+    except OSError as error:
+        raise storage_failed(directory, error) from None
 
 
 class RecordStore:
@@ -19,14 +41,18 @@ class RecordStore:
         self.directory = directory
         self.meta = meta
         self._records: dict[int, ExecutionRecord] | None = None
+        self.storage_error: OSError | None = None  # the last refused write, until a probe passes
 
     @classmethod
     def create(cls, directory: Path, meta: dict[str, Any]) -> RecordStore:
         """Return a new store for a kernel that just started, written to disk."""
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         store = cls(directory, dict(meta, created=time.time(), ended=None, last_number=0))
         store._records = {}
-        store.save()
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_json_atomic(directory / "kernel.json", store.meta)
+        except OSError as error:
+            raise storage_failed(directory, error) from None
         return store
 
     @classmethod
@@ -46,8 +72,30 @@ class RecordStore:
         return int(self.meta["last_number"])
 
     def save(self) -> None:
-        """Write kernel.json."""
-        write_json_atomic(self.directory / "kernel.json", self.meta)
+        """Write kernel.json (a refused write is logged: the old file stays whole)."""
+        try:
+            write_json_atomic(self.directory / "kernel.json", self.meta)
+        except OSError as error:
+            self._storage_failed(error)
+
+    def _storage_failed(self, error: OSError) -> None:
+        if self.storage_error is None:
+            log.error("Cannot store records in %s: %s", self.directory, os_error_reason(error))
+        self.storage_error = error
+
+    def check_writable(self) -> None:
+        """Raise StorageFailed if the last write failed and the directory still refuses one."""
+        if self.storage_error is None:
+            return
+        probe_writable(self.directory)
+        try:
+            for record in self._loaded().values():
+                if record.meta["unstored"] is not None and record.final:
+                    record.save_again()  # its record.json may never have been written
+        except OSError as error:
+            raise storage_failed(self.directory, error) from None
+        log.warning("Records in %s can be stored again", self.directory)
+        self.storage_error = None
 
     def _loaded(self) -> dict[int, ExecutionRecord]:
         if self._records is None:
@@ -71,6 +119,7 @@ class RecordStore:
             msg_id=msg_id,
             code=code,
             source=source,
+            on_storage_error=self._storage_failed,
         )
         self._loaded()[number] = record
         self.meta["last_number"] = number  # saved with kernel.json when the kernel ends

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +22,39 @@ STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Replace `path` with `data` as JSON in one rename, so a crash never leaves half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def os_error_reason(error: OSError) -> str:
+    """Return what went wrong in a failed file operation, without the path."""
+    return error.strerror or str(error)
 
 
 class ExecutionRecord:
     """One execution: its metadata, its five text streams and its rich outputs, on disk."""
 
-    def __init__(self, directory: Path, meta: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        meta: dict[str, Any],
+        on_storage_error: Callable[[OSError], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.meta = meta
+        meta.setdefault("unstored", None)  # records written before it existed
         self.streams: dict[str, OutputStream] = {}
         self.rich: list[dict[str, Any]] = meta.pop("rich", [])
         self.last_output: float = meta.get("last_output") or meta["started"]
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._save_pending = False
+        self.on_storage_error = on_storage_error
 
     # -- construction -------------------------------------------------------------------------
 
@@ -51,9 +68,9 @@ class ExecutionRecord:
         msg_id: str,
         code: str,
         source: str,
+        on_storage_error: Callable[[OSError], None] | None = None,
     ) -> ExecutionRecord:
         """Return a new running record (the caller saves it with `save_soon`)."""
-        directory.mkdir(parents=True, exist_ok=True)
         meta: dict[str, Any] = {
             "kernel_id": kernel_id,
             "number": number,
@@ -67,8 +84,11 @@ class ExecutionRecord:
             "input": None,
             "died": None,
             "note": None,
+            "unstored": None,
         }
-        return cls(directory, meta)
+        record = cls(directory, meta, on_storage_error)
+        record._store(lambda: directory.mkdir(parents=True, exist_ok=True))
+        return record
 
     @classmethod
     def load(cls, directory: Path) -> ExecutionRecord:
@@ -76,9 +96,10 @@ class ExecutionRecord:
         meta = json.loads((directory / "record.json").read_text(encoding="utf-8"))
         rich_index = directory / "rich.jsonl"
         if rich_index.exists():
-            meta["rich"] = [
-                json.loads(line) for line in rich_index.read_text("utf-8").splitlines() if line
-            ]
+            meta["rich"] = []
+            for line in rich_index.read_text("utf-8").splitlines():
+                with contextlib.suppress(ValueError):  # a line cut short by a full disk
+                    meta["rich"].append(json.loads(line))
         record = cls(directory, meta)
         if record.state not in FINAL_STATES:
             record.meta["streams"] = record.stream_sizes()
@@ -127,14 +148,18 @@ class ExecutionRecord:
     def write_stream(self, name: str, text: str) -> None:
         """Append stdout/stderr text to its own stream and to `combined`."""
         kind = STREAM_KIND.get(name, OutputKind.STDOUT)
-        own = self._stream("stdout" if kind == OutputKind.STDOUT else "stderr")
-        combined = self._stream("combined")
-        # ipykernel may send hundreds of MB in one message; slicing keeps the line lists and
-        # encoded copies small, so memory beyond the message itself stays bounded.
-        for start in range(0, len(text), WRITE_SLICE):
-            piece = text[start : start + WRITE_SLICE]
-            own.write(piece)
-            combined.write(piece, int(kind))
+
+        def write() -> None:
+            own = self._stream("stdout" if kind == OutputKind.STDOUT else "stderr")
+            combined = self._stream("combined")
+            # ipykernel may send hundreds of MB in one message; slicing keeps the line lists
+            # and encoded copies small, so memory beyond the message itself stays bounded.
+            for start in range(0, len(text), WRITE_SLICE):
+                piece = text[start : start + WRITE_SLICE]
+                own.write(piece)
+                combined.write(piece, int(kind))
+
+        self._store(write)
         self._output_arrived()
 
     def write_bundle(
@@ -145,25 +170,33 @@ class ExecutionRecord:
         image = next((mime for mime in IMAGE_MIMES if mime in data), None)
         if not isinstance(text, str):
             text = f"<{image or next(iter(data), 'empty')} output>"
-        combined = self._stream("combined")
-        combined.finish()
-        first_line = combined.log.count + 1
         if image is not None:
             kind = OutputKind.RICH
         else:
             kind = OutputKind.RESULT if result else OutputKind.DISPLAY
-        combined.write_block(text, int(kind))
-        self._stream("result").write_block(text, int(kind))
-        if any(mime != "text/plain" for mime in data):
-            self._save_rich(data, metadata, first_line, result=result)
+
+        def write() -> None:
+            combined = self._stream("combined")
+            combined.finish()
+            first_line = combined.log.count + 1
+            combined.write_block(text, int(kind))
+            self._stream("result").write_block(text, int(kind))
+            if any(mime != "text/plain" for mime in data):
+                self._save_rich(data, metadata, first_line, result=result)
+
+        self._store(write)
         self._output_arrived()
 
     def write_error(self, name: str, value: str, traceback: list[str]) -> None:
         """Record an error: its name and value, and its traceback text in order."""
         self.meta["error"] = {"name": name, "value": value}
         text = "\n".join(traceback) if traceback else f"{name}: {value}"
-        self._stream("combined").write_block(text, int(OutputKind.ERROR))
-        self._stream("traceback").write_block(text, int(OutputKind.ERROR))
+
+        def write() -> None:
+            self._stream("combined").write_block(text, int(OutputKind.ERROR))
+            self._stream("traceback").write_block(text, int(OutputKind.ERROR))
+
+        self._store(write)
         self._output_arrived()
 
     def _save_rich(
@@ -193,6 +226,28 @@ class ExecutionRecord:
             (self.directory / "rich" / f"{index}.json").read_text("utf-8")
         )
         return data
+
+    def _store(self, write: Callable[[], None]) -> None:
+        """Run `write` while output is stored; a write the disk refuses ends the storing."""
+        if self.meta["unstored"] is not None:
+            return  # noted once in `unstored`: from which line on, and why
+        try:
+            write()
+        except OSError as error:
+            self._storage_failed(error)
+
+    def _storage_failed(self, error: OSError) -> None:
+        """Note from which line on, and why, output is not stored; the cell runs on."""
+        for stream in self.streams.values():
+            with contextlib.suppress(OSError):  # each log keeps what it flushed whole
+                stream.log.close()
+        combined = self.streams.get("combined")
+        self.meta["unstored"] = {
+            "reason": os_error_reason(error),
+            "from_line": (combined.log.count if combined else 0) + 1,
+        }
+        if self.on_storage_error is not None:
+            self.on_storage_error(error)
 
     def _output_arrived(self) -> None:
         self.last_output = time.time()
@@ -229,8 +284,9 @@ class ExecutionRecord:
         self.flush()
         sizes = self.meta.setdefault("streams", {n: {"lines": 0, "bytes": 0} for n in STREAMS})
         for name, stream in self.streams.items():
-            stream.finish()
-            stream.log.close()
+            self._store(stream.finish)
+            with contextlib.suppress(OSError):  # already noted in `unstored`
+                stream.log.close()
             sizes[name] = {"lines": stream.log.total, "bytes": stream.log.byte_size}
         self.streams.clear()
 
@@ -240,13 +296,24 @@ class ExecutionRecord:
             self._flush_handle.cancel()
             self._flush_handle = None
         for stream in self.streams.values():
-            stream.log.flush()
+            self._store(stream.log.flush)
 
     def save(self) -> None:
         """Write record.json now."""
         self._save_pending = False
         meta = dict(self.meta, last_output=self.last_output)
-        write_json_atomic(self.directory / "record.json", meta)
+        try:
+            write_json_atomic(self.directory / "record.json", meta)
+        except OSError as error:
+            if self.meta["unstored"] is None:
+                self._storage_failed(error)
+
+    def save_again(self) -> None:
+        """Write record.json after the disk refused it (its unstored output stays unstored)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(
+            self.directory / "record.json", dict(self.meta, last_output=self.last_output)
+        )
 
     def save_soon(self) -> None:
         """Write record.json once the callbacks already queued (a waiting reply) have run.
@@ -326,6 +393,7 @@ class ExecutionRecord:
             "input": self.meta["input"],
             "died": self.meta["died"],
             "note": self.meta["note"],
+            "unstored": self.meta.get("unstored"),
             "last_output": self.last_output,
             "silent_for": max(0.0, now - self.last_output),
             "streams": streams,

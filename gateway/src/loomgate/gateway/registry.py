@@ -12,10 +12,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.errors import Ambiguous, BadRequest, Conflict, NotFound, Unavailable
+from loomgate.gateway.errors import (
+    Ambiguous,
+    BadRequest,
+    Conflict,
+    GatewayError,
+    NotFound,
+    Unavailable,
+)
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels import LoomKernel
-from loomgate.gateway.record_store import RecordStore
+from loomgate.gateway.record_store import RecordStore, probe_writable
+from loomgate.shared.echo import echo
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -26,7 +34,7 @@ def validated_cwd(cwd: str) -> str:
     """Return `cwd` if it is an existing absolute directory here; BadRequest otherwise."""
     path = Path(cwd).expanduser()
     if not path.is_absolute() or not path.is_dir():
-        raise BadRequest(f"cwd {cwd!r} is not an existing absolute directory on the gateway")
+        raise BadRequest(f"cwd {echo(cwd)} is not an existing absolute directory on the gateway")
     return str(path)
 
 
@@ -90,9 +98,16 @@ class KernelRegistry:
     async def process_started(self, km: Any) -> None:
         """Attach loomgate to a kernel process that just started (first start or restart)."""
         kernel = self.live.get(km.kernel_id)
-        first_start = kernel is None
-        if kernel is None:
-            intent = self._intents.pop(km.kernel_id, {})
+        if kernel is not None:
+            try:
+                await kernel.process_started()
+            except Exception:
+                # Raising here would reset jupyter_client's restart counter and loop for ever;
+                # the restarter sees the dead process and gives up after its restart limit.
+                self.log.exception("Kernel %s did not come back after a restart", kernel.id)
+            return
+        intent = self._intents.pop(km.kernel_id, {})
+        try:
             store = RecordStore.create(
                 self.root / km.kernel_id,
                 {
@@ -103,23 +118,31 @@ class KernelRegistry:
                     "cwd": intent.get("cwd"),
                 },
             )
-            self.stores[km.kernel_id] = store
-            kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log)
-            km.add_restart_callback(lambda: kernel.process_died(restarting=True), "restart")
-            km.add_restart_callback(lambda: self._process_dead(kernel), "dead")
-            if kernel.lifetime == "conversation":
-                self._schedule_release(kernel)
+        except Exception:
+            await self._discard_process(km)
+            raise
+        self.stores[km.kernel_id] = store
+        kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log)
         try:
             await kernel.process_started()
         except Exception:
-            if first_start:
-                self.live.pop(kernel.id, None)
-                kernel.close_channels()
-                kernel.store.mark_ended()
-                raise
-            # Raising here would reset jupyter_client's restart counter and loop for ever;
-            # the restarter sees the dead process and gives up after its restart limit.
-            self.log.exception("Kernel %s did not come back after a restart", kernel.id)
+            self.live.pop(kernel.id, None)
+            kernel.close_channels()
+            kernel.store.mark_ended()
+            await self._discard_process(km)
+            raise
+        km.add_restart_callback(lambda: kernel.process_died(restarting=True), "restart")
+        km.add_restart_callback(lambda: self._process_dead(kernel), "dead")
+        if kernel.lifetime == "conversation":
+            self._schedule_release(kernel)
+
+    async def _discard_process(self, km: Any) -> None:
+        """Kill the process of a kernel whose start failed (jupyter_client leaves it running)."""
+        try:
+            await km._async_kill_kernel()
+            await km._async_cleanup_resources()
+        except Exception:
+            self.log.exception("Could not clean up the failed kernel %s", km.kernel_id)
 
     def process_stopping(self, km: Any, *, restart: bool) -> None:
         """Tell the kernel its process is being shut down (for a restart or for good)."""
@@ -137,7 +160,7 @@ class KernelRegistry:
         if task is not None:
             task.cancel()
         kernel.store.mark_ended()
-        kernel.phase = "gone"
+        kernel.process_gone()
         self.events.publish("kernel", kernel.id, {"phase": "stopped", "kernel": kernel.model()})
 
     def _process_dead(self, kernel: LoomKernel) -> None:
@@ -178,8 +201,8 @@ class KernelRegistry:
                 return (live or matches)[0]
             if matches:
                 ids = ", ".join(s.kernel_id[:12] for s in matches[:5])
-                raise Ambiguous(f"kernel prefix {ref!r} matches several kernels: {ids}")
-        raise NotFound(f"no kernel named {ref!r} or with an id starting {ref!r}")
+                raise Ambiguous(f"kernel prefix {echo(ref)} matches several kernels: {ids}")
+        raise NotFound(f"no kernel named {echo(ref)} or with an id starting {echo(ref)}")
 
     def find_live_by_name(self, name: str) -> LoomKernel | None:
         """Return the live kernel called `name`, if any."""
@@ -199,23 +222,25 @@ class KernelRegistry:
         """Return the live kernel called `name`, else a newly started one, and whether it is new."""
         if name is not None and not NAME_PATTERN.match(name):
             raise BadRequest(
-                f"kernel name {name!r} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
+                f"kernel name {echo(name)} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
             )
         if lifetime not in ("persistent", "conversation"):
-            raise BadRequest(f"lifetime must be 'persistent' or 'conversation', not {lifetime!r}")
+            raise BadRequest(
+                f"lifetime must be 'persistent' or 'conversation', not {echo(lifetime)}"
+            )
         if name is not None:
             existing = self.find_live_by_name(name)
             if existing is not None:
                 existing_spec = existing.store.meta.get("kernel_spec")
                 if kernel_spec is not None and kernel_spec != existing_spec:
                     raise Conflict(
-                        f"kernel {name!r} already runs kernel spec {existing_spec!r}, "
-                        f"not {kernel_spec!r}; choose another name or stop it first"
+                        f"kernel {echo(name)} already runs kernel spec {existing_spec!r}, "
+                        f"not {echo(kernel_spec)}; choose another name or stop it first"
                     )
                 return existing, False
         spec = kernel_spec or self.mkm.default_kernel_name
         if spec not in self.mkm.kernel_spec_manager.find_kernel_specs():
-            raise BadRequest(f"no kernel spec named {spec!r} on this gateway")
+            raise BadRequest(f"no kernel spec named {echo(spec)} on this gateway")
         kwargs: dict[str, Any] = {"kernel_name": spec}
         if cwd is not None:
             kwargs["cwd"] = validated_cwd(cwd)
@@ -228,10 +253,13 @@ class KernelRegistry:
             if bad:
                 raise BadRequest(f"invalid environment variables: {', '.join(map(repr, bad))}")
             kwargs["env"] = {**os.environ, **env}
+        probe_writable(self.root)
         kernel_id = str(uuid.uuid4())
         self._intents[kernel_id] = {"name": name, "lifetime": lifetime, "cwd": kwargs.get("cwd")}
         try:
             await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
+        except GatewayError:
+            raise
         except Exception as e:
             self.log.exception("Kernel %s (%s) failed to start", kernel_id, spec)
             raise Unavailable(f"the {spec} kernel failed to start: {e}") from None

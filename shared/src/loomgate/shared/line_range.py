@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from loomgate.shared.echo import echo
+
 _NUMBER = re.compile(r"[+-]?[0-9]+")
 _FORM = "START:STOP, 1-based, either end optional, negative counting from the end"
 
@@ -21,7 +23,7 @@ def _check(text: str, start: int | None, stop: int | None) -> None:
         problem = f"start {start} comes after stop {stop}"
     else:
         return
-    raise LineRangeError(f"Invalid line range {text!r}: {problem}; expected {_FORM}.")
+    raise LineRangeError(f"Invalid line range {echo(text)}: {problem}; expected {_FORM}.")
 
 
 def _index(number: int, total: int) -> int:
@@ -49,7 +51,7 @@ class LineRange:
             parts = [text, text]
         if len(parts) != 2 or any(p.strip() and not _NUMBER.fullmatch(p.strip()) for p in parts):
             raise LineRangeError(
-                f"Invalid line range {text!r}: expected {_FORM} (e.g. '10:20' or '-20:')."
+                f"Invalid line range {echo(text)}: expected {_FORM} (e.g. '10:20' or '-20:')."
             )
         start, stop = (int(p) if p.strip() else None for p in parts)
         _check(text, start, stop)

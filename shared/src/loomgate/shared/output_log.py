@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import sys
@@ -80,6 +81,8 @@ class LineLog:
         self._pending: str | Callable[[], str] | None = None
         self._pending_tag = 0
         self._count, self._size = self._recover()
+        self._durable = (self._count, self._size)  # what the files hold for certain
+        self.write_error: OSError | None = None  # set by a failed write; the log is then frozen
 
     def _recover(self) -> tuple[int, int]:
         """Return (lines, bytes) of the complete part of existing files, truncating the rest."""
@@ -144,6 +147,8 @@ class LineLog:
         payload = "\n".join(lines) + "\n"
         if payload.count("\n") != len(lines):
             raise ValueError("A log line must not contain a newline character.")
+        if self.write_error is not None:
+            raise OSError(self.write_error.errno, self.write_error.strerror, str(self._data_path))
         encoded = payload.encode("utf-8", errors="replace")
         # For ASCII text a line's byte length is its length: no need to split the bytes again.
         lengths = map(len, lines if len(encoded) == len(payload) else encoded.split(b"\n"))
@@ -151,10 +156,14 @@ class LineLog:
         entries = array("Q", map(operator.or_, starts, repeat(tag << _OFFSET_BITS)))
         if first_tag is not None:
             entries[0] = (entries[0] & _OFFSET_MASK) | (first_tag << _OFFSET_BITS)
-        if self._data_writer is None:
-            self._open_writers()
-        assert self._data_writer is not None
-        self._data_writer.write(encoded)
+        try:
+            if self._data_writer is None:
+                self._open_writers()
+            assert self._data_writer is not None
+            self._data_writer.write(encoded)
+        except OSError as e:
+            self._roll_back(e)
+            raise
         self._unwritten.extend(entries)
         self._count += len(lines)
         self._size += len(encoded)
@@ -200,29 +209,59 @@ class LineLog:
         return self.read(total - n, total) if n > 0 else []
 
     def flush(self) -> None:
-        """Write buffered data, then the index entries that describe it."""
+        """Write buffered data, then the index entries that describe it.
+
+        A failed write (a full disk, say) raises OSError after dropping what was not yet
+        written, so the files and the counts still agree.
+        """
         if not self._dirty:
             return
         assert self._data_writer is not None and self._index_writer is not None
-        self._data_writer.flush()
-        self._index_writer.write(_packed(self._unwritten))
-        self._index_writer.flush()
+        try:
+            self._data_writer.flush()
+            self._index_writer.write(_packed(self._unwritten))
+            self._index_writer.flush()
+        except OSError as e:
+            self._roll_back(e)
+            raise
+        del self._unwritten[:]
+        self._dirty = False
+        self._durable = (self._count, self._size)
+
+    def _roll_back(self, error: OSError) -> None:
+        """Freeze the log at its last complete flush, on disk (if it can) and in memory."""
+        self.write_error = error
+        for handle in (self._data_writer, self._index_writer):
+            if handle is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    handle.close()
+        self._data_writer = self._index_writer = None
+        self._count, self._size = self._durable
+        for path, length in (
+            (self._data_path, self._size),
+            (self._index_path, self._count * _ENTRY),
+        ):
+            with contextlib.suppress(OSError):
+                if path.stat().st_size > length:  # never extend a file with zeros
+                    os.truncate(path, length)
         del self._unwritten[:]
         self._dirty = False
 
     def close(self) -> None:
         """Flush and close every file handle; later reads and appends reopen what they need."""
-        self.flush()
-        for handle in (
-            self._data_writer,
-            self._index_writer,
-            self._data_reader,
-            self._index_reader,
-        ):
-            if handle is not None:
-                handle.close()
-        self._data_writer = self._index_writer = None
-        self._data_reader = self._index_reader = None
+        try:
+            self.flush()
+        finally:
+            for handle in (
+                self._data_writer,
+                self._index_writer,
+                self._data_reader,
+                self._index_reader,
+            ):
+                if handle is not None:
+                    handle.close()
+            self._data_writer = self._index_writer = None
+            self._data_reader = self._index_reader = None
 
     def iter_committed(
         self, start: int = 0, block_bytes: int = 4 << 20
@@ -255,15 +294,18 @@ class LineLog:
         return pending if isinstance(pending, str) else pending()
 
     def _sync(self) -> None:
-        """Make everything appended so far visible to the read handles."""
+        """Make everything appended so far visible to the read handles, as far as it can."""
         if self._dirty:
-            self.flush()
+            with contextlib.suppress(OSError):  # the writer learns of it on its next append
+                self.flush()
 
     def _open_writers(self) -> None:
         """Open (creating if needed) both files for appending."""
         self._data_path.parent.mkdir(parents=True, exist_ok=True)
         self._data_writer = self._data_path.open("ab", buffering=_DATA_BUFFER)
-        self._index_writer = self._index_path.open("ab", buffering=0)
+        # Buffered, so that a short write (a disk filling up) is retried or raises; each flush
+        # of the log writes its index entries out at once.
+        self._index_writer = self._index_path.open("ab")
 
     def _readers(self) -> tuple[BinaryIO, BinaryIO]:
         """Return the (index, data) read handles, opening them on first use."""

@@ -9,6 +9,7 @@ from typing import Literal
 
 import regex
 
+from loomgate.shared.echo import echo
 from loomgate.shared.output_log import LineLog
 
 SearchMode = Literal["auto", "literal", "regex"]
@@ -44,7 +45,8 @@ class Matcher:
             try:
                 pattern = regex.compile(self.query, regex.IGNORECASE if self.ignore_case else 0)
             except regex.error as error:
-                raise SearchError(f"Invalid regular expression {self.query!r}: {error}.") from error
+                query = echo(self.query)
+                raise SearchError(f"Invalid regular expression {query}: {error}.") from error
         object.__setattr__(self, "pattern", pattern)
 
     @classmethod

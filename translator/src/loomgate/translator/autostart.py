@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from loomgate.shared.paths import DEFAULT_PORT, ensure_private_dir, read_gateway_file
 from loomgate.shared.paths import state_dir as default_state_dir
-from loomgate.translator.gateway_client import GatewayClient, GatewayError
+from loomgate.translator.gateway_client import READ_TIMEOUT, GatewayClient, GatewayError
 from loomgate.translator.gateway_selection import GatewayTarget
 
 LOCK_FILE = "autostart.lock"
@@ -74,11 +74,16 @@ async def connect(
     autostart: bool,
     state_dir: Path | None = None,
     timeout: float = 60,
+    request_timeout: float = READ_TIMEOUT,
 ) -> GatewayClient:
     """Return a client of `target`, checked to be a loomgate gateway (starting the local one)."""
     if target.local:
         return await connect_local(
-            target, autostart=autostart, state_dir=state_dir, timeout=timeout
+            target,
+            autostart=autostart,
+            state_dir=state_dir,
+            timeout=timeout,
+            request_timeout=request_timeout,
         )
     token = target.token or token_from_gateway_file(target.url, state_dir)
     if token is None:
@@ -90,7 +95,13 @@ async def connect(
         raise GatewayError(
             f"there is no token for the gateway at {target.url}; {hint}", code="auth"
         )
-    client = GatewayClient(target.url, token, verify=target.verify, name=target.name)
+    client = GatewayClient(
+        target.url,
+        token,
+        verify=target.verify,
+        name=target.name,
+        request_timeout=request_timeout,
+    )
     try:
         await client.info()
     except BaseException:
@@ -113,10 +124,11 @@ async def connect_local(
     autostart: bool,
     state_dir: Path | None = None,
     timeout: float = 60,
+    request_timeout: float = READ_TIMEOUT,
 ) -> GatewayClient:
     """Return a client of the local gateway, starting it first if `autostart` and it is down."""
     directory = state_dir or default_state_dir()
-    client = await running_gateway(directory, target)
+    client = await running_gateway(directory, target, request_timeout=request_timeout)
     if client is not None:
         return client
     if not autostart:
@@ -128,22 +140,33 @@ async def connect_local(
     ensure_private_dir(directory)
     async with exclusive(directory / LOCK_FILE, timeout + LOCK_MARGIN):
         # Whoever held the lock before us may have started it.
-        client = await running_gateway(directory, target)
+        client = await running_gateway(directory, target, request_timeout=request_timeout)
         if client is not None:
             return client
         pid = await start_daemon(directory, target)
-        return await wait_until_up(directory, target, pid, timeout)
+        client = await wait_until_up(directory, target, pid, timeout)
+        client.request_timeout = request_timeout
+        return client
 
 
 async def running_gateway(
-    directory: Path, target: GatewayTarget, pid: int | None = None
+    directory: Path,
+    target: GatewayTarget,
+    pid: int | None = None,
+    *,
+    request_timeout: float = READ_TIMEOUT,
 ) -> GatewayClient | None:
     """Return a client of the gateway gateway.json names, if it answers with its token."""
     info = read_gateway_file(directory)
     if info is None or (pid is not None and info["pid"] != pid):
         return None
     client = GatewayClient(
-        info["url"], info["token"], verify=target.verify, name=LOCAL_NAME, local=True
+        info["url"],
+        info["token"],
+        verify=target.verify,
+        name=LOCAL_NAME,
+        local=True,
+        request_timeout=request_timeout,
     )
     try:
         await client.info()

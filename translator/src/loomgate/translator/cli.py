@@ -38,6 +38,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-chars", type=int, default=20_000, help="characters before head/tail (20000)"
     )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long the gateway may take to answer a request (60)",
+    )
     return parser.parse_args(argv)
 
 
@@ -49,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_lines < 2 or args.max_chars < 100:
         print("loomgate-mcp: --max-lines must be ≥ 2 and --max-chars ≥ 100", file=sys.stderr)
         return 2
+    if not 0 < args.request_timeout <= 3600:
+        print("loomgate-mcp: --request-timeout must be between 0 and 3600", file=sys.stderr)
+        return 2
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     settings = Settings(
         gateway=args.gateway,
@@ -57,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet=args.quiet,
         autostart=not args.no_autostart,
         limits=OutputLimits(args.max_lines, args.max_chars),
+        request_timeout=args.request_timeout,
     )
     server = build_server(settings)
     if args.transport == "stdio":

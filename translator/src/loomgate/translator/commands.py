@@ -174,8 +174,11 @@ async def run_cell(client: GatewayClient, args: argparse.Namespace) -> int:
         execution = (await client.submit(kernel, code))["execution"]
     except GatewayError as e:
         if e.code == "busy":
+            running = e.details.get("running")
+            if running is None:
+                raise UsageError("the kernel is busy starting another cell; try again") from None
             raise UsageError(
-                f"the kernel is busy running In [{e.details.get('running')}]; "
+                f"the kernel is busy running In [{running}]; "
                 "wait for it or run `loomgate interrupt`"
             ) from None
         raise

@@ -13,11 +13,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-
-from loomgate.translator.http_connection import PlainHttpPool, PlainResponse
+from loomgate.translator.http_connection import PlainHttpPool, PlainResponse, TransportFailure
 
 if TYPE_CHECKING:
+    import httpx
+
     from loomgate.translator.kernel_hold import Hold
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 CONNECT_TIMEOUT = 5.0
 # Kernel starts and resets answer only once the kernel is ready, so plain requests get a minute.
 READ_TIMEOUT = 60.0
+# A long-poll answers after its wait; the answer then gets this long (at most) to arrive.
 LONG_POLL_MARGIN = 30.0
 # A submit may wait up to 30 s for the kernel to start the cell before its own wait begins.
 SUBMIT_START_MARGIN = 30.0
@@ -99,12 +100,27 @@ def causes(error: BaseException) -> list[BaseException]:
     return chain
 
 
-def connect_reason(error: httpx.TransportError) -> tuple[str, str]:
-    """Return (what went wrong, what to do) for a failed connection, in plain words."""
-    chain = causes(error)
+def httpx_failure(error: httpx.TransportError) -> TransportFailure:
+    """Return an httpx transport error as the TransportFailure of its kind, caused by it."""
+    import httpx
+
     if isinstance(error, httpx.ConnectTimeout):
+        failure = TransportFailure("connection timed out", "connect_timeout")
+    elif isinstance(error, httpx.TimeoutException):
+        failure = TransportFailure(str(error) or type(error).__name__, "timeout")
+    elif isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        failure = TransportFailure(str(error) or type(error).__name__, "dropped")
+    else:
+        failure = TransportFailure(str(error) or type(error).__name__, "failed")
+    failure.__cause__ = error
+    return failure
+
+
+def connect_reason(error: TransportFailure) -> tuple[str, str]:
+    """Return (what went wrong, what to do) for a failed connection, in plain words."""
+    if error.kind == "connect_timeout":
         return "connection timed out", "is it running and reachable?"
-    for cause in chain:
+    for cause in causes(error):
         if isinstance(cause, ConnectionRefusedError):
             return "connection refused", "is it running?"
         if isinstance(cause, socket.gaierror):
@@ -120,10 +136,9 @@ def connect_reason(error: httpx.TransportError) -> tuple[str, str]:
             return f"TLS: {reason}", "check that the URL's scheme (http or https) is right"
         if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
             return "no route to the host", "is the network up?"
-    text = str(error) or type(error).__name__
-    if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-        return f"the connection was dropped: {text}", "is it still running?"
-    return text, "is it running?"
+    if error.kind == "dropped":
+        return f"the connection was dropped: {error}", "is it still running?"
+    return str(error), "is it running?"
 
 
 async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
@@ -153,24 +168,21 @@ class GatewayClient:
         verify: bool = True,
         name: str | None = None,
         local: bool = False,
+        request_timeout: float = READ_TIMEOUT,
     ) -> None:
         self.url = url.rstrip("/")
+        self.request_timeout = request_timeout
         self.name = name
         self.local = local
+        self.verify = verify
         self._holds: set[Hold] = set()
-        headers = {"Authorization": f"token {token}"}
+        self._headers = {"Authorization": f"token {token}"}
         self._plain = (
-            PlainHttpPool(f"{self.url}/{API_PREFIX}", headers, CONNECT_TIMEOUT)
+            PlainHttpPool(f"{self.url}/{API_PREFIX}", self._headers, CONNECT_TIMEOUT)
             if self.url.startswith("http://")
             else None
         )
-        self._http = httpx.AsyncClient(
-            base_url=f"{self.url}/{API_PREFIX}",
-            headers=headers,
-            verify=verify,
-            timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-            follow_redirects=False,
-        )
+        self._httpx: httpx.AsyncClient | None = None
 
     @property
     def on_this_host(self) -> bool:
@@ -212,9 +224,48 @@ class GatewayClient:
             await hold.aclose()
         if self._plain is not None:
             await self._plain.aclose()
-        await self._http.aclose()
+        if self._httpx is not None:
+            await self._httpx.aclose()
 
     # -- transport ---------------------------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        """Return the httpx client (https requests, the event stream), made on first use.
+
+        Importing httpx and building its client take a tenth of a second, which a translator
+        that only sends plain-http JSON requests never pays.
+        """
+        if self._httpx is None:
+            import httpx
+
+            self._httpx = httpx.AsyncClient(
+                base_url=f"{self.url}/{API_PREFIX}",
+                headers=self._headers,
+                # Plain http never does TLS, so it need not load the CA bundle (~50 ms).
+                verify=self.verify if self._plain is None else False,
+                timeout=httpx.Timeout(self.request_timeout, connect=CONNECT_TIMEOUT),
+                follow_redirects=False,
+            )
+        return self._httpx
+
+    async def _httpx_request(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any],
+        data: dict[str, Any] | None,
+        read_timeout: float,
+    ) -> httpx.Response:
+        """Send one request through httpx (https gateways); TransportFailure if it fails."""
+        import httpx
+
+        timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT)
+        try:
+            return await self._http().request(
+                method, path, params=query, json=data, timeout=timeout
+            )
+        except httpx.TransportError as e:
+            raise httpx_failure(e) from e
 
     async def _request(
         self,
@@ -223,10 +274,12 @@ class GatewayClient:
         *,
         params: Mapping[str, Any] | None = None,
         body: Mapping[str, Any] | None = None,
-        read_timeout: float = READ_TIMEOUT,
+        read_timeout: float | None = None,
     ) -> dict[str, Any]:
         query = drop_none(params or {})
         data = dict(body) if body is not None else None
+        if read_timeout is None:
+            read_timeout = self.request_timeout
         try:
             response: httpx.Response | PlainResponse
             if self._plain is not None:
@@ -234,21 +287,17 @@ class GatewayClient:
                     method, path, params=query, body=data, timeout=read_timeout
                 )
             else:
-                response = await self._http.request(
-                    method,
-                    path,
-                    params=query,
-                    json=data,
-                    timeout=httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT),
-                )
-        except httpx.TransportError as e:
+                response = await self._httpx_request(method, path, query, data, read_timeout)
+        except TransportFailure as e:
             raise self._transport_error(e, read_timeout) from e
         return self._decode(response, method, path)
 
-    def _transport_error(self, error: httpx.TransportError, read_timeout: float) -> GatewayError:
-        if isinstance(error, httpx.TimeoutException) and not isinstance(
-            error, httpx.ConnectTimeout
-        ):
+    def _long_poll_margin(self) -> float:
+        """Return how long a long-poll's answer may take to arrive once its wait is over."""
+        return min(LONG_POLL_MARGIN, self.request_timeout)
+
+    def _transport_error(self, error: TransportFailure, read_timeout: float) -> GatewayError:
+        if error.kind == "timeout":
             return GatewayError(
                 f"{self.where} did not answer within {read_timeout:g} s", code="timeout"
             )
@@ -308,16 +357,18 @@ class GatewayClient:
     async def _event_stream(
         self, kernel: str | None, *, hold: bool
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        import httpx
+
         params = drop_none({"kernel": kernel, "hold": "true" if hold else None})
         timeout = httpx.Timeout(EVENT_READ_TIMEOUT, connect=CONNECT_TIMEOUT)
         try:
-            async with self._http.stream("GET", "events", params=params, timeout=timeout) as r:
+            async with self._http().stream("GET", "events", params=params, timeout=timeout) as r:
                 if r.status_code != 200:
                     await r.aread()
                     self._decode(r, "GET", "events")
                 yield decode_events(r.aiter_lines())
         except httpx.TransportError as e:
-            raise self._transport_error(e, EVENT_READ_TIMEOUT) from e
+            raise self._transport_error(httpx_failure(e), EVENT_READ_TIMEOUT) from e
 
     # -- gateway and kernels -----------------------------------------------------------------
 
@@ -391,7 +442,7 @@ class GatewayClient:
             "POST",
             f"kernels/{quoted(ref)}/executions",
             body=body,
-            read_timeout=max(READ_TIMEOUT, wait + SUBMIT_START_MARGIN + LONG_POLL_MARGIN),
+            read_timeout=wait + SUBMIT_START_MARGIN + self._long_poll_margin(),
         )
 
     async def execution(
@@ -411,7 +462,7 @@ class GatewayClient:
             "GET",
             f"kernels/{quoted(ref)}/executions/{quoted(selector)}",
             params=params,
-            read_timeout=max(READ_TIMEOUT, wait + LONG_POLL_MARGIN),
+            read_timeout=wait + self._long_poll_margin(),
         )
 
     async def executions(self, ref: str, since: int = 0, limit: int = 100) -> dict[str, Any]:

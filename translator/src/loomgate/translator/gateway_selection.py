@@ -12,12 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from loomgate.shared.echo import echo
 from loomgate.shared.paths import DEFAULT_HOST, DEFAULT_PORT, config_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 GATEWAYS_FILE = "gateways.toml"
 LOCAL_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
@@ -79,7 +75,7 @@ def top_level_line(text: str, key: str) -> int | None:
     return next((i + 1 for i, line in enumerate(text.splitlines()) if pattern.match(line)), None)
 
 
-def decode_error_line(error: tomllib.TOMLDecodeError) -> int | None:
+def decode_error_line(error: ValueError) -> int | None:
     """Return the line a TOML syntax error points at, if it says."""
     lineno = getattr(error, "lineno", None)
     if isinstance(lineno, int):
@@ -94,6 +90,12 @@ def load_gateways_toml(path: Path) -> dict[str, GatewayTarget]:
     Entries with `token_env` carry it unresolved (token None): select_gateway reads the variable
     only for the gateway it selects.
     """
+    # Imported here: only a named gateway needs the TOML parser, not a translator's start-up.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -121,7 +123,7 @@ def load_gateways_toml(path: Path) -> dict[str, GatewayTarget]:
     token_in_file = False
     for name, entry in tables.items():
         if not isinstance(entry, dict):
-            raise fail(f"gateway {name!r} must be a table ([gateways.{name}])", name)
+            raise fail(f"gateway {echo(name)} must be a table ([gateways.{name}])", name)
         targets[name] = parse_entry(name, entry, fail)
         token_in_file = token_in_file or "token" in entry
     if token_in_file and path.stat().st_mode & 0o077:
@@ -157,22 +159,23 @@ def parse_entry(
         if key not in GATEWAY_KEYS:
             allowed = ", ".join(GATEWAY_KEYS)
             raise fail(
-                f"gateway {name!r} has an unknown key {key!r} (allowed: {allowed})", name, key
+                f"gateway {echo(name)} has an unknown key {key!r} (allowed: {allowed})", name, key
             )
     url = entry.get("url")
     if url is None:
-        raise fail(f"gateway {name!r} needs a url", name)
+        raise fail(f"gateway {echo(name)} needs a url", name)
     if not isinstance(url, str) or not is_url(url):
-        raise fail(f"the url of gateway {name!r} must be an http:// or https:// URL", name, "url")
+        message = f"the url of gateway {echo(name)} must be an http:// or https:// URL"
+        raise fail(message, name, "url")
     for key in ("token", "token_env"):
         value = entry.get(key)
         if value is not None and (not isinstance(value, str) or not value):
-            raise fail(f"the {key} of gateway {name!r} must be a non-empty string", name, key)
+            raise fail(f"the {key} of gateway {echo(name)} must be a non-empty string", name, key)
     if "token" in entry and "token_env" in entry:
-        raise fail(f"gateway {name!r} has both token and token_env; keep one", name, "token")
+        raise fail(f"gateway {echo(name)} has both token and token_env; keep one", name, "token")
     verify = entry.get("verify", True)
     if not isinstance(verify, bool):
-        raise fail(f"the verify of gateway {name!r} must be true or false", name, "verify")
+        raise fail(f"the verify of gateway {echo(name)} must be true or false", name, "verify")
     return GatewayTarget(
         url=url.rstrip("/"),
         token=entry.get("token"),
@@ -190,13 +193,15 @@ def select_gateway(option: str | None, env: Mapping[str, str]) -> GatewayTarget:
         if is_url(option):
             return GatewayTarget(option.rstrip("/"), env_token, True, None, False)
         if option.startswith(("http:", "https:")) or "://" in option:
-            raise GatewayConfigError(f"--gateway {option!r} is not a valid http:// or https:// URL")
+            raise GatewayConfigError(
+                f"--gateway {echo(option)} is not a valid http:// or https:// URL"
+            )
         return named_gateway(option, env)
     url = env.get("LOOMGATE_URL")
     if url:
         if not is_url(url):
             raise GatewayConfigError(
-                f"LOOMGATE_URL must be an http:// or https:// URL, not {url!r} "
+                f"LOOMGATE_URL must be an http:// or https:// URL, not {echo(url)} "
                 "(use --gateway NAME for a gateway from gateways.toml)"
             )
         return GatewayTarget(url.rstrip("/"), env_token, True, None, False)
@@ -208,19 +213,19 @@ def named_gateway(name: str, env: Mapping[str, str]) -> GatewayTarget:
     path = gateways_file()
     if not path.exists():
         raise GatewayConfigError(
-            f"unknown gateway {name!r}: there is no {path} (a gateway is a name defined there, "
+            f"unknown gateway {echo(name)}: there is no {path} (a gateway is a name defined there, "
             "or an http:// or https:// URL)"
         )
     targets = load_gateways_toml(path)
     target = targets.get(name)
     if target is None:
         known = ", ".join(sorted(targets)) or "none"
-        raise GatewayConfigError(f"unknown gateway {name!r}; {path} defines: {known}")
+        raise GatewayConfigError(f"unknown gateway {echo(name)}; {path} defines: {known}")
     if target.token_env is not None:
         token = env.get(target.token_env)
         if not token:
             raise GatewayConfigError(
-                f"{target.token_env} is not set (token_env of gateway {name!r} in {path})"
+                f"{target.token_env} is not set (token_env of gateway {echo(name)} in {path})"
             )
         target = dataclasses.replace(target, token=token)
     return target

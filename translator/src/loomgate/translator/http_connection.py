@@ -2,20 +2,30 @@
 
 httpx spends ~1 ms of CPU per request in its connection-pool and async-library plumbing: on a
 loopback gateway that is a fifth of a trivial cell. This pool does only what the gateway's JSON
-endpoints need (Content-Length or chunked bodies, keep-alive) and raises httpx's exception types,
-so errors are reported the same way. TLS and the event stream keep using httpx.
+endpoints need (Content-Length or chunked bodies, keep-alive). It does not import httpx (a tenth
+of a second at start-up): it fails with TransportFailure, which GatewayClient also makes of
+httpx's errors, so both are reported the same way. TLS and the event stream keep using httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
-import httpx
-
 MAX_HEADER_BYTES = 64 << 10
+# connect_timeout: no connection in time; timeout: no answer in time; dropped: the connection
+# broke or did not speak HTTP; failed: anything else (the exception's cause says what).
+FailureKind = Literal["connect_timeout", "timeout", "dropped", "failed"]
+
+
+class TransportFailure(Exception):
+    """A request that got no HTTP response; `kind` says how it failed."""
+
+    def __init__(self, message: str, kind: FailureKind) -> None:
+        super().__init__(message)
+        self.kind: FailureKind = kind
 
 
 class PlainResponse:
@@ -60,7 +70,7 @@ class PlainHttpPool:
         body: dict[str, Any] | None,
         timeout: float,
     ) -> PlainResponse:
-        """Send one request; return its response (httpx exception types on failure)."""
+        """Send one request; return its response (TransportFailure when there is none)."""
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
         payload = json.dumps(body).encode() if body is not None else b""
         head = f"{method} {target} HTTP/1.1\r\n{self._head}"
@@ -76,12 +86,15 @@ class PlainHttpPool:
                 )
             except asyncio.TimeoutError:
                 connection[1].close()
-                raise httpx.ReadTimeout(f"no answer within {timeout:g} s") from None
+                raise TransportFailure(f"no answer within {timeout:g} s", "timeout") from None
             except (ConnectionError, asyncio.IncompleteReadError) as e:
                 connection[1].close()
                 if reused and attempt == 0:
                     continue  # the server closed an idle keep-alive connection: retry once
-                raise httpx.ReadError(f"the connection was closed: {e}") from e
+                raise TransportFailure(f"the connection was closed: {e}", "dropped") from e
+            except BaseException:
+                connection[1].close()  # cancelled or broken mid-exchange: never reuse it
+                raise
             if keep:
                 self._idle.append(connection)
             else:
@@ -95,21 +108,22 @@ class PlainHttpPool:
                 asyncio.open_connection(self.host, self.port), self.connect_timeout
             )
         except asyncio.TimeoutError:
-            raise httpx.ConnectTimeout("connection timed out") from None
+            raise TransportFailure("connection timed out", "connect_timeout") from None
         except OSError as e:
-            raise httpx.ConnectError(str(e)) from e
+            raise TransportFailure(str(e) or type(e).__name__, "failed") from e
 
     async def _exchange(self, connection: Connection, message: bytes) -> tuple[PlainResponse, bool]:
         reader, writer = connection
         writer.write(message)
         head = await reader.readuntil(b"\r\n\r\n")
         if len(head) > MAX_HEADER_BYTES:
-            raise httpx.RemoteProtocolError("response headers too large")
+            raise TransportFailure("response headers too large", "dropped")
         lines = head.decode("latin-1").split("\r\n")
         try:
             status = int(lines[0].split(" ", 2)[1])
         except (IndexError, ValueError):
-            raise httpx.RemoteProtocolError(f"not an HTTP response: {lines[0][:80]!r}") from None
+            message = f"not an HTTP response: {lines[0][:80]!r}"
+            raise TransportFailure(message, "dropped") from None
         headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loomgate.shared.echo import echo
+
 Line = dict[str, Any]  # the gateway's line object: n, text, kind?, start?, partial?, clipped?
 RUNNING_TAIL = 10
 
@@ -87,6 +89,17 @@ def _state_note(execution: dict[str, Any]) -> str:
     return ""
 
 
+def unstored_note(execution: dict[str, Any]) -> str:
+    """Return the note on output the gateway's disk refused ("" when all of it was stored)."""
+    unstored = execution.get("unstored")
+    if not unstored:
+        return ""
+    return (
+        f"[output from line {unstored['from_line']:,} on was not stored: {unstored['reason']}; "
+        "the gateway's state dir needs space or write permission]"
+    )
+
+
 def cell_header(execution: dict[str, Any]) -> str:
     """Return `In [N] (elapsed):`, with the end state when it is not a plain finish."""
     parts = [format_elapsed(execution["elapsed"])]
@@ -143,6 +156,8 @@ def render_cell(
             text.append(piece)
     if not tail and shown < output.total:
         text.append(omission_line(number, gap_after + 1, output.total, output.total))
+    if unstored_note(execution):
+        text.append(unstored_note(execution))
     if text:
         blocks.append("\n".join(text))
     return [b for b in blocks if not (isinstance(b, str) and not b)]
@@ -204,6 +219,8 @@ def render_running(execution: dict[str, Any], last: Sequence[Line]) -> str:
         lines.extend(line["text"] + clipped_suffix(line) for line in last[-RUNNING_TAIL:])
     else:
         lines.append("No output yet.")
+    if unstored_note(execution):
+        lines.append(unstored_note(execution))
     if execution["state"] == "awaiting_input":
         lines.append(f'Answer with send_input(value="…", execution={number}), or interrupt().')
     else:
@@ -241,9 +258,9 @@ def render_search(response: dict[str, Any], scope: str) -> str:
     matches = response["matches"]
     groups = response["groups"]
     if not groups:
-        return f"No lines match {query!r} ({mode}) in {scope} {stream}."
+        return f"No lines match {echo(query)} ({mode}) in {scope} {stream}."
     plural = "match" if matches == 1 else "matches"
-    out = [f"{matches} {plural} for {query!r} ({mode}) in {scope} {stream}:"]
+    out = [f"{matches} {plural} for {echo(query)} ({mode}) in {scope} {stream}:"]
     previous: int | None = None
     for group in groups:
         if previous is not None:
@@ -295,6 +312,8 @@ def render_execution_status(execution: dict[str, Any]) -> str:
         if size["lines"]
     )
     lines.append(f"streams: {sizes or 'no output'}")
+    if unstored_note(execution):
+        lines.append(unstored_note(execution))
     if execution.get("rich"):
         lines.append(f"rich outputs: {len(execution['rich'])}")
     lines.append("code:")

@@ -28,6 +28,7 @@ async def conversation_lifespan(
 ) -> AsyncIterator[Tools]:
     """Yield the conversation's tools; on exit release its kernel hold (the grace starts)."""
     conversation = Conversation(settings)
+    conversation.start()
     try:
         yield Tools(conversation)
     finally:

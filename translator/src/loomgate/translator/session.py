@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loomgate.translator.autostart import connect
-from loomgate.translator.gateway_client import GatewayClient, GatewayError
+from loomgate.translator.gateway_client import READ_TIMEOUT, GatewayClient, GatewayError
 from loomgate.translator.gateway_selection import GatewayTarget, select_gateway
-from loomgate.translator.kernel_hold import Hold
 from loomgate.translator.kernel_setup import KernelSetup
 from loomgate.translator.presentation import OutputLimits
+
+if TYPE_CHECKING:
+    from loomgate.translator.kernel_hold import Hold
 
 
 @dataclass
@@ -25,6 +27,7 @@ class Settings:
     quiet: bool = False
     autostart: bool = True
     limits: OutputLimits = field(default_factory=OutputLimits)
+    request_timeout: float = READ_TIMEOUT
     cwd: str = field(default_factory=os.getcwd)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -44,9 +47,24 @@ class Conversation:
         self.kernel: dict[str, Any] | None = None
         self._hold: Hold | None = None
         self._binding: asyncio.Future[None] | None = None
+        self._early: tuple[GatewayTarget, asyncio.Task[GatewayClient]] | None = None
         self.pending_startup = ""
 
     # -- gateways -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start checking the gateway now, so that the first tool call need not wait for it.
+
+        Only for a gateway given by --gateway or $LOOMGATE_URL, and only its check (GET info):
+        the local default may need starting, which waits for a tool call, as does the kernel.
+        """
+        try:
+            target = select_gateway(self.settings.gateway, self.settings.env)
+        except Exception:  # never stops the server: the first tool call selects again, reports it
+            return
+        if not target.local:
+            early = connect(target, autostart=False, request_timeout=self.settings.request_timeout)
+            self._early = (target, asyncio.ensure_future(early))
 
     async def gateway(self, option: str | None = None) -> GatewayClient:
         """Return a client for the gateway `option` names, else this conversation's gateway."""
@@ -56,11 +74,25 @@ class Conversation:
         key = target_key(target)
         client = self._clients.get(key)
         if client is None:
-            client = await connect(target, autostart=self.settings.autostart)
+            client = await self._connect(target)
             self._clients[key] = client
         if option is None:
             self.client = client
         return client
+
+    async def _connect(self, target: GatewayTarget) -> GatewayClient:
+        """Return a checked client of `target`: the early check's, unless that already failed."""
+        if self._early is not None and self._early[0] == target:
+            task = self._early[1]
+            self._early = None
+            # A check still under way is as fresh as a new one; one that failed may be stale.
+            if not task.done() or (not task.cancelled() and task.exception() is None):
+                return await task
+        return await connect(
+            target,
+            autostart=self.settings.autostart,
+            request_timeout=self.settings.request_timeout,
+        )
 
     # -- kernels ------------------------------------------------------------------------------
 
@@ -158,6 +190,13 @@ class Conversation:
 
     async def close(self) -> None:
         """Release the hold (a conversation kernel then starts its grace period) and clients."""
+        if self._early is not None:
+            task = self._early[1]
+            self._early = None
+            task.cancel()
+            await asyncio.wait([task])
+            if not task.cancelled() and task.exception() is None:
+                await task.result().aclose()
         if self._hold is not None:
             await self._hold.aclose()
             self._hold = None

@@ -83,9 +83,23 @@ class Tools:
         except GatewayError as e:
             if e.code == "busy":
                 running = e.details.get("running")
+                if running is None:
+                    raise ToolFailure(
+                        "The kernel is busy starting another cell; the cell was not run. "
+                        "Try again in a moment."
+                    ) from None
                 raise ToolFailure(
                     f"The kernel is busy running In [{running}]; the cell was not run. "
                     f"Use wait(execution={running}) to wait for it or interrupt() to stop it."
+                ) from None
+            gone = e.details.get("kernel_id")
+            if e.code == "unavailable" and gone and kernel is None:
+                await self.conversation.forget_kernel(gone)
+                raise ToolFailure(
+                    f"This conversation's kernel {gone[:8]} is no longer running (the gateway "
+                    "restarted, or the kernel was stopped), so its variables are gone; the cell "
+                    f"was not run. Its records stay readable with kernel={gone[:8]!r}. Run the "
+                    "cell again to start a new kernel, or connect() to another."
                 ) from None
             raise
         return await self.follower.follow(

@@ -1,0 +1,45 @@
+"""Kernel creation requests: the cwd and environment asked for, and the ones refused."""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+import pytest
+
+API = "/api/loomgate/kernels"
+
+
+async def test_kernel_cwd_and_requested_env(http: httpx.AsyncClient, tmp_path: os.PathLike) -> None:
+    r = await http.post(API, json={"cwd": str(tmp_path), "env": {"LOOMGATE_REQUESTED": "yes"}})
+    assert r.status_code == 201, r.text
+    kernel = r.json()["kernel"]["id"]
+    try:
+        code = "import os; os.getcwd(), os.environ.get('LOOMGATE_REQUESTED')"
+        r = await http.post(
+            f"{API}/{kernel}/executions", json={"code": code, "wait": 30, "head": 1}
+        )
+        assert r.json()["execution"]["output"]["head"][0]["text"] == repr((str(tmp_path), "yes"))
+    finally:
+        await http.delete(f"{API}/{kernel}")
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"cwd": "/no/such/dir"}, "not an existing absolute directory"),
+        ({"cwd": "relative/dir"}, "not an existing absolute directory"),
+        ({"env": {"BAD NAME": "x"}}, "invalid environment variables"),
+        ({"name": "has space"}, "kernel name"),
+        ({"kernel_spec": "nope"}, "no kernel spec named 'nope'"),
+        ({"lifetime": "forever"}, "lifetime must be"),
+    ],
+)
+async def test_bad_kernel_requests_are_refused(
+    http: httpx.AsyncClient, body: dict, fragment: str
+) -> None:
+    before = len((await http.get(API)).json()["kernels"])
+    r = await http.post(API, json=body)
+    assert r.status_code == 400
+    assert fragment in r.json()["message"]
+    assert len((await http.get(API)).json()["kernels"]) == before

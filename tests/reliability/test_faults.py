@@ -1,0 +1,199 @@
+"""Faults of processes: a translator, a kernel or the gateway killed mid-cell, a frozen gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+from mcp import Client
+
+from tests.gateways import GatewayProcess, alive, gateway_with_token
+from tests.reliability.conftest import Figure
+from tests.translator.conftest import text
+from tests.translators import stdio, translator_pids
+
+TICK_COUNT = 200
+TICKS = (
+    f"import time\nfor i in range({TICK_COUNT}):\n"
+    "    print('tick', i, flush=True)\n    time.sleep(0.02)"
+)
+CALL_TIMEOUT = 60.0  # a tool call that takes longer than this counts as hanging
+
+
+@contextlib.asynccontextmanager
+async def killable(gateway: GatewayProcess, config: Path) -> AsyncIterator[tuple[Client, int]]:
+    """A stdio translator and its pid; the test may SIGKILL it."""
+    before = translator_pids()
+    session = Client(stdio(gateway, config))
+    mcp = await session.__aenter__()
+    [pid] = translator_pids() - before
+    try:
+        yield mcp, pid
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(BaseException):  # its server is gone
+            await session.__aexit__(None, None, None)
+
+
+async def holders(http: httpx.AsyncClient, kernel: str, want: int) -> int:
+    """Return the kernel's holder count once it equals `want` (polling: no event carries it)."""
+    deadline = time.monotonic() + 30
+    while True:
+        count = (await http.get(f"/api/loomgate/kernels/{kernel}")).json()["kernel"]["holders"]
+        if count == want or time.monotonic() > deadline:
+            return int(count)
+        await asyncio.sleep(0.05)
+
+
+async def test_translator_killed_mid_cell(
+    gateway: GatewayProcess, http: httpx.AsyncClient, translator_config: Path, figure: Figure
+) -> None:
+    async with killable(gateway, translator_config) as (mcp, pid):
+        started = await mcp.call_tool("run_cell", {"code": TICKS, "wait_seconds": 0.5})
+        assert started.structured_content["state"] == "running"
+        kernel = started.structured_content["kernel"]
+        assert await holders(http, kernel, 1) == 1
+        os.kill(pid, signal.SIGKILL)
+    assert await holders(http, kernel, 0) == 0, "the gateway notices the translator is gone"
+    model = (await http.get(f"/api/loomgate/kernels/{kernel}")).json()["kernel"]
+    assert model["alive"] and model["lifetime"] == "conversation", "held by the grace period"
+    async with Client(stdio(gateway, translator_config)) as mcp:
+        attached = await mcp.call_tool("connect", {"kernel": kernel[:8]})
+        assert "Connected to kernel" in text(attached), text(attached)
+        done = await mcp.call_tool("wait", {"execution": 1, "timeout_seconds": 120})
+        assert done.structured_content["state"] == "completed"
+        read = await mcp.call_tool("read_output", {"execution": 1, "lines": f"1:{TICK_COUNT}"})
+        lines = [line.split("│", 1)[1] for line in text(read).split("\n")[1:]]
+        assert lines == [f"tick {i}" for i in range(TICK_COUNT)]
+        await mcp.call_tool("stop_kernel", {"kernel": kernel})
+    figure(
+        scenario="fault: translator SIGKILL mid-cell",
+        checked="the cell runs on to its end; the gateway drops the hold; the conversation "
+        "kernel stays (grace period); a new translator reattaches and reads all output",
+        lines_checked=TICK_COUNT,
+    )
+
+
+async def test_kernel_killed_mid_cell(
+    gateway: GatewayProcess, http: httpx.AsyncClient, translator_config: Path, figure: Figure
+) -> None:
+    async with Client(stdio(gateway, translator_config)) as mcp:
+        first = await mcp.call_tool("run_cell", {"code": "import os; os.getpid()"})
+        pid = int(text(first).rsplit("Out[1]: ", 1)[1])
+        kernel = first.structured_content["kernel"]
+        try:
+            started = await mcp.call_tool("run_cell", {"code": TICKS, "wait_seconds": 0.5})
+            assert started.structured_content["state"] == "running"
+            os.kill(pid, signal.SIGKILL)
+            died = await mcp.call_tool("wait", {"execution": 2, "timeout_seconds": 60})
+            assert died.structured_content["state"] == "died", text(died)
+            assert "SIGKILL" in text(died)
+            assert (await http.get("/api/loomgate/info")).status_code == 200
+            after = await mcp.call_tool("run_cell", {"code": "40 + 2", "wait_seconds": 120})
+            assert text(after).endswith("Out[3]: 42"), text(after)
+        finally:
+            await mcp.call_tool("stop_kernel", {"kernel": kernel})
+    figure(
+        scenario="fault: kernel SIGKILL mid-cell",
+        checked="the execution ends `died` naming SIGKILL; the gateway serves; the kernel "
+        "restarts and the next cell runs with the numbering continued",
+        faults=1,
+    )
+
+
+async def test_gateway_killed_and_restarted(
+    tmp_path: Path, translator_config: Path, figure: Figure
+) -> None:
+    token = secrets.token_urlsafe(24)
+    gateway = gateway_with_token(tmp_path / "state", token)
+    try:
+        gateway.start()
+        async with (
+            Client(stdio(gateway, translator_config)) as finished,
+            Client(stdio(gateway, translator_config), mode="legacy") as running,
+        ):
+            for i in range(3):
+                code = f"for j in range(100): print('kept {i}', j)"
+                await finished.call_tool("run_cell", {"code": code})
+            started = await running.call_tool("run_cell", {"code": TICKS, "wait_seconds": 1})
+            assert started.structured_content["state"] == "running"
+            seen = text(started)
+
+            gateway.kill()  # also checks that its kernels exit with it
+            began = time.monotonic()
+            down = await asyncio.wait_for(finished.call_tool("status", {}), CALL_TIMEOUT)
+            error_seconds = time.monotonic() - began
+            assert down.is_error and "cannot reach the gateway" in text(down), text(down)
+            assert token not in text(down)
+
+            gateway.start()
+            kept = await finished.call_tool("read_output", {"execution": 3, "lines": "-1:"})
+            assert text(kept).endswith("100│kept 2 99"), text(kept)
+            lost = await running.call_tool("status", {"execution": 1})
+            assert lost.structured_content["state"] == "lost", text(lost)
+            read = await running.call_tool("read_output", {"execution": 1})
+            ticks = re.findall(r"│(tick \d+)", text(read))
+            last_seen = re.findall(r"tick \d+", seen)[-1]
+            assert last_seen in ticks and ticks == [f"tick {i}" for i in range(len(ticks))]
+            refused = await running.call_tool("run_cell", {"code": "1 + 1"})
+            assert refused.is_error and "no longer running" in text(refused), text(refused)
+            again = await running.call_tool("run_cell", {"code": "1 + 1"})
+            assert text(again).endswith("Out[1]: 2"), text(again)
+            await running.call_tool("stop_kernel", {"kernel": again.structured_content["kernel"]})
+    finally:
+        gateway.stop()
+    figure(
+        scenario="fault: gateway SIGKILL mid-cell, then restart",
+        checked="calls while it is down fail at once with a clear error; after the restart "
+        "finished records read whole, the running one is `lost` with its output up to the "
+        "kill; a call on the vanished kernel says so",
+        seconds_to_error_while_down=round(error_seconds, 2),
+        lines_checked=300 + len(ticks),
+    )
+
+
+async def test_frozen_gateway(tmp_path: Path, translator_config: Path, figure: Figure) -> None:
+    gateway = GatewayProcess(tmp_path / "state")
+    try:
+        gateway.start()
+        params = stdio(gateway, translator_config, "--request-timeout", "3")
+        async with Client(params) as mcp:
+            first = await mcp.call_tool("run_cell", {"code": "print('before the freeze')"})
+            assert not first.is_error, text(first)
+            assert gateway.proc is not None
+            gateway.proc.send_signal(signal.SIGSTOP)
+            try:
+                waits = []
+                for tool, arguments in [
+                    ("status", {}),
+                    ("read_output", {"execution": 1}),
+                    ("wait", {"execution": 1, "timeout_seconds": 1}),
+                ]:
+                    began = time.monotonic()
+                    frozen = await asyncio.wait_for(mcp.call_tool(tool, arguments), CALL_TIMEOUT)
+                    waits.append(time.monotonic() - began)
+                    assert frozen.is_error and "did not answer within" in text(frozen), text(frozen)
+            finally:
+                gateway.proc.send_signal(signal.SIGCONT)
+            thawed = await mcp.call_tool("read_output", {"execution": 1})
+            assert text(thawed).endswith("1│before the freeze"), text(thawed)
+            await mcp.call_tool("stop_kernel", {"kernel": first.structured_content["kernel"]})
+    finally:
+        gateway.stop()
+    figure(
+        scenario="fault: gateway stops answering (SIGSTOP)",
+        checked="status, read_output and wait each end with 'did not answer within …' after "
+        "the request timeout (3 s here, 60 s by default) instead of hanging; after SIGCONT "
+        "the same translator reads the output",
+        calls=len(waits),
+        slowest_seconds=round(max(waits), 1),
+    )
