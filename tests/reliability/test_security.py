@@ -179,3 +179,19 @@ async def test_tokens_absent_from_replies_and_logs(
         logs=len(logs),
         bytes_scanned=sum(len(chunk) for chunk in scanned),
     )
+
+
+async def test_login_cookie_only_for_a_query_token(gateway: GatewayProcess, figure: Figure) -> None:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as anon:
+        by_header = await anon.get("/api/loomgate/info", headers=gateway.headers)
+        assert by_header.status_code == 200 and "set-cookie" not in by_header.headers
+        by_query = await anon.get("/api/kernels", params={"token": gateway.token})
+        assert by_query.status_code == 200 and "set-cookie" in by_query.headers
+        assert gateway.token not in by_query.headers["set-cookie"]
+        with_cookie = await anon.get("/api/kernels")  # the cookie alone now authenticates
+        assert with_cookie.status_code == 200
+    figure(
+        scenario="security: login cookies",
+        checked="a header-token request gets no cookie; a ?token= login gets a signed cookie "
+        "without the token in it, as in Jupyter",
+    )

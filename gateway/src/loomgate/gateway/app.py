@@ -10,7 +10,10 @@ import secrets
 import sys
 from pathlib import Path
 
+from jupyter_server.log import log_request as jupyter_log_request
+from jupyter_server.prometheus.log_functions import prometheus_log_method
 from jupyter_server.serverapp import ServerApp
+from tornado import web
 from traitlets import Float, Unicode
 from traitlets.config import Config
 
@@ -55,6 +58,19 @@ class GatewayLogFile(logging.FileHandler):
             super().emit(record)
         except OSError:
             self.handleError(record)
+
+
+def log_request(handler: web.RequestHandler) -> None:
+    """Log a request as jupyter_server does, without formatting a line no handler would write.
+
+    jupyter_server logs successes at debug level, but builds the line (and scrubs its URL)
+    for every request first.
+    """
+    status = handler.get_status()
+    if (status < 300 or status == 304) and not handler.log.isEnabledFor(logging.DEBUG):
+        prometheus_log_method(handler)
+        return
+    jupyter_log_request(handler)
 
 
 class LoomgateServerApp(ServerApp):
@@ -176,6 +192,8 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
         "loomgate.gateway.kernel_manager.NodelayWebsocketConnection"
     )
     config.ServerApp.jpserver_extensions = {"loomgate.gateway.extension": True}
+    config.ServerApp.identity_provider_class = "loomgate.gateway.auth.LoomIdentityProvider"
+    config.ServerApp.tornado_settings = {"log_function": log_request}
     config.KernelRestarter.time_to_dead = 0.5
     config.LoomgateServerApp.loomgate_state_dir = str(directory)
     config.LoomgateServerApp.conversation_grace_seconds = args.conversation_grace
