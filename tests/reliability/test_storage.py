@@ -21,7 +21,14 @@ from tests.reliability.mounts import PrivateDisk
 from tests.translator.conftest import text
 
 KERNELS = "/api/loomgate/kernels"
-BIG_CELL = "for i in range(200_000): print('filling the disk, line', i)"
+# 6 MB in steps, so that the gateway has flushed part of it when the disk fills up.
+BIG_CELL = (
+    "import sys, time\n"
+    "for step in range(0, 200_000, 2000):\n"
+    "    print('\\n'.join(f'filling the disk, line {i}' for i in range(step, step + 2000)))\n"
+    "    sys.stdout.flush()\n"
+    "    time.sleep(0.05)"
+)
 
 
 @pytest.fixture

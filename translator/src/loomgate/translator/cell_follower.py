@@ -21,6 +21,7 @@ from mcp.types import (
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
+from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.gateway_client import GatewayClient
 from loomgate.translator.presentation import (
     Block,
@@ -38,7 +39,6 @@ SLICE_SECONDS = 1.0  # a long wait is cut into slices, each one reporting progre
 INPUT_WAIT = 10.0
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 4 << 20
-FINAL = {"completed", "error", "interrupted", "killed", "died", "lost"}
 FULL_READ_LINES = 10_000
 
 
@@ -142,7 +142,7 @@ class CellFollower:
                     returned = "timeout"
                     continue
                 break
-            if returned in ("final", "silent") or execution["state"] in FINAL:
+            if returned in ("final", "silent") or execution["state"] in FINAL_STATES:
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -183,7 +183,7 @@ class CellFollower:
     ) -> CallToolResult:
         number = execution["number"]
         output = CellOutput.from_gateway(execution.get("output"))
-        if execution["state"] in FINAL:
+        if execution["state"] in FINAL_STATES:
             if full_output:
                 output = await self._full_output(client, ref, number)
                 blocks = render_cell(execution, output, limits_for_full(output))

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.autostart import connect
 from loomgate.translator.gateway_client import GatewayClient, GatewayError
 from loomgate.translator.gateway_control import UsageError, gateway_command
 from loomgate.translator.gateway_selection import GatewayConfigError, select_gateway
 from loomgate.translator.kernel_views import (
     DEFAULT_KERNEL,
-    FINAL,
     cell_text,
     existing_kernel,
     finished,
@@ -211,8 +211,8 @@ async def run_cell(client: GatewayClient, args: argparse.Namespace) -> int:
                 return 1
             response = await client.execution(kernel, number, wait=POLL_SECONDS)
             execution = response["execution"]
-            await printer.catch_up(client, kernel, final=execution["state"] in FINAL)
-            if execution["state"] in FINAL:
+            await printer.catch_up(client, kernel, final=execution["state"] in FINAL_STATES)
+            if execution["state"] in FINAL_STATES:
                 break
     finally:
         loop.remove_signal_handler(signal.SIGINT)

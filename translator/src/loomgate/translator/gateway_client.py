@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
-import socket
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
-from loomgate.translator.http_connection import PlainHttpPool, PlainResponse, TransportFailure
+from loomgate.translator.http_connection import (
+    PlainHttpPool,
+    PlainResponse,
+    TransportFailure,
+    connect_reason,
+    httpx_failure,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -88,57 +91,6 @@ def wait_params(
         "tail": tail,
         "max_chars": max_chars,
     }
-
-
-def causes(error: BaseException) -> list[BaseException]:
-    """Return `error` and the exceptions it was raised from, outermost first."""
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-def httpx_failure(error: httpx.TransportError) -> TransportFailure:
-    """Return an httpx transport error as the TransportFailure of its kind, caused by it."""
-    import httpx
-
-    if isinstance(error, httpx.ConnectTimeout):
-        failure = TransportFailure("connection timed out", "connect_timeout")
-    elif isinstance(error, httpx.TimeoutException):
-        failure = TransportFailure(str(error) or type(error).__name__, "timeout")
-    elif isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-        failure = TransportFailure(str(error) or type(error).__name__, "dropped")
-    else:
-        failure = TransportFailure(str(error) or type(error).__name__, "failed")
-    failure.__cause__ = error
-    return failure
-
-
-def connect_reason(error: TransportFailure) -> tuple[str, str]:
-    """Return (what went wrong, what to do) for a failed connection, in plain words."""
-    if error.kind == "connect_timeout":
-        return "connection timed out", "is it running and reachable?"
-    for cause in causes(error):
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused", "is it running?"
-        if isinstance(cause, socket.gaierror):
-            return "unknown host", "check the URL"
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            return (
-                f"TLS: {cause.verify_message or 'certificate verify failed'}",
-                "set verify = false for this gateway in gateways.toml "
-                "to accept a self-signed certificate",
-            )
-        if isinstance(cause, ssl.SSLError):
-            reason = (cause.reason or str(cause)).lower().replace("_", " ")
-            return f"TLS: {reason}", "check that the URL's scheme (http or https) is right"
-        if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
-            return "no route to the host", "is the network up?"
-    if error.kind == "dropped":
-        return f"the connection was dropped: {error}", "is it still running?"
-    return str(error), "is it running?"
 
 
 async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.gateway_client import GatewayClient
 from loomgate.translator.presentation import CellOutput, OutputLimits, render_cell
 
 DEFAULT_KERNEL = "default"
-FINAL = {"completed", "error", "interrupted", "killed", "died", "lost"}
 OUTPUT_LIMITS = OutputLimits()
 
 
@@ -30,7 +30,7 @@ async def finished(client: GatewayClient, kernel: str, selector: str | int) -> d
             max_chars=OUTPUT_LIMITS.max_chars,
         )
         execution: dict[str, Any] = response["execution"]
-        if execution["state"] in FINAL or response["returned"] == "input":
+        if execution["state"] in FINAL_STATES or response["returned"] == "input":
             return execution
 
 
