@@ -17,6 +17,7 @@ from mcp import Client
 
 from tests.gateways import GatewayProcess, alive, gateway_with_token
 from tests.reliability.conftest import Figure
+from tests.sse import events, next_event
 from tests.translator.conftest import text
 from tests.translators import stdio, translator_pids
 
@@ -44,16 +45,6 @@ async def killable(gateway: GatewayProcess, config: Path) -> AsyncIterator[tuple
             await session.__aexit__(None, None, None)
 
 
-async def holders(http: httpx.AsyncClient, kernel: str, want: int) -> int:
-    """Return the kernel's holder count once it equals `want` (polling: no event carries it)."""
-    deadline = time.monotonic() + 30
-    while True:
-        count = (await http.get(f"/api/loomgate/kernels/{kernel}")).json()["kernel"]["holders"]
-        if count == want or time.monotonic() > deadline:
-            return int(count)
-        await asyncio.sleep(0.05)
-
-
 async def test_translator_killed_mid_cell(
     gateway: GatewayProcess, http: httpx.AsyncClient, translator_config: Path, figure: Figure
 ) -> None:
@@ -61,9 +52,11 @@ async def test_translator_killed_mid_cell(
         started = await mcp.call_tool("run_cell", {"code": TICKS, "wait_seconds": 0.5})
         assert started.structured_content["state"] == "running"
         kernel = started.structured_content["kernel"]
-        assert await holders(http, kernel, 1) == 1
-        os.kill(pid, signal.SIGKILL)
-    assert await holders(http, kernel, 0) == 0, "the gateway notices the translator is gone"
+        async with events(http, kernel) as stream:
+            model = (await http.get(f"/api/loomgate/kernels/{kernel}")).json()["kernel"]
+            assert model["holders"] == 1
+            os.kill(pid, signal.SIGKILL)
+            await next_event(stream, "holders", holders=0)  # the gateway saw it go
     model = (await http.get(f"/api/loomgate/kernels/{kernel}")).json()["kernel"]
     assert model["alive"] and model["lifetime"] == "conversation", "held by the grace period"
     async with Client(stdio(gateway, translator_config)) as mcp:

@@ -299,18 +299,20 @@ class ExecutionRecord:
             self._store(stream.log.flush)
 
     def save(self) -> None:
-        """Write record.json now."""
+        """Write record.json now (a refused write is noted in `unstored`)."""
         self._save_pending = False
-        meta = dict(self.meta, last_output=self.last_output)
         try:
-            write_json_atomic(self.directory / "record.json", meta)
+            self._write_meta()
         except OSError as error:
             if self.meta["unstored"] is None:
                 self._storage_failed(error)
 
     def save_again(self) -> None:
-        """Write record.json after the disk refused it (its unstored output stays unstored)."""
+        """Write record.json after the disk refused it; OSError if it still does."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._write_meta()
+
+    def _write_meta(self) -> None:
         write_json_atomic(
             self.directory / "record.json", dict(self.meta, last_output=self.last_output)
         )

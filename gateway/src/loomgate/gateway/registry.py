@@ -286,12 +286,17 @@ class KernelRegistry:
         task = self._grace_tasks.pop(kernel.id, None)
         if task is not None:
             task.cancel()
+        self._publish_holders(kernel)
 
     def release(self, kernel: LoomKernel) -> None:
         """Count one connection fewer; a conversation kernel left alone starts its grace period."""
         kernel.holders = max(0, kernel.holders - 1)
         if kernel.holders == 0 and kernel.lifetime == "conversation" and kernel.id in self.live:
             self._schedule_release(kernel)
+        self._publish_holders(kernel)
+
+    def _publish_holders(self, kernel: LoomKernel) -> None:
+        self.events.publish("holders", kernel.id, {"holders": kernel.holders})
 
     def _schedule_release(self, kernel: LoomKernel) -> None:
         previous = self._grace_tasks.pop(kernel.id, None)
