@@ -82,16 +82,16 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
 
 
 async def interleave(
-    runs: dict[str, Callable[[], Awaitable[object]]], iterations: int
+    runs: dict[str, Callable[[], Awaitable[object]]], iterations: int, block: int = BLOCK
 ) -> dict[str, list[float]]:
-    """Return each run's latencies (ms): warmed up, then run in turns of BLOCK iterations."""
+    """Return each run's latencies (ms): warmed up, then run in turns of `block` iterations."""
     for fn in runs.values():
         for _ in range(5):
             await fn()
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(iterations // BLOCK):
+    for _ in range(iterations // block):
         for name, fn in runs.items():
-            for _ in range(BLOCK):
+            for _ in range(block):
                 samples[name].append(await timed(fn))
     return samples
 

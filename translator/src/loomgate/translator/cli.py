@@ -50,7 +50,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the MCP server until the host closes it; return the exit status."""
+    import anyio
+
     from loomgate.translator.server import build_server
+    from loomgate.translator.stdio import serve_stdio
 
     args = parse_args(argv)
     if args.max_lines < 2 or args.max_chars < 100:
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     server = build_server(settings)
     if args.transport == "stdio":
-        server.run("stdio")
+        anyio.run(serve_stdio, server)
     else:
         server.run(
             "streamable-http", host=args.host, port=args.port, streamable_http_path=args.path
