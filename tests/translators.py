@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mcp import StdioServerParameters
 
+from loomgate.translator.session import Settings
 from tests.gateways import GatewayProcess
 
 TRANSLATOR = [sys.executable, "-m", "loomgate.translator.cli"]
@@ -43,3 +44,27 @@ def translator_pids() -> set[int]:
         if parent == os.getpid() and b"loomgate.translator.cli" in cmdline:
             found.add(int(entry.name))
     return found
+
+
+def stdio_for(settings: Settings) -> StdioServerParameters:
+    """Return how to spawn `loomgate-mcp` with the command line `settings` stand for."""
+    args = [
+        "--result-mode",
+        settings.result_mode,
+        "--max-lines",
+        str(settings.limits.max_lines),
+        "--max-chars",
+        str(settings.limits.max_chars),
+        "--request-timeout",
+        str(settings.request_timeout),
+    ]
+    for flag, value in (("--gateway", settings.gateway), ("--kernel", settings.kernel)):
+        if value is not None:
+            args += [flag, value]
+    args += ["--quiet"] * settings.quiet + ["--no-autostart"] * (not settings.autostart)
+    return StdioServerParameters(
+        command=TRANSLATOR[0],
+        args=[*TRANSLATOR[1:], *args],
+        env={**os.environ, **settings.env},
+        cwd=settings.cwd,
+    )

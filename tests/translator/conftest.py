@@ -13,8 +13,10 @@ from mcp import Client
 from loomgate.translator.server import build_server
 from loomgate.translator.session import Settings
 from tests.gateways import GatewayProcess
+from tests.translators import stdio_for
 
 ERAS = ["legacy", "auto"]  # the initialize handshake era, and 2026-07-28
+TRANSPORTS = ["memory", "stdio"]
 
 
 @pytest.fixture(autouse=True)
@@ -43,13 +45,21 @@ def era(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    """In memory (the server in this process), and over stdio (a spawned `loomgate-mcp`)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def connect_client(settings: Settings, era: str) -> Callable[..., Any]:
-    """Return a factory of in-memory MCP clients for a server built from `settings`."""
+def connect_client(settings: Settings, era: str, transport: str) -> Callable[..., Any]:
+    """Return a factory of MCP clients of a translator started with `settings`."""
 
     def factory(**kwargs: Any) -> Client:
-        server = build_server(kwargs.pop("settings", settings))
-        return Client(server, mode=era, **kwargs)
+        chosen = kwargs.pop("settings", settings)
+        if transport == "stdio":
+            return Client(stdio_for(chosen), mode=era, **kwargs)
+        return Client(build_server(chosen), mode=era, **kwargs)
 
     return factory
 
