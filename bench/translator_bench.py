@@ -34,7 +34,7 @@ API = "/api/loomgate/kernels"
 BLOCK = 50
 # Then calls at an agent's pace: every process in the chain has gone idle before each call.
 PACE = 0.2
-PACED_ROUNDS = 30
+PACED_ROUNDS = 60
 NOOP = StdioServerParameters(
     command=sys.executable, args=[str(Path(__file__).with_name("noop_mcp_server.py"))]
 )

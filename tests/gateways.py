@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
@@ -91,14 +92,9 @@ class GatewayProcess:
         """Return the auth header."""
         return {"Authorization": f"token {self.token}"}
 
-    def start(self) -> GatewayProcess:
-        """Start the gateway and wait until it answers /api/loomgate/info."""
-        info_file = self.seen(self.state_dir / "gateway.json")
-        if info_file.exists():
-            info_file.unlink()
-        env = {**os.environ, "LOOMGATE_STATE_DIR": str(self.state_dir), **self.env}
-        log = (self.state_dir.parent / f"{self.state_dir.name}.stderr").open("ab")
-        self.proc = subprocess.Popen(
+    def _spawn(self, env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
+        """Return the started gateway process, writing both its streams to `log`."""
+        return subprocess.Popen(
             [
                 *self.launcher,
                 sys.executable,
@@ -114,6 +110,15 @@ class GatewayProcess:
             stdout=log,
             stderr=log,
         )
+
+    def start(self) -> GatewayProcess:
+        """Start the gateway and wait until it answers /api/loomgate/info."""
+        info_file = self.seen(self.state_dir / "gateway.json")
+        if info_file.exists():
+            info_file.unlink()
+        env = {**os.environ, "LOOMGATE_STATE_DIR": str(self.state_dir), **self.env}
+        with (self.state_dir.parent / f"{self.state_dir.name}.stderr").open("ab") as log:
+            self.proc = self._spawn(env, log)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

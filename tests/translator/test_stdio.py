@@ -7,12 +7,15 @@ import asyncio
 import json
 import os
 import pty
+import socket
 import subprocess
 import sys
 import textwrap
 import tty
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.gateways import GatewayProcess
 from tests.translators import TRANSLATOR, translator_env
@@ -123,6 +126,55 @@ async def test_end_of_stdin_ends_the_translator(
         _, errors = await asyncio.wait_for(process.communicate(), 30)
         assert process.returncode == 0, errors.decode()
     finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+@pytest.mark.parametrize("sockets", ["one for both", "one each"])
+async def test_socket_stdio_is_served(
+    gateway: GatewayProcess, private_config: Path, sockets: str
+) -> None:
+    """Node.js hosts (libuv) give a child a socketpair per stdio stream; others share one."""
+    ours_in, theirs_in = socket.socketpair()
+    ours_out, theirs_out = (
+        (ours_in, theirs_in) if sockets == "one for both" else socket.socketpair()
+    )
+    process = await asyncio.create_subprocess_exec(
+        *TRANSLATOR,
+        "--gateway",
+        gateway.url,
+        "--no-autostart",
+        stdin=theirs_in,
+        stdout=theirs_out,
+        stderr=asyncio.subprocess.PIPE,
+        env=translator_env(gateway, private_config),
+    )
+    theirs_in.close()
+    theirs_out.close()
+    reader, writer = await asyncio.open_connection(sock=ours_in)
+    writers = [writer]
+    if ours_out is not ours_in:
+        reader, out_writer = await asyncio.open_connection(sock=ours_out)
+        writers.append(out_writer)
+    try:
+        initialize = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "socket-test", "version": "0"},
+        }
+        writer.write(request(1, "initialize", initialize))
+        reply = json.loads(await asyncio.wait_for(reader.readline(), 60))
+        assert reply["id"] == 1
+        writer.write(request(None, "notifications/initialized") + request(2, "tools/list"))
+        listing = json.loads(await asyncio.wait_for(reader.readline(), 60))
+        assert listing["id"] == 2 and len(listing["result"]["tools"]) == 11
+        writer.write_eof()
+        _, errors = await asyncio.wait_for(process.communicate(), 30)
+        assert process.returncode == 0, errors.decode()
+    finally:
+        for each in writers:
+            each.close()
         if process.returncode is None:
             process.kill()
             await process.wait()

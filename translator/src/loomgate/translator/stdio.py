@@ -2,10 +2,11 @@
 
 The SDK's stdio transport reads each line and writes each reply through a worker thread; on a
 busy two-core machine those hand-offs cost more than the rest of a trivial tool call. When
-stdin and stdout are pipes or sockets (how MCP hosts launch servers) this module gives the SDK
-line streams on asyncio pipe transports instead; anything else (a file, a terminal) keeps the
-SDK's own transport. Either way fd 0 reads /dev/null and fd 1 goes to stderr while serving, so
-nothing else in the process can read the host's requests or write into its replies.
+stdin and stdout are pipes or sockets (how MCP hosts launch servers: Node's libuv gives a
+socketpair per stream) this module gives the SDK line streams on asyncio transports instead;
+anything else (a file, a terminal) keeps the SDK's own transport. Either way fd 0 reads
+/dev/null and fd 1 goes to stderr while serving, so nothing else in the process can read the
+host's requests or write into its replies.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import socket
 import stat
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
@@ -54,7 +56,7 @@ def claimed_stdio() -> Iterator[tuple[int, int]]:
 
 
 class PipeLines:
-    """The lines of a readable pipe, as the SDK's stdio transport iterates them."""
+    """The lines of the wire's read side, as the SDK's stdio transport iterates them."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
@@ -70,22 +72,40 @@ class PipeLines:
         return line.decode("utf-8", errors="replace")
 
 
-class PipeWriter(asyncio.Protocol):
-    """A writable pipe with the SDK transport's write/flush; flush waits until the OS has it."""
+class Wire(asyncio.Protocol):
+    """One transport of the wire: feeds `reader` (if any) and gives the SDK write and flush.
 
-    def __init__(self) -> None:
+    flush returns once the OS has everything written, so a full pipe holds the replies back.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader | None = None) -> None:
+        self._reader = reader
         self._transport: asyncio.WriteTransport | None = None
         self._drained = asyncio.Event()
         self._drained.set()
         self._lost: Exception | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = cast(asyncio.WriteTransport, transport)
-        self._transport.set_write_buffer_limits(high=0)  # any backlog pauses: flush means sent
+        if self._reader is not None:
+            self._reader.set_transport(transport)
+        if isinstance(transport, asyncio.WriteTransport):
+            self._transport = transport
+            transport.set_write_buffer_limits(high=0)  # any backlog pauses: flush means sent
+
+    def data_received(self, data: bytes) -> None:
+        if self._reader is not None:
+            self._reader.feed_data(data)
+
+    def eof_received(self) -> bool:
+        if self._reader is not None:
+            self._reader.feed_eof()
+        return True  # a socket stays open for the replies still to come
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = exc or BrokenPipeError("the host closed the stdout pipe")
+        self._lost = exc or BrokenPipeError("the host closed the wire")
         self._drained.set()
+        if self._reader is not None:
+            self._reader.feed_eof()
 
     def pause_writing(self) -> None:
         self._drained.clear()
@@ -106,24 +126,40 @@ class PipeWriter(asyncio.Protocol):
             raise anyio.BrokenResourceError from self._lost
 
     def close(self) -> None:
-        """Close the pipe once what is queued has been written."""
+        """Close the transport once what is queued has been written."""
         if self._transport is not None:
             self._transport.close()
 
 
+def same_file(fd: int, other: int) -> bool:
+    """Return whether two fds are one file (one socket serving as both stdin and stdout)."""
+    a, b = os.fstat(fd), os.fstat(other)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 @contextlib.asynccontextmanager
-async def pipe_streams(wire_in: int, wire_out: int) -> AsyncIterator[tuple[PipeLines, PipeWriter]]:
-    """Yield line reader and writer on the two wire fds, closed afterwards."""
+async def wire_streams(wire_in: int, wire_out: int) -> AsyncIterator[tuple[PipeLines, Wire]]:
+    """Yield the line reader and the writer on the wire fds (both closed afterwards)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
-    )
-    _, writer = await loop.connect_write_pipe(PipeWriter, os.fdopen(wire_out, "wb", buffering=0))
+    if same_file(wire_in, wire_out):
+        # One socket both ways: a pipe transport would take incoming requests for a hang-up.
+        os.close(wire_out)
+        _, writer = await loop.create_connection(
+            lambda: Wire(reader), sock=socket.socket(fileno=wire_in)
+        )
+        transports: list[asyncio.BaseTransport] = []
+    else:
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: Wire(reader), os.fdopen(wire_in, "rb", buffering=0)
+        )
+        _, writer = await loop.connect_write_pipe(Wire, os.fdopen(wire_out, "wb", buffering=0))
+        transports = [read_transport]
     try:
         yield PipeLines(reader), writer
     finally:
-        read_transport.close()
+        for transport in transports:
+            transport.close()
         writer.close()
 
 
@@ -137,7 +173,7 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
     lowlevel = server._lowlevel_server
     with claimed_stdio() as (wire_in, wire_out):
         async with (
-            pipe_streams(os.dup(wire_in), os.dup(wire_out)) as (lines, writer),
+            wire_streams(os.dup(wire_in), os.dup(wire_out)) as (lines, writer),
             stdio_server(stdin=cast(Any, lines), stdout=cast(Any, writer)) as (read, write),
         ):
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
