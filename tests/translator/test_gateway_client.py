@@ -6,14 +6,21 @@ import asyncio
 import contextlib
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta, timezone
+from ipaddress import ip_address
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from loomgate.translator.gateway_client import GatewayClient, GatewayError
 from tests.gateways import GatewayProcess, free_port
@@ -222,15 +229,17 @@ async def test_hold_counts_while_open(client: GatewayClient, kid: str) -> None:
 class DropProxy:
     """A TCP forwarder to a gateway whose open connections can all be cut at once."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, tls: ssl.SSLContext | None = None) -> None:
         self.port = port
+        self.tls = tls
         self.writers: set[asyncio.StreamWriter] = set()
         self.server: asyncio.Server | None = None
 
     async def start(self) -> str:
-        """Start listening; return the proxy's URL."""
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        """Start listening (with TLS if given one); return the proxy's URL."""
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
@@ -359,3 +368,75 @@ async def test_slow_answer_is_timeout(client: GatewayClient, kid: str) -> None:
         )
     finally:
         await client.interrupt(kid)
+
+
+def self_signed_tls(directory: Path) -> ssl.SSLContext:
+    """Return a server TLS context with a fresh self-signed certificate for 127.0.0.1."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ip_address("127.0.0.1"))]), critical=False
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+@pytest.fixture
+async def tls_url(gateway: GatewayProcess, tmp_path: Path) -> AsyncIterator[str]:
+    """Yield the https:// URL of a TLS proxy (self-signed) in front of the test gateway."""
+    proxy = DropProxy(gateway.port, tls=self_signed_tls(tmp_path))
+    try:
+        yield await proxy.start()
+    finally:
+        await proxy.close()
+
+
+async def test_tls_gateway_requests_and_hold(
+    tls_url: str, gateway: GatewayProcess, client: GatewayClient
+) -> None:
+    """https:// gateways go through httpx: requests, a cell, and a hold's event stream."""
+    async with GatewayClient(tls_url, gateway.token, verify=False) as secure:
+        assert (await secure.info())["service"] == "loomgate"
+        kernel, _ = await secure.create_kernel(lifetime="conversation")
+        try:
+            async with secure.hold(kernel["id"]) as hold:
+                assert hold.connected
+                await wait_for_holders(client, kernel["id"], 1)
+                done = await secure.submit(kernel["id"], "6 * 7", wait=30, head=5)
+                assert done["execution"]["state"] == "completed"
+                assert texts(done["execution"]["output"]["head"]) == ["42"]
+            await wait_for_holders(client, kernel["id"], 0)
+        finally:
+            await client.stop_kernel(kernel["id"])
+
+
+async def test_tls_gateway_with_an_untrusted_certificate(
+    tls_url: str, gateway: GatewayProcess
+) -> None:
+    async with GatewayClient(tls_url, gateway.token) as secure:
+        with pytest.raises(GatewayError) as refused:
+            await secure.info()
+    assert refused.value.code == "unreachable"
+    assert "TLS: self-signed certificate" in str(refused.value)
+    assert "verify = false" in str(refused.value)

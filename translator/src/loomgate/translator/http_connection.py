@@ -1,26 +1,33 @@
 """A lean keep-alive HTTP/1.1 client for a plain-http gateway, and transport failures in words.
 
 httpx spends ~1 ms of CPU per request in its connection-pool and async-library plumbing: on a
-loopback gateway that is a fifth of a trivial cell. This pool does only what the gateway's JSON
-endpoints need (Content-Length or chunked bodies, keep-alive). It does not import httpx (a tenth
-of a second at start-up): it fails with TransportFailure, which GatewayClient also makes of
-httpx's errors, so both are reported the same way. TLS and the event stream keep using httpx.
+loopback gateway that is a fifth of a trivial cell. This pool does only what the gateway's
+endpoints need: JSON requests (Content-Length or chunked bodies, keep-alive) and the event stream
+read line by line. It does not import httpx (importing it and building its client take 0.15 s,
+which used to delay a new conversation's first cell): it fails with TransportFailure, which
+GatewayClient also makes of httpx's errors, so both are reported the same way. TLS gateways use
+httpx.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import socket
 import ssl
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator, Awaitable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlencode, urlsplit
+
+import anyio
 
 if TYPE_CHECKING:
     import httpx
 
 MAX_HEADER_BYTES = 64 << 10
+T = TypeVar("T")
 # connect_timeout: no connection in time; timeout: no answer in time; dropped: the connection
 # broke or did not speak HTTP; failed: anything else (the exception's cause says what).
 FailureKind = Literal["connect_timeout", "timeout", "dropped", "failed"]
@@ -74,7 +81,7 @@ class PlainHttpPool:
         *,
         params: dict[str, Any],
         body: dict[str, Any] | None,
-        timeout: float,
+        read_timeout: float,
     ) -> PlainResponse:
         """Send one request; return its response (TransportFailure when there is none)."""
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
@@ -87,12 +94,11 @@ class PlainHttpPool:
             reused = bool(self._idle)
             connection = self._idle.pop() if reused else await self._connect()
             try:
-                response, keep = await asyncio.wait_for(
-                    self._exchange(connection, message), timeout
-                )
-            except asyncio.TimeoutError:
+                with anyio.fail_after(read_timeout):
+                    response, keep = await self._exchange(connection, message)
+            except TimeoutError:
                 connection[1].close()
-                raise TransportFailure(f"no answer within {timeout:g} s", "timeout") from None
+                raise TransportFailure(f"no answer within {read_timeout:g} s", "timeout") from None
             except (ConnectionError, asyncio.IncompleteReadError) as e:
                 connection[1].close()
                 if reused and attempt == 0:
@@ -121,26 +127,33 @@ class PlainHttpPool:
     async def _exchange(self, connection: Connection, message: bytes) -> tuple[PlainResponse, bool]:
         reader, writer = connection
         writer.write(message)
-        head = await reader.readuntil(b"\r\n\r\n")
-        if len(head) > MAX_HEADER_BYTES:
-            raise TransportFailure("response headers too large", "dropped")
-        lines = head.decode("latin-1").split("\r\n")
-        try:
-            status = int(lines[0].split(" ", 2)[1])
-        except (IndexError, ValueError):
-            message = f"not an HTTP response: {lines[0][:80]!r}"
-            raise TransportFailure(message, "dropped") from None
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name:
-                headers[name.strip().lower()] = value.strip()
+        status, headers = await read_head(reader)
         if headers.get("transfer-encoding", "").lower() == "chunked":
             body = await read_chunked(reader)
         else:
             body = await reader.readexactly(int(headers.get("content-length", "0")))
         keep = headers.get("connection", "").lower() != "close"
         return PlainResponse(status, body), keep
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, *, params: dict[str, Any], idle_timeout: float
+    ) -> AsyncIterator[PlainStream]:
+        """Yield the response to a GET whose body is read as it comes, on its own connection.
+
+        Every read may wait `idle_timeout` s; TransportFailure when the connection breaks or stays
+        silent longer, also while the body is being read.
+        """
+        target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
+        reader, writer = await self._connect()
+        try:
+            writer.write(f"GET {target} HTTP/1.1\r\n{self._head}\r\n".encode())
+            status, headers = await within(read_head(reader), idle_timeout)
+            yield PlainStream(status, headers, reader, idle_timeout)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as e:
+            raise TransportFailure(f"the connection was closed: {e}", "dropped") from e
+        finally:
+            writer.close()
 
     async def aclose(self) -> None:
         """Close the idle connections."""
@@ -149,16 +162,99 @@ class PlainHttpPool:
         self._idle.clear()
 
 
+class PlainStream:
+    """A response being received: its status, and its body whole or line by line."""
+
+    def __init__(
+        self,
+        status: int,
+        headers: dict[str, str],
+        reader: asyncio.StreamReader,
+        idle_timeout: float,
+    ) -> None:
+        self.status_code = status
+        self._headers = headers
+        self._reader = reader
+        self._idle_timeout = idle_timeout
+
+    async def read(self) -> PlainResponse:
+        """Return the whole response (an error's JSON body, say)."""
+        parts = [part async for part in self._parts()]
+        return PlainResponse(self.status_code, b"".join(parts))
+
+    async def lines(self) -> AsyncIterator[str]:
+        """Return the body's lines as they arrive, without their line ends."""
+        rest = b""
+        async for part in self._parts():
+            *complete, rest = (rest + part).split(b"\n")
+            for line in complete:
+                yield line.removesuffix(b"\r").decode("utf-8", errors="replace")
+        if rest:
+            yield rest.decode("utf-8", errors="replace")
+
+    async def _parts(self) -> AsyncIterator[bytes]:
+        """Return the body in the pieces the server sent, each within the timeout."""
+        reader, seconds = self._reader, self._idle_timeout
+        if self._headers.get("transfer-encoding", "").lower() == "chunked":
+            async for chunk in chunks(reader, seconds):
+                yield chunk
+        elif "content-length" in self._headers:
+            length = int(self._headers["content-length"])
+            yield await within(reader.readexactly(length), seconds)
+        else:
+            while part := await within(reader.read(1 << 16), seconds):
+                yield part
+
+
+async def within(read: Awaitable[T], seconds: float | None) -> T:
+    """Return what `read` returns; TransportFailure if that takes longer than `seconds`.
+
+    An anyio cancel scope, not asyncio.wait_for: before Python 3.12, wait_for can swallow a
+    cancellation that arrives as the read completes, and a hold being closed would read on.
+    """
+    try:
+        with anyio.fail_after(seconds):
+            return await read
+    except TimeoutError:
+        raise TransportFailure(f"nothing received within {seconds:g} s", "timeout") from None
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    """Return the status and the (lower-cased) headers of a response."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    if len(head) > MAX_HEADER_BYTES:
+        raise TransportFailure("response headers too large", "dropped")
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        status = int(lines[0].split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise TransportFailure(f"not an HTTP response: {lines[0][:80]!r}", "dropped") from None
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name:
+            headers[name.strip().lower()] = value.strip()
+    return status, headers
+
+
+async def chunks(reader: asyncio.StreamReader, seconds: float | None) -> AsyncIterator[bytes]:
+    """Return the chunks of a chunked body (its end read too), each within `seconds`."""
+    while True:
+        line = await within(reader.readuntil(b"\r\n"), seconds)
+        try:
+            size = int(line.split(b";")[0], 16)
+        except ValueError:
+            raise TransportFailure(f"a broken chunk header: {line[:40]!r}", "dropped") from None
+        if size == 0:
+            await within(reader.readuntil(b"\r\n"), seconds)
+            return
+        chunk = await within(reader.readexactly(size + 2), seconds)
+        yield chunk[:-2]
+
+
 async def read_chunked(reader: asyncio.StreamReader) -> bytes:
     """Return a chunked transfer-encoded body."""
-    parts: list[bytes] = []
-    while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-        if size == 0:
-            await reader.readuntil(b"\r\n")
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)
+    return b"".join([chunk async for chunk in chunks(reader, None)])
 
 
 def causes(error: BaseException) -> list[BaseException]:

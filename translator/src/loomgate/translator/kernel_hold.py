@@ -9,8 +9,6 @@ import logging
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from loomgate.translator.gateway_client import (
     HOLD_BACKOFF,
     HOLD_OPEN_TIMEOUT,
@@ -114,13 +112,6 @@ class Hold:
                 gone = e.code == "unavailable" and "kernel_id" in e.details
                 if e.code in PERMANENT_HOLD_ERRORS or gone:
                     log.warning("hold on kernel %s ended: %s", self.kernel_id, e)
-                    return
-                log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)
-            except httpx.HTTPError as e:
-                self._connected = False
-                if self._first is not None and not self._first.done():
-                    message = f"{self.client.where} sent a broken event stream ({e})"
-                    self._first.set_exception(GatewayError(message, code="protocol"))
                     return
                 log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)
             self._connected = False
