@@ -4,6 +4,7 @@ anything that is not a pipe."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pty
@@ -12,13 +13,14 @@ import subprocess
 import sys
 import textwrap
 import tty
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.gateways import GatewayProcess
-from tests.translators import TRANSLATOR, translator_env
+from tests.translators import stdio
 
 CLAIM_SCRIPT = textwrap.dedent(
     """
@@ -56,79 +58,89 @@ def request(number: int | None, method: str, params: dict[str, Any] | None = Non
     return json.dumps(message).encode() + b"\n"
 
 
+INITIALIZE = request(
+    1,
+    "initialize",
+    {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "stdio-test", "version": "0"},
+    },
+)
+LIST_TOOLS = request(None, "notifications/initialized") + request(2, "tools/list")
+
+
+@contextlib.asynccontextmanager
+async def translator(
+    gateway: GatewayProcess, config: Path, stdin: Any, stdout: Any
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Yield a `loomgate-mcp` process on the given stdio; killed afterwards if still running."""
+    params = stdio(gateway, config)
+    process = await asyncio.create_subprocess_exec(
+        params.command,
+        *params.args,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=asyncio.subprocess.PIPE,
+        env=params.env,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def reply(reader: asyncio.StreamReader, number: int) -> dict[str, Any]:
+    """Return the next JSON-RPC message, which must answer request `number`."""
+    message: dict[str, Any] = json.loads(await asyncio.wait_for(reader.readline(), 60))
+    assert message["id"] == number, message
+    return message
+
+
+async def exits_cleanly(process: asyncio.subprocess.Process) -> None:
+    """Wait for the process to end after its input did; it must exit with status 0."""
+    _, errors = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, errors.decode()
+
+
 async def test_a_terminal_stdin_is_served_by_the_sdk_transport(
     gateway: GatewayProcess, private_config: Path
 ) -> None:
     """A terminal cannot be watched like a pipe: the SDK's threaded transport serves it."""
     controller, terminal = pty.openpty()
     tty.setraw(terminal)
-    process = await asyncio.create_subprocess_exec(
-        *TRANSLATOR,
-        "--gateway",
-        gateway.url,
-        "--no-autostart",
-        stdin=terminal,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env=translator_env(gateway, private_config),
-    )
-    os.close(terminal)
-    assert process.stdout is not None
     try:
-        initialize = {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "terminal-test", "version": "0"},
-        }
-        os.write(controller, request(1, "initialize", initialize))
-        reply = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
-        assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "loomgate"
-        os.write(controller, request(None, "notifications/initialized"))
-        os.write(controller, request(2, "tools/list"))
-        listing = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
-        assert listing["id"] == 2
-        assert len(listing["result"]["tools"]) == 11
-    finally:
-        os.close(controller)
-        try:
+        async with translator(
+            gateway, private_config, terminal, asyncio.subprocess.PIPE
+        ) as process:
+            os.close(terminal)
+            assert process.stdout is not None
+            os.write(controller, INITIALIZE)
+            initialized = await reply(process.stdout, 1)
+            assert initialized["result"]["serverInfo"]["name"] == "loomgate"
+            os.write(controller, LIST_TOOLS)
+            assert len((await reply(process.stdout, 2))["result"]["tools"]) == 11
+            os.close(controller)  # the terminal hangs up: the process ends (EIO on its read)
+            controller = -1
             await asyncio.wait_for(process.wait(), 30)
-        except asyncio.TimeoutError:
-            process.kill()
-            await process.wait()
-            raise
+    finally:
+        if controller >= 0:
+            os.close(controller)
 
 
 async def test_end_of_stdin_ends_the_translator(
     gateway: GatewayProcess, private_config: Path
 ) -> None:
     """On pipes (served on the event loop), the host closing stdin ends the process, status 0."""
-    process = await asyncio.create_subprocess_exec(
-        *TRANSLATOR,
-        "--gateway",
-        gateway.url,
-        "--no-autostart",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=translator_env(gateway, private_config),
-    )
-    assert process.stdin is not None and process.stdout is not None
-    try:
-        initialize = {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "pipe-test", "version": "0"},
-        }
-        process.stdin.write(request(1, "initialize", initialize))
-        reply = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
-        assert reply["id"] == 1
+    pipe = asyncio.subprocess.PIPE
+    async with translator(gateway, private_config, pipe, pipe) as process:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(INITIALIZE)
+        await reply(process.stdout, 1)
         process.stdin.close()
-        _, errors = await asyncio.wait_for(process.communicate(), 30)
-        assert process.returncode == 0, errors.decode()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await exits_cleanly(process)
 
 
 @pytest.mark.parametrize("sockets", ["one for both", "one each"])
@@ -140,41 +152,21 @@ async def test_socket_stdio_is_served(
     ours_out, theirs_out = (
         (ours_in, theirs_in) if sockets == "one for both" else socket.socketpair()
     )
-    process = await asyncio.create_subprocess_exec(
-        *TRANSLATOR,
-        "--gateway",
-        gateway.url,
-        "--no-autostart",
-        stdin=theirs_in,
-        stdout=theirs_out,
-        stderr=asyncio.subprocess.PIPE,
-        env=translator_env(gateway, private_config),
-    )
-    theirs_in.close()
-    theirs_out.close()
-    reader, writer = await asyncio.open_connection(sock=ours_in)
-    writers = [writer]
-    if ours_out is not ours_in:
-        reader, out_writer = await asyncio.open_connection(sock=ours_out)
-        writers.append(out_writer)
-    try:
-        initialize = {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "socket-test", "version": "0"},
-        }
-        writer.write(request(1, "initialize", initialize))
-        reply = json.loads(await asyncio.wait_for(reader.readline(), 60))
-        assert reply["id"] == 1
-        writer.write(request(None, "notifications/initialized") + request(2, "tools/list"))
-        listing = json.loads(await asyncio.wait_for(reader.readline(), 60))
-        assert listing["id"] == 2 and len(listing["result"]["tools"]) == 11
-        writer.write_eof()
-        _, errors = await asyncio.wait_for(process.communicate(), 30)
-        assert process.returncode == 0, errors.decode()
-    finally:
-        for each in writers:
-            each.close()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with translator(gateway, private_config, theirs_in, theirs_out) as process:
+        theirs_in.close()
+        theirs_out.close()
+        reader, writer = await asyncio.open_connection(sock=ours_in)
+        writers = [writer]
+        if ours_out is not ours_in:
+            reader, out_writer = await asyncio.open_connection(sock=ours_out)
+            writers.append(out_writer)
+        try:
+            writer.write(INITIALIZE)
+            await reply(reader, 1)
+            writer.write(LIST_TOOLS)
+            assert len((await reply(reader, 2))["result"]["tools"]) == 11
+            writer.write_eof()
+            await exits_cleanly(process)
+        finally:
+            for each in writers:
+                each.close()
