@@ -8,9 +8,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from loomgate.shared.line_range import LineRange
-from loomgate.shared.output_log import LineLog, OutputStream
-from loomgate.shared.search import Matcher, search_log
+from loomgate.gateway.records.line_range import LineRange
+from loomgate.gateway.records.output_log import LineLog, OutputStream
+from loomgate.gateway.records.search import Matcher, search_log
 from loomgate.shared.wire import OutputKind
 
 LINES = 1_000_000

@@ -14,24 +14,26 @@ from jupyter_server.log import log_request as jupyter_log_request
 from jupyter_server.prometheus.log_functions import prometheus_log_method
 from jupyter_server.serverapp import ServerApp
 from tornado import web
+from tornado.log import access_log
 from traitlets import Float, Unicode
 from traitlets.config import Config
 
 from loomgate.gateway import __version__
 from loomgate.gateway.errors import StorageFailed
-from loomgate.gateway.record_store import probe_writable
-from loomgate.gateway.records import os_error_reason
+from loomgate.gateway.kernels.registry import DEFAULT_GRACE_SECONDS, DEFAULT_RETENTION_DAYS
+from loomgate.gateway.records.record import os_error_reason
+from loomgate.gateway.records.store import probe_writable
 from loomgate.shared.paths import (
     DEFAULT_HOST,
     DEFAULT_PORT,
+    GATEWAY_FILE,
+    LOG_FILE,
     GatewayFile,
     ensure_private_dir,
     read_gateway_file,
     state_dir,
     write_gateway_file,
 )
-
-LOG_FILE = "gateway.log"
 
 
 class RedactToken(logging.Filter):
@@ -67,7 +69,8 @@ def log_request(handler: web.RequestHandler) -> None:
     for every request first.
     """
     status = handler.get_status()
-    if (status < 300 or status == 304) and not handler.log.isEnabledFor(logging.DEBUG):
+    logger: logging.Logger = getattr(handler, "log", access_log)  # what jupyter_server logs to
+    if (status < 300 or status == 304) and not logger.isEnabledFor(logging.DEBUG):
         prometheus_log_method(handler)
         return
     jupyter_log_request(handler)
@@ -79,12 +82,17 @@ class LoomgateServerApp(ServerApp):
     name = "loomgate-gateway"
     loomgate_state_dir = Unicode("", config=True, help="Where records and gateway.json live.")
     conversation_grace_seconds = Float(
-        600.0, config=True, help="How long a conversation kernel outlives its last holder."
+        DEFAULT_GRACE_SECONDS,
+        config=True,
+        help="How long a conversation kernel outlives its last holder.",
     )
-    retention_days = Float(7.0, config=True, help="How long records outlive their kernel.")
+    retention_days = Float(
+        DEFAULT_RETENTION_DAYS, config=True, help="How long records outlive their kernel."
+    )
 
-    async def _post_start(self) -> None:
-        await super()._post_start()
+    def write_server_info_file(self) -> None:
+        """Write jupyter_server's info file, then `gateway.json` (the server is listening now)."""
+        super().write_server_info_file()
         info = GatewayFile(
             url=f"http://{url_host(self.ip)}:{self.port}",
             token=self.identity_provider.token,
@@ -94,12 +102,13 @@ class LoomgateServerApp(ServerApp):
         write_gateway_file(Path(self.loomgate_state_dir), info)
         self.log.info("loomgate gateway %s listening on %s", __version__, info["url"])
 
-    async def _cleanup(self) -> None:
-        await super()._cleanup()
+    def remove_server_info_file(self) -> None:
+        """Remove jupyter_server's info file, and `gateway.json` if it still names this process."""
+        super().remove_server_info_file()
         directory = Path(self.loomgate_state_dir)
         current = read_gateway_file(directory)
         if current is not None and current["pid"] == os.getpid():
-            (directory / "gateway.json").unlink(missing_ok=True)
+            (directory / GATEWAY_FILE).unlink(missing_ok=True)
 
 
 def url_host(host: str) -> str:
@@ -133,16 +142,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--conversation-grace",
         type=float,
-        default=600.0,
+        default=DEFAULT_GRACE_SECONDS,
         metavar="SECONDS",
-        help="how long a conversation kernel outlives its last holder (default 600)",
+        help="how long a conversation kernel outlives its last holder (default %(default)g)",
     )
     parser.add_argument(
         "--retention-days",
         type=float,
-        default=7.0,
+        default=DEFAULT_RETENTION_DAYS,
         metavar="DAYS",
-        help="how long records outlive their kernel (default 7)",
+        help="how long records outlive their kernel (default %(default)g)",
     )
     return parser.parse_args(argv)
 
@@ -186,10 +195,10 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.ServerApp.allow_root = True
     config.ServerApp.log_level = "WARN" if args.log_level == "WARNING" else args.log_level
     config.ServerApp.kernel_manager_class = (
-        "loomgate.gateway.kernel_manager.LoomMappingKernelManager"
+        "loomgate.gateway.kernels.manager.LoomMappingKernelManager"
     )
     config.ServerApp.kernel_websocket_connection_class = (
-        "loomgate.gateway.kernel_manager.NodelayWebsocketConnection"
+        "loomgate.gateway.kernels.manager.NodelayWebsocketConnection"
     )
     config.ServerApp.jpserver_extensions = {"loomgate.gateway.extension": True}
     config.ServerApp.identity_provider_class = "loomgate.gateway.auth.LoomIdentityProvider"

@@ -6,7 +6,17 @@ import asyncio
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+
+from loomgate.shared.wire import (
+    Event,
+    Execution,
+    ExecutionEvent,
+    HoldersEvent,
+    Kernel,
+    KernelEvent,
+    KernelPhase,
+    OutputEvent,
+)
 
 QUEUE_SIZE = 1000
 
@@ -16,7 +26,7 @@ class Subscription:
     """One listener's queue; `kernel_id` None means every kernel."""
 
     kernel_id: str | None
-    queue: asyncio.Queue[dict[str, Any]] = field(default_factory=lambda: asyncio.Queue(QUEUE_SIZE))
+    queue: asyncio.Queue[Event] = field(default_factory=lambda: asyncio.Queue(QUEUE_SIZE))
     dropped: int = 0
 
 
@@ -42,21 +52,70 @@ class EventBus:
         """Return whether anyone listens to events of `kernel_id`."""
         return any(s.kernel_id in (None, kernel_id) for s in self._subscriptions)
 
-    def publish(self, event: str, kernel_id: str, data: dict[str, Any]) -> None:
-        """Queue `event` for every subscriber interested in `kernel_id`."""
-        if not self._subscriptions:
-            return
-        message = {
-            "id": next(self._ids),
-            "event": event,
-            "kernel_id": kernel_id,
-            "time": time.time(),
-            **data,
-        }
+    def kernel(
+        self, kernel_id: str, phase: KernelPhase, kernel: Kernel, reason: str | None = None
+    ) -> None:
+        """Publish that a kernel is ready, restarting, dead (with `reason`) or stopped."""
+        if self._subscriptions:
+            event = KernelEvent(
+                id=next(self._ids),
+                event="kernel",
+                kernel_id=kernel_id,
+                time=time.time(),
+                phase=phase,
+                kernel=kernel,
+            )
+            if reason is not None:
+                event["reason"] = reason
+            self._deliver(event)
+
+    def holders(self, kernel_id: str, holders: int) -> None:
+        """Publish how many holders a kernel has now."""
+        if self._subscriptions:
+            self._deliver(
+                HoldersEvent(
+                    id=next(self._ids),
+                    event="holders",
+                    kernel_id=kernel_id,
+                    time=time.time(),
+                    holders=holders,
+                )
+            )
+
+    def execution(self, kernel_id: str, execution: Execution) -> None:
+        """Publish an execution's new state."""
+        if self._subscriptions:
+            self._deliver(
+                ExecutionEvent(
+                    id=next(self._ids),
+                    event="execution",
+                    kernel_id=kernel_id,
+                    time=time.time(),
+                    execution=execution,
+                )
+            )
+
+    def output(self, kernel_id: str, number: int, lines: int, last_line: str) -> None:
+        """Publish that execution `number` has `lines` lines in `combined`, ending `last_line`."""
+        if self._subscriptions:
+            self._deliver(
+                OutputEvent(
+                    id=next(self._ids),
+                    event="output",
+                    kernel_id=kernel_id,
+                    time=time.time(),
+                    number=number,
+                    lines=lines,
+                    last_line=last_line,
+                )
+            )
+
+    def _deliver(self, event: KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent) -> None:
+        """Queue `event` for every subscriber interested in its kernel."""
         for subscription in self._subscriptions:
-            if subscription.kernel_id not in (None, kernel_id):
+            if subscription.kernel_id not in (None, event["kernel_id"]):
                 continue
             try:
-                subscription.queue.put_nowait(message)
+                subscription.queue.put_nowait(event)
             except asyncio.QueueFull:
                 subscription.dropped += 1

@@ -1,1 +1,1 @@
-"""loomgate.shared: what both halves need — the output-log model, the record wire schema, paths."""
+"""loomgate.shared: what both halves use: the typed wire contract, paths, echoed values."""

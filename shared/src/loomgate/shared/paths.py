@@ -1,15 +1,19 @@
-"""Where loomgate keeps its state and config, and the `gateway.json` handshake file."""
+"""Where loomgate keeps its state and config, private files in them, and `gateway.json`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
-GATEWAY_FILE = "gateway.json"
+GATEWAY_FILE = "gateway.json"  # how local clients find the running gateway
+LOG_FILE = "gateway.log"  # the gateway's own log
+DAEMON_LOG = "gateway.stdout.log"  # what an autostarted gateway prints before its log is open
 
 
 class GatewayFile(TypedDict):
@@ -45,16 +49,26 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace `path` with `data` as JSON (mode 0600) in one rename: never half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a leftover .tmp keeps its old mode through O_CREAT
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False)
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def write_gateway_file(directory: Path, info: GatewayFile) -> Path:
     """Write `gateway.json` into `directory` with mode 0600 (never readable by others)."""
     ensure_private_dir(directory)
     target = directory / GATEWAY_FILE
-    tmp = directory / (GATEWAY_FILE + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(info, f)
-    tmp.chmod(0o600)
-    tmp.replace(target)
+    write_json_atomic(target, info)
     return target
 
 

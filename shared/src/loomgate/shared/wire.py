@@ -1,9 +1,13 @@
-"""The wire vocabulary both halves share: output kinds, record states, and JSON shapes."""
+"""The wire contract: the JSON shapes the gateway sends and the translator reads, typed once.
+
+docs/protocol.md describes each field; these TypedDicts are what both halves are checked against.
+A key that is absent unless it applies lives in a `total=False` subclass of the shape.
+"""
 
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Literal, TypedDict
 
 
 class OutputKind(enum.IntEnum):
@@ -20,13 +24,320 @@ class OutputKind(enum.IntEnum):
 PART_START = 0x80  # tag flag: this line starts a new output (a new result/display/error)
 KIND_MASK = 0x7F
 
-STREAMS: tuple[str, ...] = ("combined", "stdout", "stderr", "result", "traceback")
 StreamName = Literal["combined", "stdout", "stderr", "result", "traceback"]
+STREAMS: tuple[StreamName, ...] = ("combined", "stdout", "stderr", "result", "traceback")
+LineKind = Literal["stdout", "stderr", "result", "display", "error", "rich"]
 
 ExecutionState = Literal[
     "running", "awaiting_input", "completed", "error", "interrupted", "killed", "died", "lost"
 ]
-FINAL_STATES: frozenset[str] = frozenset(
+FINAL_STATES: frozenset[ExecutionState] = frozenset(
     {"completed", "error", "interrupted", "killed", "died", "lost"}
 )
+RUNNING_STATES: frozenset[ExecutionState] = frozenset({"running", "awaiting_input"})
+KernelState = Literal["starting", "idle", "busy", "awaiting_input", "restarting", "dead", "gone"]
 Lifetime = Literal["persistent", "conversation"]
+LIFETIMES: tuple[Lifetime, ...] = ("persistent", "conversation")
+Source = Literal["loomgate", "other"]
+Returned = Literal["final", "input", "silent", "timeout"]
+SearchMode = Literal["auto", "literal", "regex"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("auto", "literal", "regex")
+Marker = Literal["M", "C"]
+
+# -- lines ------------------------------------------------------------------------------------
+
+
+class _LineBase(TypedDict):
+    n: int
+    text: str
+
+
+class Line(_LineBase, total=False):
+    """One numbered line of a stream; `kind` is absent in stdout and stderr."""
+
+    kind: LineKind
+    start: Literal[True]  # the first line of a result, display or error block
+    partial: Literal[True]  # the unfinished last line of a live stream
+    clipped: int  # characters cut by max_chars
+
+
+class OutputView(TypedDict):
+    """The head and tail of an execution's `combined` stream, as asked for with head/tail."""
+
+    total: int
+    head: list[Line]
+    tail: list[Line]
+    omitted: int
+
+
+# -- executions -------------------------------------------------------------------------------
+
+
+class ErrorInfo(TypedDict):
+    """The exception an execution raised."""
+
+    name: str
+    value: str
+
+
+class InputRequest(TypedDict):
+    """A pending input() or getpass()."""
+
+    prompt: str
+    password: bool
+
+
+class Death(TypedDict):
+    """How the kernel process died under an execution, and whether it was restarted."""
+
+    reason: str
+    restarted: bool
+
+
+class Unstored(TypedDict):
+    """Output the disk refused: from which `combined` line on, and why."""
+
+    reason: str
+    from_line: int
+
+
+class StreamSize(TypedDict):
+    """How much one stream holds."""
+
+    lines: int
+    bytes: int
+
+
+class RichEntry(TypedDict):
+    """Where a rich (non-text) output sits in `combined`, and what it holds."""
+
+    index: int
+    line: int
+    mimetypes: list[str]
+    bytes: int
+    result: bool
+
+
+class _ExecutionBase(TypedDict):
+    kernel_id: str
+    number: int
+    state: ExecutionState
+    source: Source
+    code: str
+    started: float
+    finished: float | None
+    elapsed: float
+    error: ErrorInfo | None
+    input: InputRequest | None
+    died: Death | None
+    note: str | None
+    unstored: Unstored | None
+    last_output: float
+    silent_for: float
+    streams: dict[StreamName, StreamSize]
+    rich: list[RichEntry]
+
+
+class Execution(_ExecutionBase, total=False):
+    """An execution's summary; `output` only when head or tail lines were asked for."""
+
+    output: OutputView
+
+
+class ExecutionReply(TypedDict):
+    """A submit or an execution status (after its long-poll): the summary and why it returned."""
+
+    execution: Execution
+    returned: Returned
+
+
+class ExecutionOnly(TypedDict):
+    """An interrupt or an input answer: the execution it acted on."""
+
+    execution: Execution
+
+
+class ExecutionList(TypedDict):
+    """Executions of one kernel, oldest first."""
+
+    executions: list[Execution]
+
+
+class StreamRead(TypedDict):
+    """A line range of one stream."""
+
+    number: int
+    state: ExecutionState
+    stream: StreamName
+    total: int
+    range: str
+    first: int
+    last: int
+    truncated: bool
+    lines: list[Line]
+
+
+class RichBundle(RichEntry):
+    """One rich output's MIME bundle, with the execution it belongs to."""
+
+    number: int
+    data: dict[str, object]
+    metadata: dict[str, object]
+
+
+# -- search -----------------------------------------------------------------------------------
+
+
+class SearchLine(TypedDict):
+    """A matching (M) or context (C) line."""
+
+    n: int
+    text: str
+    marker: Marker
+
+
+class SearchGroup(TypedDict):
+    """A run of adjacent lines of one execution."""
+
+    execution: int
+    lines: list[SearchLine]
+
+
+class SearchReply(TypedDict):
+    """Matches of one search; `mode` is the mode actually used."""
+
+    query: str
+    mode: SearchMode
+    stream: StreamName
+    matches: int
+    truncated: bool
+    groups: list[SearchGroup]
+    searched: int
+
+
+# -- kernels ----------------------------------------------------------------------------------
+
+
+class Kernel(TypedDict):
+    """A kernel as the gateway knows it, live or gone."""
+
+    id: str
+    name: str | None
+    kernel_spec: str | None
+    lifetime: Lifetime
+    state: KernelState
+    alive: bool
+    current_execution: int | None
+    executions: int
+    last_execution: int | None
+    last_activity: float | None
+    connections: int
+    holders: int
+    cwd: str | None
+    created: float | None
+    ended: float | None
+    implementation: str
+
+
+class KernelReply(TypedDict):
+    """One kernel."""
+
+    kernel: Kernel
+
+
+class KernelCreated(TypedDict):
+    """A create-or-get: the kernel, and whether it was started for this request."""
+
+    kernel: Kernel
+    created: bool
+
+
+class KernelList(TypedDict):
+    """A gateway's kernels."""
+
+    kernels: list[Kernel]
+
+
+class ResetReply(TypedDict):
+    """A reset: the kernel once its new process is ready, and the execution it killed."""
+
+    kernel: Kernel
+    killed: Execution | None
+
+
+class Info(TypedDict):
+    """What a gateway says of itself (so a client can tell it from a stock Jupyter server)."""
+
+    service: Literal["loomgate"]
+    version: str
+    protocol: int
+    capabilities: list[str]
+    pid: int
+    started: float
+    kernel_specs: list[str]
+    default_kernel_spec: str
+    conversation_grace_seconds: float
+
+
+class Refusal(TypedDict):
+    """An error answer: a stable code and one sentence (details vary by code)."""
+
+    error: str
+    message: str
+
+
+# -- events -----------------------------------------------------------------------------------
+
+EventName = Literal["hello", "kernel", "holders", "execution", "output"]
+KernelPhase = Literal["ready", "restarting", "dead", "stopped"]
+
+
+class HelloEvent(TypedDict):
+    """The first event of a stream: the kernel it follows, or None for all kernels."""
+
+    event: Literal["hello"]
+    kernel: Kernel | None
+
+
+class _Published(TypedDict):
+    id: int
+    kernel_id: str
+    time: float
+
+
+class _KernelEventBase(_Published):
+    event: Literal["kernel"]
+    phase: KernelPhase
+    kernel: Kernel
+
+
+class KernelEvent(_KernelEventBase, total=False):
+    """A kernel started, restarts, died or stopped; `reason` only when it died."""
+
+    reason: str
+
+
+class HoldersEvent(_Published):
+    """A holder connected or went away."""
+
+    event: Literal["holders"]
+    holders: int
+
+
+class ExecutionEvent(_Published):
+    """An execution started, waits for input, got its input, or ended."""
+
+    event: Literal["execution"]
+    execution: Execution
+
+
+class OutputEvent(_Published):
+    """Output arrived (at most one such event every 0.1 s per execution)."""
+
+    event: Literal["output"]
+    number: int
+    lines: int
+    last_line: str
+
+
+Event = HelloEvent | KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent

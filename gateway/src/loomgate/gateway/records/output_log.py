@@ -13,7 +13,7 @@ from itertools import accumulate, repeat
 from pathlib import Path
 from typing import BinaryIO
 
-from loomgate.shared.terminal_text import TerminalText, normalize
+from loomgate.gateway.records.terminal_text import TerminalText, normalize
 from loomgate.shared.wire import PART_START
 
 _OFFSET_BITS = 56

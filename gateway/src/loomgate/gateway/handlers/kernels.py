@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from loomgate.gateway.api import LoomHandler, endpoint
 from loomgate.gateway.errors import BadRequest
+from loomgate.gateway.handlers.base import LoomHandler, endpoint
+from loomgate.shared import wire
 
 PROTOCOL_VERSION = 1
 CAPABILITIES = [
@@ -31,18 +32,18 @@ class InfoHandler(LoomHandler):
         from loomgate.gateway import __version__
 
         specs = self.registry.mkm.kernel_spec_manager.find_kernel_specs()
-        self.finish(
-            {
-                "service": "loomgate",
-                "version": __version__,
-                "protocol": PROTOCOL_VERSION,
-                "capabilities": CAPABILITIES,
-                "pid": os.getpid(),
-                "started": self.settings["loomgate_started"],
-                "kernel_specs": sorted(specs),
-                "default_kernel_spec": self.registry.mkm.default_kernel_name,
-                "conversation_grace_seconds": self.registry.grace_seconds,
-            }
+        self.reply(
+            wire.Info(
+                service="loomgate",
+                version=__version__,
+                protocol=PROTOCOL_VERSION,
+                capabilities=CAPABILITIES,
+                pid=os.getpid(),
+                started=self.settings["loomgate_started"],
+                kernel_specs=sorted(specs),
+                default_kernel_spec=self.registry.mkm.default_kernel_name,
+                conversation_grace_seconds=self.registry.grace_seconds,
+            )
         )
 
 
@@ -56,7 +57,7 @@ class KernelsHandler(LoomHandler):
         if self.bool_arg("all", False):
             live = self.registry.live
             kernels += [s.model() for s in self.registry.stores.values() if s.kernel_id not in live]
-        self.finish({"kernels": kernels})
+        self.reply(wire.KernelList(kernels=kernels))
 
     @endpoint
     async def post(self) -> None:
@@ -79,8 +80,9 @@ class KernelsHandler(LoomHandler):
             cwd=body.get("cwd"),
             env=env,
         )
-        self.set_status(201 if created else 200)
-        self.finish({"kernel": kernel.model(), "created": created})
+        self.reply(
+            wire.KernelCreated(kernel=kernel.model(), created=created), 201 if created else 200
+        )
 
 
 class KernelHandler(LoomHandler):
@@ -91,14 +93,14 @@ class KernelHandler(LoomHandler):
         """Return the kernel's model (live or gone)."""
         store = self.registry.resolve_store(ref)
         kernel = self.registry.live.get(store.kernel_id)
-        self.finish({"kernel": kernel.model() if kernel else store.model()})
+        self.reply(wire.KernelReply(kernel=kernel.model() if kernel else store.model()))
 
     @endpoint
     async def delete(self, ref: str) -> None:
         """Stop the kernel; its records stay readable."""
         kernel = self.registry.resolve(ref)
         await self.registry.stop(kernel)
-        self.finish({"kernel": kernel.store.model()})
+        self.reply(wire.KernelReply(kernel=kernel.store.model()))
 
 
 class InterruptHandler(LoomHandler):
@@ -109,7 +111,7 @@ class InterruptHandler(LoomHandler):
         """Interrupt the running execution; 409 when nothing runs."""
         kernel = self.registry.resolve(ref)
         record = await kernel.interrupt()
-        self.finish({"execution": record.summary()})
+        self.reply(wire.ExecutionOnly(execution=record.summary()))
 
 
 class ResetHandler(LoomHandler):
@@ -122,4 +124,4 @@ class ResetHandler(LoomHandler):
         running = kernel.current
         await self.registry.reset(kernel)
         killed = running.summary() if running is not None else None
-        self.finish({"kernel": kernel.model(), "killed": killed})
+        self.reply(wire.ResetReply(kernel=kernel.model(), killed=killed))

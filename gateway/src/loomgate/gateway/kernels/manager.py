@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, cast
 
-from jupyter_server._tz import utcnow
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
-from jupyter_server.services.kernels.kernelmanager import (
-    AsyncMappingKernelManager,
-    ServerKernelManager,
-)
+from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 from traitlets import Unicode
 
-from loomgate.gateway.registry import KernelRegistry
+from loomgate.gateway.jupyter_internals import HookedKernelManager
+
+if TYPE_CHECKING:
+    from loomgate.gateway.kernels.registry import KernelRegistry
 
 
-class LoomKernelManager(ServerKernelManager):
-    """A ServerKernelManager whose start, restart and shutdown paths all reach the registry.
+class LoomKernelManager(HookedKernelManager):
+    """A kernel manager whose start, restart and shutdown paths all reach the registry.
 
     Hooking here rather than on jupyter_server's async event listener makes the IOPub
     subscription part of the start itself: no execute can reach the kernel before it.
@@ -25,31 +25,27 @@ class LoomKernelManager(ServerKernelManager):
     @property
     def registry(self) -> KernelRegistry:
         """Return the gateway's kernel registry."""
-        return self.parent.loom_registry  # type: ignore[no-any-return]
+        return cast("LoomMappingKernelManager", self.parent).loom_registry
 
-    async def _async_post_start_kernel(self, **kw: Any) -> None:
-        await super()._async_post_start_kernel(**kw)
+    async def process_started(self) -> None:
+        """Attach the registry to the just-launched process."""
         await self.registry.process_started(self)
 
-    async def _async_shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
-        # The restart path (manual or after a death) comes through here.
+    def process_stopping(self, *, restart: bool) -> None:
+        """Tell the registry the process is being shut down."""
         self.registry.process_stopping(self, restart=restart)
-        await super()._async_shutdown_kernel(now=now, restart=restart)
-        if not restart:
-            self.registry.process_gone(self)
 
-    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
-        """Shut the kernel down, telling the registry before and after."""
-        self.registry.process_stopping(self, restart=restart)
-        await super().shutdown_kernel(now=now, restart=restart)
-        if not restart:
-            self.registry.process_gone(self)
+    def process_gone(self) -> None:
+        """Tell the registry the process is gone for good."""
+        self.registry.process_gone(self)
 
 
 class LoomMappingKernelManager(AsyncMappingKernelManager):
     """jupyter_server's kernel map, making LoomKernelManagers and carrying the registry."""
 
-    kernel_manager_class = Unicode("loomgate.gateway.kernel_manager.LoomKernelManager", config=True)
+    kernel_manager_class = Unicode(
+        "loomgate.gateway.kernels.manager.LoomKernelManager", config=True
+    )
     loom_registry: KernelRegistry
 
     def start_watching_activity(self, kernel_id: str) -> None:
@@ -58,9 +54,9 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         jupyter_server would open a second IOPub socket per kernel and decode every message
         again; `note_activity` does its job from the messages loomgate already decodes.
         """
-        kernel = self._kernels[kernel_id]
+        kernel = cast(LoomKernelManager, self.get_kernel(kernel_id))
         kernel.reason = ""
-        kernel.last_activity = utcnow()
+        kernel.last_activity = datetime.now(timezone.utc)
 
     def note_activity(self, km: LoomKernelManager, msg: dict[str, Any]) -> None:
         """Update last_activity and execution_state from an IOPub message like jupyter_server."""
@@ -68,13 +64,17 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         parent_type = msg["parent_header"].get("msg_type")
         tracked = self.track_message_type(parent_type)
         if self.track_message_type(msg_type) or tracked or km.execution_state == "busy":
-            self.last_kernel_activity = km.last_activity = utcnow()
+            self.last_kernel_activity = km.last_activity = datetime.now(timezone.utc)
         if msg_type == "status":
             state = msg["content"]["execution_state"]
             if tracked:
                 km.execution_state = state
             elif km.execution_state == "starting" and state != "starting":
                 km.execution_state = "idle"
+
+    def connections(self, kernel_id: str) -> int:
+        """Return how many Jupyter websockets are open on the kernel (0 while it starts)."""
+        return int(self.kernel_model(kernel_id)["connections"]) if kernel_id in self else 0
 
 
 class NodelayWebsocketConnection(ZMQChannelsWebsocketConnection):
@@ -84,7 +84,7 @@ class NodelayWebsocketConnection(ZMQChannelsWebsocketConnection):
     frame waits for the client's delayed ACK: ~40 ms per trivial execute instead of ~5 ms.
     """
 
-    async def connect(self) -> None:
+    async def connect(self) -> None:  # type: ignore[override]
         """Switch Nagle off, then connect as jupyter_server does."""
         self.websocket_handler.set_nodelay(True)
-        await super().connect()
+        await super().connect()  # type: ignore[misc]

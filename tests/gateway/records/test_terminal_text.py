@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from loomgate.shared.terminal_text import TerminalText, normalize
+from loomgate.gateway.records.terminal_text import TerminalText, normalize
 
 # (id, stream text, lines a terminal would show)
 CASES: list[tuple[str, str, list[str]]] = [

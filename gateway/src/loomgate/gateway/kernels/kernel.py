@@ -8,16 +8,19 @@ import logging
 import signal
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from loomgate.gateway.channels import KernelChannels, Message
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
-from loomgate.gateway.record_store import RecordStore
-from loomgate.gateway.records import ExecutionRecord
+from loomgate.gateway.kernels.channels import KernelChannels, Message
+from loomgate.gateway.records.record import ExecutionRecord
+from loomgate.gateway.records.store import RecordStore
+from loomgate.shared.wire import Kernel, KernelState
 
 if TYPE_CHECKING:
     from loomgate.gateway.events import EventBus
 
+# Where the process is in its life; every phase but `ready` is also the kernel's wire state.
+Phase = Literal["starting", "ready", "restarting", "dead", "gone"]
 CONFIRM_TIMEOUT = 60.0
 START_TIMEOUT = 30.0
 OUTPUT_EVENT_INTERVAL = 0.1
@@ -62,7 +65,7 @@ class LoomKernel:
         self.store = store
         self.events = events
         self.log = log
-        self.phase = "starting"  # starting | ready | restarting | dead
+        self.phase: Phase = "starting"
         self.execution_state = "starting"  # the kernel's own busy/idle
         self.implementation = ""
         self.channels: KernelChannels | None = None
@@ -113,7 +116,7 @@ class LoomKernel:
             self._died_record = None
         self._set_phase("ready")
         self.execution_state = self.km.execution_state = "idle"
-        self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
+        self.events.kernel(self.id, "ready", self.model())
 
     async def _seed_counter(self, next_number: int) -> None:
         # Silent executes are not counted by IPython and get no record.
@@ -124,7 +127,7 @@ class LoomKernel:
         """End the running execution (killed by a reset or stop) and drop the channels."""
         self._set_phase("restarting" if restart else "dead")
         if restart:
-            self.events.publish("kernel", self.id, {"phase": self.phase, "kernel": self.model()})
+            self.events.kernel(self.id, "restarting", self.model())
         if self.current is not None:
             note = "the kernel was reset" if restart else "the kernel was stopped"
             self._finish(self.current, "killed", note=note)
@@ -146,16 +149,15 @@ class LoomKernel:
             self._died_record.amend(note="the kernel could not be restarted and is dead")
             self._died_record = None
         self._fail_submissions(Unavailable(f"the kernel died: {reason}"))
-        self._set_phase("restarting" if restarting else "dead")
-        self.events.publish(
-            "kernel", self.id, {"phase": self.phase, "reason": reason, "kernel": self.model()}
-        )
+        phase: Literal["restarting", "dead"] = "restarting" if restarting else "dead"
+        self._set_phase(phase)
+        self.events.kernel(self.id, phase, self.model(), reason)
 
     def process_gone(self) -> None:
         """Note that the kernel has been shut down for good."""
         self._set_phase("gone")
 
-    def _set_phase(self, phase: str) -> None:
+    def _set_phase(self, phase: Phase) -> None:
         self.phase = phase
         if phase in ("starting", "restarting"):
             self._settled.clear()
@@ -374,7 +376,7 @@ class LoomKernel:
 
     def _publish_execution(self, record: ExecutionRecord) -> None:
         if self.events.has_subscribers(self.id):
-            self.events.publish("execution", self.id, {"execution": record.summary()})
+            self.events.execution(self.id, record.summary())
 
     def _schedule_output_event(self, record: ExecutionRecord) -> None:
         if not self.events.has_subscribers(self.id) or record.number in self._output_events:
@@ -390,16 +392,11 @@ class LoomKernel:
     def _publish_output(self, record: ExecutionRecord) -> None:
         log = record.log("combined")
         tail = log.tail(1)
-        data = {
-            "number": record.number,
-            "lines": log.total,
-            "last_line": tail[0].text if tail else "",
-        }
-        self.events.publish("output", self.id, data)
+        self.events.output(self.id, record.number, log.total, tail[0].text if tail else "")
 
     # -- wire ---------------------------------------------------------------------------------
 
-    def state(self) -> str:
+    def state(self) -> KernelState:
         """Return one word: starting, idle, busy, awaiting_input, restarting or dead."""
         if self.phase != "ready":
             return self.phase
@@ -407,14 +404,14 @@ class LoomKernel:
             return "awaiting_input" if self.current.state == "awaiting_input" else "busy"
         return "idle"
 
-    def model(self) -> dict[str, Any]:
+    def model(self) -> Kernel:
         """Return the kernel's wire form: what its records know, plus its live state."""
-        return self.store.model() | {
-            "state": self.state(),
-            "alive": self.phase not in ("dead", "gone"),
-            "current_execution": self.current.number if self.current else None,
-            "last_activity": self.last_activity,
-            "connections": self.holders + self.km.parent._kernel_connections.get(self.id, 0),
-            "holders": self.holders,
-            "ended": None,
-        }
+        model = self.store.model()
+        model["state"] = self.state()
+        model["alive"] = self.phase not in ("dead", "gone")
+        model["current_execution"] = self.current.number if self.current else None
+        model["last_activity"] = self.last_activity
+        model["connections"] = self.holders + self.km.parent.connections(self.id)
+        model["holders"] = self.holders
+        model["ended"] = None
+        return model

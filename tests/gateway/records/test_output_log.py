@@ -11,7 +11,7 @@ from typing import Literal
 
 import pytest
 
-from loomgate.shared.output_log import Line, LineLog, OutputStream, clip_line
+from loomgate.gateway.records.output_log import Line, LineLog, OutputStream, clip_line
 from loomgate.shared.wire import PART_START, OutputKind
 
 FIVE = ["one", "two", "three", "four", "five"]

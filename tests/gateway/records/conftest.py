@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.shared.output_log import LineLog
+from loomgate.gateway.records.output_log import LineLog
 
 BIG_LINES = 1_000_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomgate.shared.line_range import LineRange, LineRangeError
+from loomgate.gateway.records.line_range import LineRange, LineRangeError
 
 # (text, start, stop, canonical spelling)
 PARSED: list[tuple[str | None, int | None, int | None, str]] = [

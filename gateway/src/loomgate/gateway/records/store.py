@@ -1,4 +1,4 @@
-"""A kernel's record store on disk, and search across its records."""
+"""A kernel's record store on disk: kernel.json and a directory per execution."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from loomgate.gateway.errors import StorageFailed
-from loomgate.gateway.records import ExecutionRecord, os_error_reason, write_json_atomic
-from loomgate.shared.output_log import LineLog
-from loomgate.shared.search import Matcher, search_log
+from loomgate.gateway.records.record import ExecutionRecord, os_error_reason
+from loomgate.shared.paths import write_json_atomic
+from loomgate.shared.wire import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -143,58 +143,25 @@ class RecordStore:
         self.meta["ended"] = time.time()
         self.save()
 
-    def model(self) -> dict[str, Any]:
+    def model(self) -> Kernel:
         """Return the kernel's wire form as its records know it (a gone kernel's whole model)."""
         meta = self.meta
         latest = self.latest()
-        return {
-            "id": self.kernel_id,
-            "name": meta.get("name"),
-            "kernel_spec": meta.get("kernel_spec"),
-            "lifetime": meta.get("lifetime"),
-            "state": "gone",
-            "alive": False,
-            "current_execution": None,
-            "executions": len(self.all()),
-            "last_execution": latest.number if latest else None,
-            "last_activity": meta.get("ended"),
-            "connections": 0,
-            "holders": 0,
-            "cwd": meta.get("cwd"),
-            "created": meta.get("created"),
-            "ended": meta.get("ended"),
-            "implementation": meta.get("implementation", ""),
-        }
-
-
-def search_records(
-    logs: list[tuple[int, LineLog]],
-    matcher: Matcher,
-    *,
-    context: int,
-    max_matches: int,
-    timeout: float,
-) -> dict[str, Any]:
-    """Return matches across the (execution number, log) pairs in order, `max_matches` at most."""
-    deadline = time.monotonic() + timeout
-    groups: list[dict[str, Any]] = []
-    matches = searched = 0
-    truncated = False
-    for number, log in logs:
-        if matches >= max_matches:
-            truncated = True
-            break
-        searched += 1
-        result = search_log(
-            log, matcher, context=context, max_matches=max_matches - matches, deadline=deadline
+        return Kernel(
+            id=self.kernel_id,
+            name=meta.get("name"),
+            kernel_spec=meta.get("kernel_spec"),
+            lifetime=meta.get("lifetime", "persistent"),
+            state="gone",
+            alive=False,
+            current_execution=None,
+            executions=len(self.all()),
+            last_execution=latest.number if latest else None,
+            last_activity=meta.get("ended"),
+            connections=0,
+            holders=0,
+            cwd=meta.get("cwd"),
+            created=meta.get("created"),
+            ended=meta.get("ended"),
+            implementation=meta.get("implementation", ""),
         )
-        matches += result.matches
-        truncated = truncated or result.truncated
-        for group in result.groups:
-            groups.append(
-                {
-                    "execution": number,
-                    "lines": [{"n": h.number, "text": h.text, "marker": h.marker} for h in group],
-                }
-            )
-    return {"matches": matches, "truncated": truncated, "groups": groups, "searched": searched}

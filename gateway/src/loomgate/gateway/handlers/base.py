@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
@@ -14,11 +14,12 @@ from tornado import web
 
 from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.record_store import RecordStore
-from loomgate.gateway.records import ExecutionRecord
-from loomgate.gateway.registry import KernelRegistry
+from loomgate.gateway.kernels.registry import KernelRegistry
+from loomgate.gateway.records.output_log import Line, clip_line
+from loomgate.gateway.records.record import ExecutionRecord
+from loomgate.gateway.records.store import RecordStore
+from loomgate.shared import wire
 from loomgate.shared.echo import echo
-from loomgate.shared.output_log import Line, clip_line
 from loomgate.shared.wire import KIND_MASK, PART_START, OutputKind
 
 MAX_WAIT = 3600.0
@@ -35,19 +36,45 @@ def endpoint(method: Method) -> Method:
         try:
             await method(self, *args, **kwargs)
         except GatewayError as e:
-            self.set_status(e.status)
-            self.finish(json.dumps(e.to_json()))
+            self.reply(e.to_json(), e.status)
 
     return web.authenticated(authorized(wrapper))  # type: ignore[return-value]
 
 
-def line_json(line: Line, max_chars: int | None = None) -> dict[str, Any]:
+Choice = TypeVar("Choice", bound=str)
+
+
+def choice(value: str | None, allowed: tuple[Choice, ...], refusal: str) -> Choice:
+    """Return `value` as one of `allowed`; BadRequest(`refusal`) if it is none of them."""
+    for option in allowed:
+        if value == option:
+            return option
+    raise BadRequest(refusal)
+
+
+def stream_name(value: str | None) -> wire.StreamName:
+    """Return `value` as a stream name (BadRequest naming the five if it is not one)."""
+    refusal = f"unknown stream {echo(value)}; use one of {', '.join(wire.STREAMS)}"
+    return choice(value, wire.STREAMS, refusal)
+
+
+LINE_KINDS: dict[int, wire.LineKind] = {
+    OutputKind.STDOUT: "stdout",
+    OutputKind.STDERR: "stderr",
+    OutputKind.RESULT: "result",
+    OutputKind.DISPLAY: "display",
+    OutputKind.ERROR: "error",
+    OutputKind.RICH: "rich",
+}
+
+
+def line_json(line: Line, max_chars: int | None = None) -> wire.Line:
     """Return a line's wire form: number, text (clipped), kind, part start, partial, clipped."""
     text, clipped = clip_line(line.text, max_chars)
     kind = line.tag & KIND_MASK
-    out: dict[str, Any] = {"n": line.number, "text": text}
+    out = wire.Line(n=line.number, text=text)
     if kind:
-        out["kind"] = OutputKind(kind).name.lower()
+        out["kind"] = LINE_KINDS[kind]
     if line.tag & PART_START:
         out["start"] = True
     if line.partial:
@@ -71,6 +98,11 @@ class LoomHandler(APIHandler):
     def events(self) -> EventBus:
         """Return the gateway's event bus."""
         return self.settings["loomgate_events"]  # type: ignore[no-any-return]
+
+    def reply(self, data: Mapping[str, object], status: int = 200) -> None:
+        """Finish the request with `data` as its JSON body."""
+        self.set_status(status)
+        self.finish(json.dumps(data))
 
     def body(self) -> dict[str, Any]:
         """Return the JSON object in the request body ({} when empty)."""
@@ -154,7 +186,7 @@ class LoomHandler(APIHandler):
 
     def execution_json(
         self, record: ExecutionRecord, *, head: int = 0, tail: int = 0, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    ) -> wire.Execution:
         """Return a record's summary, plus the first `head` and last `tail` combined lines."""
         data = record.summary()
         if head or tail:
@@ -166,12 +198,12 @@ class LoomHandler(APIHandler):
             else:
                 first, last = log.read(0, head), log.read(total - tail, total)
                 omitted = total - head - tail
-            data["output"] = {
-                "total": total,
-                "head": [line_json(line, max_chars) for line in first],
-                "tail": [line_json(line, max_chars) for line in last],
-                "omitted": omitted,
-            }
+            data["output"] = wire.OutputView(
+                total=total,
+                head=[line_json(line, max_chars) for line in first],
+                tail=[line_json(line, max_chars) for line in last],
+                omitted=omitted,
+            )
         return data
 
     def output_args(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -182,7 +214,9 @@ class LoomHandler(APIHandler):
             "max_chars": self.number_arg("max_chars", None, lo=1, body=body, integer=True),
         }
 
-    async def wait_for(self, record: ExecutionRecord, body: dict[str, Any] | None = None) -> str:
+    async def wait_for(
+        self, record: ExecutionRecord, body: dict[str, Any] | None = None
+    ) -> wire.Returned:
         """Long-poll `record` as the `wait`/`until_silent` arguments ask; return why it returned."""
         wait = self.number_arg("wait", 0.0, hi=MAX_WAIT, body=body)
         until_silent = self.number_arg("until_silent", None, hi=MAX_WAIT, body=body)

@@ -1,18 +1,17 @@
-"""Finding lines of a LineLog by literal text or regular expression, with context."""
+"""Finding lines of line logs by literal text or regular expression, with context."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
 import regex
 
+from loomgate.gateway.records.output_log import LineLog
 from loomgate.shared.echo import echo
-from loomgate.shared.output_log import LineLog
-
-SearchMode = Literal["auto", "literal", "regex"]
+from loomgate.shared.wire import Marker, SearchGroup, SearchLine, SearchMode
 
 
 class SearchError(ValueError):
@@ -117,11 +116,11 @@ class Hit:
 
     number: int
     text: str
-    marker: Literal["M", "C"]
+    marker: Marker
 
 
 @dataclass
-class SearchResult:
+class LogMatches:
     """Matching lines grouped with their context."""
 
     groups: list[list[Hit]]  # runs of adjacent lines; a new group wherever lines are skipped
@@ -149,7 +148,7 @@ def search_log(
     context: int = 0,
     max_matches: int = 50,
     deadline: float | None = None,
-) -> SearchResult:
+) -> LogMatches:
     """Return the first `max_matches` matching lines of `log` with `context` lines around each."""
     if max_matches < 1:
         raise ValueError(f"max_matches must be at least 1, not {max_matches}.")
@@ -173,4 +172,42 @@ def search_log(
         ]
         for lo, hi in spans
     ]
-    return SearchResult(groups, len(found), truncated)
+    return LogMatches(groups, len(found), truncated)
+
+
+class RecordMatches(TypedDict):
+    """Matches across several executions: the search reply without the query echoed."""
+
+    matches: int
+    truncated: bool
+    groups: list[SearchGroup]
+    searched: int
+
+
+def search_records(
+    logs: list[tuple[int, LineLog]],
+    matcher: Matcher,
+    *,
+    context: int,
+    max_matches: int,
+    timeout: float,
+) -> RecordMatches:
+    """Return matches across the (execution number, log) pairs in order, `max_matches` at most."""
+    deadline = time.monotonic() + timeout
+    groups: list[SearchGroup] = []
+    matches = searched = 0
+    truncated = False
+    for number, log in logs:
+        if matches >= max_matches:
+            truncated = True
+            break
+        searched += 1
+        result = search_log(
+            log, matcher, context=context, max_matches=max_matches - matches, deadline=deadline
+        )
+        matches += result.matches
+        truncated = truncated or result.truncated
+        for group in result.groups:
+            lines = [SearchLine(n=h.number, text=h.text, marker=h.marker) for h in group]
+            groups.append(SearchGroup(execution=number, lines=lines))
+    return RecordMatches(matches=matches, truncated=truncated, groups=groups, searched=searched)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.shared.output_log import LineLog
-from loomgate.shared.search import (
+from loomgate.gateway.records.output_log import LineLog
+from loomgate.gateway.records.search import (
     Hit,
     Matcher,
     SearchError,
     SearchMode,
-    SearchResult,
+    LogMatches,
     SearchTimeout,
     search_log,
 )
@@ -45,7 +45,7 @@ def small(tmp_path: Path) -> LineLog:
     return log
 
 
-def shape(result: SearchResult) -> list[list[tuple[int, str]]]:
+def shape(result: LogMatches) -> list[list[tuple[int, str]]]:
     """Return each group as (line number, marker) pairs."""
     return [[(hit.number, hit.marker) for hit in group] for group in result.groups]
 

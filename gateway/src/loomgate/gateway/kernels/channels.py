@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from hmac import compare_digest
-from typing import Any
+from typing import Any, cast
 
 import zmq
 from jupyter_client.session import Session
@@ -17,6 +17,14 @@ Message = dict[str, Any]
 Handler = Callable[[Message], None]
 
 NUDGE_INTERVAL = 0.2
+
+
+def channel_url(info: dict[str, Any], channel: str) -> str:
+    """Return the ZMQ address of one of a kernel's channels, from its connection info."""
+    port = info[f"{channel}_port"]
+    if info["transport"] == "tcp":
+        return f"tcp://{info['ip']}:{port}"
+    return f"{info['transport']}://{info['ip']}-{port}"
 
 
 class KernelChannels:
@@ -49,11 +57,11 @@ class KernelChannels:
         The kernel's stdin ROUTER drops an input_request addressed to a peer whose handshake is
         not done, and the cell then waits for ever: `confirm()` waits for this handshake.
         """
-        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         socket.linger = 1000
         socket.identity = identity
         monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
-        socket.connect(km._make_url("stdin"))
+        socket.connect(channel_url(km.get_connection_info(), "stdin"))
         return ZMQStream(socket), ZMQStream(monitor)
 
     def _stdin_event(self, parts: list[bytes]) -> None:
@@ -68,7 +76,8 @@ class KernelChannels:
         def receive(parts: list[bytes]) -> None:
             # Session.deserialize also parses every header date and adapts protocol versions:
             # a third of the gateway's time per message, and loomgate uses neither.
-            _, parts = session.feed_identities(parts)
+            _, frames = session.feed_identities(parts)  # copied frames: bytes
+            parts = cast("list[bytes]", frames)
             if len(parts) < 5:
                 return
             if session.auth is not None and not compare_digest(parts[0], session.sign(parts[1:5])):
@@ -129,7 +138,8 @@ class KernelChannels:
                 msg_id, future = self._send_expecting_reply("kernel_info_request", {})
                 self._probes.add(msg_id)
                 replies.append(future)
-                waiting = [f for f in (*replies, self._iopub_seen) if not f.done()]
+                pending: list[asyncio.Future[Any]] = [*replies, self._iopub_seen]
+                waiting = [f for f in pending if not f.done()]
                 await asyncio.wait(waiting, timeout=NUDGE_INTERVAL)
                 answered = [f.result() for f in replies if f.done()]
                 if answered and self._iopub_seen.done():

@@ -21,10 +21,12 @@ from loomgate.gateway.errors import (
     Unavailable,
 )
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.kernels import LoomKernel
-from loomgate.gateway.record_store import RecordStore, probe_writable
+from loomgate.gateway.kernels.kernel import LoomKernel
+from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
 
+DEFAULT_GRACE_SECONDS = 600.0
+DEFAULT_RETENTION_DAYS = 7.0
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MIN_PREFIX = 4
@@ -139,8 +141,7 @@ class KernelRegistry:
     async def _discard_process(self, km: Any) -> None:
         """Kill the process of a kernel whose start failed (jupyter_client leaves it running)."""
         try:
-            await km._async_kill_kernel()
-            await km._async_cleanup_resources()
+            await km.shutdown_kernel(now=True)
         except Exception:
             self.log.exception("Could not clean up the failed kernel %s", km.kernel_id)
 
@@ -161,7 +162,7 @@ class KernelRegistry:
             task.cancel()
         kernel.store.mark_ended()
         kernel.process_gone()
-        self.events.publish("kernel", kernel.id, {"phase": "stopped", "kernel": kernel.model()})
+        self.events.kernel(kernel.id, "stopped", kernel.model())
 
     def _process_dead(self, kernel: LoomKernel) -> None:
         kernel.process_died(restarting=False)
@@ -296,7 +297,7 @@ class KernelRegistry:
         self._publish_holders(kernel)
 
     def _publish_holders(self, kernel: LoomKernel) -> None:
-        self.events.publish("holders", kernel.id, {"holders": kernel.holders})
+        self.events.holders(kernel.id, kernel.holders)
 
     def _schedule_release(self, kernel: LoomKernel) -> None:
         previous = self._grace_tasks.pop(kernel.id, None)

@@ -8,10 +8,21 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from loomgate.shared.output_log import LineLog, OutputStream
-from loomgate.shared.wire import FINAL_STATES, STREAMS, ExecutionState, OutputKind
+from loomgate.gateway.records.output_log import LineLog, OutputStream
+from loomgate.shared.paths import write_json_atomic
+from loomgate.shared.wire import (
+    FINAL_STATES,
+    STREAMS,
+    Execution,
+    ExecutionState,
+    OutputKind,
+    Returned,
+    RichEntry,
+    StreamName,
+    StreamSize,
+)
 
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 FLUSH_DELAY = 0.2
@@ -19,21 +30,16 @@ WRITE_SLICE = 1 << 20
 STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
 
 
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Replace `path` with `data` as JSON in one rename, so a crash never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
 def os_error_reason(error: OSError) -> str:
     """Return what went wrong in a failed file operation, without the path."""
     return error.strerror or str(error)
+
+
+class MimeBundle(TypedDict):
+    """A rich output as the kernel sent it."""
+
+    data: dict[str, object]
+    metadata: dict[str, object]
 
 
 class ExecutionRecord:
@@ -49,7 +55,7 @@ class ExecutionRecord:
         self.meta = meta
         meta.setdefault("unstored", None)  # records written before it existed
         self.streams: dict[str, OutputStream] = {}
-        self.rich: list[dict[str, Any]] = meta.pop("rich", [])
+        self.rich: list[RichEntry] = meta.pop("rich", [])
         self.last_output: float = meta.get("last_output") or meta["started"]
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -207,25 +213,23 @@ class ExecutionRecord:
         rich_dir.mkdir(exist_ok=True)
         bundle = {"data": dict(data), "metadata": dict(metadata)}
         (rich_dir / f"{index}.json").write_text(json.dumps(bundle), encoding="utf-8")
-        entry = {
-            "index": index,
-            "line": line,
-            "mimetypes": sorted(data),
-            "bytes": sum(len(str(v)) for v in data.values()),
-            "result": result,
-        }
+        entry = RichEntry(
+            index=index,
+            line=line,
+            mimetypes=sorted(data),
+            bytes=sum(len(str(v)) for v in data.values()),
+            result=result,
+        )
         with (self.directory / "rich.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
         self.rich.append(entry)
 
-    def rich_bundle(self, index: int) -> dict[str, Any]:
+    def rich_bundle(self, index: int) -> MimeBundle:
         """Return the MIME bundle of rich output `index` (KeyError if there is none)."""
         if not 0 <= index < len(self.rich):
             raise KeyError(index)
-        data: dict[str, Any] = json.loads(
-            (self.directory / "rich" / f"{index}.json").read_text("utf-8")
-        )
-        return data
+        path = self.directory / "rich" / f"{index}.json"
+        return cast(MimeBundle, json.loads(path.read_text("utf-8")))
 
     def _store(self, write: Callable[[], None]) -> None:
         """Run `write` while output is stored; a write the disk refuses ends the storing."""
@@ -336,7 +340,7 @@ class ExecutionRecord:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def wait(self, timeout: float, until_silent: float | None = None) -> str:
+    async def wait(self, timeout: float, until_silent: float | None = None) -> Returned:
         """Wait for the end, an input request, `until_silent` seconds of quiet, or `timeout`.
 
         Returns why it returned: "final", "input", "silent" or "timeout".
@@ -349,7 +353,7 @@ class ExecutionRecord:
             if self.state == "awaiting_input":
                 return "input"
             remaining = deadline - loop.time()
-            reason = "timeout"
+            reason: Returned = "timeout"
             if until_silent is not None:
                 quiet_left = self.last_output + until_silent - time.time()
                 if quiet_left <= remaining:
@@ -367,37 +371,37 @@ class ExecutionRecord:
 
     # -- wire ---------------------------------------------------------------------------------
 
-    def stream_sizes(self) -> dict[str, dict[str, int]]:
+    def stream_sizes(self) -> dict[StreamName, StreamSize]:
         """Return the line and byte count of each stream (from disk for a finished record)."""
         if self.final and "streams" in self.meta:
             return self.meta["streams"]  # type: ignore[no-any-return]
-        sizes = {}
+        sizes: dict[StreamName, StreamSize] = {}
         for name in STREAMS:
             log = self.log(name)
-            sizes[name] = {"lines": log.total, "bytes": log.byte_size}
+            sizes[name] = StreamSize(lines=log.total, bytes=log.byte_size)
         return sizes
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Execution:
         """Return the record's wire form: metadata plus line and byte counts of each stream."""
-        streams = self.stream_sizes()
+        meta = self.meta
         now = time.time()
-        finished = self.meta["finished"]
-        return {
-            "kernel_id": self.meta["kernel_id"],
-            "number": self.number,
-            "state": self.state,
-            "source": self.meta["source"],
-            "code": self.meta["code"],
-            "started": self.meta["started"],
-            "finished": finished,
-            "elapsed": (finished or now) - self.meta["started"],
-            "error": self.meta["error"],
-            "input": self.meta["input"],
-            "died": self.meta["died"],
-            "note": self.meta["note"],
-            "unstored": self.meta.get("unstored"),
-            "last_output": self.last_output,
-            "silent_for": max(0.0, now - self.last_output),
-            "streams": streams,
-            "rich": list(self.rich),
-        }
+        finished: float | None = meta["finished"]
+        return Execution(
+            kernel_id=meta["kernel_id"],
+            number=self.number,
+            state=self.state,
+            source=meta["source"],
+            code=meta["code"],
+            started=meta["started"],
+            finished=finished,
+            elapsed=(finished or now) - meta["started"],
+            error=meta["error"],
+            input=meta["input"],
+            died=meta["died"],
+            note=meta["note"],
+            unstored=meta.get("unstored"),
+            last_output=self.last_output,
+            silent_for=max(0.0, now - self.last_output),
+            streams=self.stream_sizes(),
+            rich=list(self.rich),
+        )

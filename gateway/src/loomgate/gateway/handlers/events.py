@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any
 
+from tornado.http1connection import HTTP1Connection
 from tornado.iostream import StreamClosedError
 
-from loomgate.gateway.api import LoomHandler, endpoint
 from loomgate.gateway.errors import BadRequest
-from loomgate.gateway.kernels import LoomKernel
+from loomgate.gateway.handlers.base import LoomHandler, endpoint
+from loomgate.gateway.kernels.kernel import LoomKernel
+from loomgate.shared.wire import Event, HelloEvent
 
 KEEPALIVE_SECONDS = 5.0
 
@@ -34,7 +35,8 @@ class EventsHandler(LoomHandler):
         if hold and kernel is None:
             raise BadRequest("hold=true needs a kernel")
         self._closed = asyncio.Event()
-        self.request.connection.stream.set_nodelay(True)  # type: ignore[attr-defined]
+        if isinstance(self.request.connection, HTTP1Connection):
+            self.request.connection.stream.set_nodelay(True)
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -42,7 +44,7 @@ class EventsHandler(LoomHandler):
         if hold and kernel is not None:
             self.registry.hold(kernel)
         try:
-            hello = {"event": "hello", "kernel": kernel.model() if kernel else None}
+            hello = HelloEvent(event="hello", kernel=kernel.model() if kernel else None)
             await self._send("hello", hello)
             while not self._closed.is_set():
                 getter = asyncio.ensure_future(subscription.queue.get())
@@ -68,7 +70,7 @@ class EventsHandler(LoomHandler):
             with contextlib.suppress(Exception):
                 self.finish()
 
-    async def _send(self, event: str, data: dict[str, Any]) -> None:
+    async def _send(self, event: str, data: Event) -> None:
         self.write(f"event: {event}\ndata: {json.dumps(data)}\n\n")
         await self.flush()
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import asyncio
 
-from loomgate.gateway.api import MAX_LINES_INLINE, LoomHandler, endpoint, line_json
 from loomgate.gateway.errors import BadRequest, NotFound
-from loomgate.gateway.record_store import search_records
+from loomgate.gateway.handlers.base import (
+    MAX_LINES_INLINE,
+    LoomHandler,
+    choice,
+    endpoint,
+    line_json,
+    stream_name,
+)
+from loomgate.gateway.records.line_range import LineRange, LineRangeError
+from loomgate.gateway.records.search import Matcher, SearchError, search_records
+from loomgate.shared import wire
 from loomgate.shared.echo import echo
-from loomgate.shared.line_range import LineRange, LineRangeError
-from loomgate.shared.search import Matcher, SearchError
-from loomgate.shared.wire import STREAMS
+from loomgate.shared.wire import SEARCH_MODES
 
 SEARCH_TIMEOUT = 10.0
 
@@ -26,7 +33,7 @@ class ExecutionsHandler(LoomHandler):
         since = self.number_arg("since", 0, integer=True)
         limit = self.number_arg("limit", 100, lo=1, hi=10_000, integer=True)
         records = [r for r in store.all() if r.number > since][-limit:]
-        self.finish({"executions": [r.summary() for r in records]})
+        self.reply(wire.ExecutionList(executions=[r.summary() for r in records]))
 
     @endpoint
     async def post(self, ref: str) -> None:
@@ -39,8 +46,8 @@ class ExecutionsHandler(LoomHandler):
         output = self.output_args(body)
         record = await kernel.submit(code)
         reason = await self.wait_for(record, body)
-        self.set_status(201)
-        self.finish({"execution": self.execution_json(record, **output), "returned": reason})
+        execution = self.execution_json(record, **output)
+        self.reply(wire.ExecutionReply(execution=execution, returned=reason), 201)
 
 
 class ExecutionHandler(LoomHandler):
@@ -53,7 +60,8 @@ class ExecutionHandler(LoomHandler):
         record = self.select(store, selector)
         output = self.output_args()
         reason = await self.wait_for(record)
-        self.finish({"execution": self.execution_json(record, **output), "returned": reason})
+        execution = self.execution_json(record, **output)
+        self.reply(wire.ExecutionReply(execution=execution, returned=reason))
 
 
 class StreamHandler(LoomHandler):
@@ -62,32 +70,31 @@ class StreamHandler(LoomHandler):
     @endpoint
     async def get(self, ref: str, selector: str, stream: str) -> None:
         """Return the lines of `stream` in the range, with the stream's total line count."""
-        if stream not in STREAMS:
-            raise BadRequest(f"unknown stream {echo(stream)}; use one of {', '.join(STREAMS)}")
+        name = stream_name(stream)
         record = self.select(self.registry.resolve_store(ref), selector)
         try:
             line_range = LineRange.parse(self.get_query_argument("lines", None))
         except LineRangeError as e:
             raise BadRequest(str(e)) from None
         max_chars = self.number_arg("max_chars", None, lo=1, integer=True)
-        log = record.log(stream)
+        log = record.log(name)
         total = log.total
         lo, hi = line_range.resolve(total)
         if hi - lo > MAX_LINES_INLINE:
             hi = lo + MAX_LINES_INLINE
         lines = log.read(lo, hi)
-        self.finish(
-            {
-                "number": record.number,
-                "state": record.state,
-                "stream": stream,
-                "total": total,
-                "range": str(line_range),
-                "first": lo + 1,
-                "last": hi,
-                "truncated": hi < line_range.resolve(total)[1],
-                "lines": [line_json(line, max_chars) for line in lines],
-            }
+        self.reply(
+            wire.StreamRead(
+                number=record.number,
+                state=record.state,
+                stream=name,
+                total=total,
+                range=str(line_range),
+                first=lo + 1,
+                last=hi,
+                truncated=hi < line_range.resolve(total)[1],
+                lines=[line_json(line, max_chars) for line in lines],
+            )
         )
 
 
@@ -104,7 +111,12 @@ class RichHandler(LoomHandler):
             raise NotFound(
                 f"execution {record.number} has no rich output {index}; it has {len(record.rich)}"
             ) from None
-        self.finish({"number": record.number, **record.rich[int(index)], **bundle})
+        entry = record.rich[int(index)]
+        self.reply(
+            wire.RichBundle(
+                number=record.number, **entry, data=bundle["data"], metadata=bundle["metadata"]
+            )
+        )
 
 
 class InputHandler(LoomHandler):
@@ -120,7 +132,7 @@ class InputHandler(LoomHandler):
         kernel = self.registry.resolve(ref)
         record = self.select(kernel.store, selector)
         kernel.answer_input(record, value)
-        self.finish({"execution": record.summary()})
+        self.reply(wire.ExecutionOnly(execution=record.summary()))
 
 
 class SearchHandler(LoomHandler):
@@ -133,18 +145,16 @@ class SearchHandler(LoomHandler):
         query = self.get_query_argument("query", None)
         if not query:
             raise BadRequest("query is required")
-        stream = self.get_query_argument("stream", "combined")
-        if stream not in STREAMS:
-            raise BadRequest(f"unknown stream {echo(stream)}; use one of {', '.join(STREAMS)}")
-        mode = self.get_query_argument("mode", "auto")
-        if mode not in ("auto", "literal", "regex"):
-            raise BadRequest(f"mode must be auto, literal or regex, not {echo(mode)}")
+        stream = stream_name(self.get_query_argument("stream", "combined"))
+        raw_mode = self.get_query_argument("mode", "auto")
+        refusal = f"mode must be auto, literal or regex, not {echo(raw_mode)}"
+        mode = choice(raw_mode, SEARCH_MODES, refusal)
         context = self.number_arg("context", 0, hi=1000, integer=True)
         max_matches = self.number_arg("max_matches", 50, lo=1, hi=10_000, integer=True)
         selector = self.get_query_argument("execution", "current")
         records = store.all() if selector == "all" else [self.select(store, selector)]
         try:
-            matcher = Matcher.build(query, mode, self.bool_arg("ignore_case", False))  # type: ignore[arg-type]
+            matcher = Matcher.build(query, mode, self.bool_arg("ignore_case", False))
         except SearchError as e:
             raise BadRequest(str(e)) from None
         for record in records:
@@ -161,4 +171,4 @@ class SearchHandler(LoomHandler):
             )
         except SearchError as e:
             raise BadRequest(str(e)) from None
-        self.finish({"query": query, "mode": matcher.mode, "stream": stream, **result})
+        self.reply(wire.SearchReply(query=query, mode=matcher.mode, stream=stream, **result))

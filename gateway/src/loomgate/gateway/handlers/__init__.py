@@ -1,0 +1,1 @@
+"""The HTTP endpoints under /api/loomgate/: one module per resource, mounted by routes."""
