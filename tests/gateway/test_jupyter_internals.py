@@ -1,4 +1,4 @@
-"""The private jupyter_client/jupyter_server names the gateway relies on still exist and are used."""
+"""The jupyter_client/jupyter_server private names the gateway uses: still there, still used."""
 
 from __future__ import annotations
 
@@ -58,9 +58,13 @@ def own_private_names(root: Path) -> set[str]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 names.add(node.name)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                if isinstance(node.value, ast.Name) and node.value.id == "self":
-                    names.add(node.attr)
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                names.add(node.attr)
     return names
 
 

@@ -11,10 +11,10 @@ import pytest
 from loomgate.gateway.records.output_log import LineLog
 from loomgate.gateway.records.search import (
     Hit,
+    LogMatches,
     Matcher,
     SearchError,
     SearchMode,
-    LogMatches,
     SearchTimeout,
     search_log,
 )
