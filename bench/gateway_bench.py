@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 from jupyter_client.manager import AsyncKernelManager
 
-from tests.gateways import GatewayProcess, free_port
-from tests.kernel_ws import KernelWebsocket
+from tests.support.gateways import GatewayProcess, free_port
+from tests.support.kernel_ws import KernelWebsocket
 
 API = "/api/loomgate/kernels"
 BIG_CELL = "for i in range(1_000_000): print(i)"

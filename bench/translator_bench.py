@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,8 @@ import httpx
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish, raw_kernel, raw_run, timed
-from tests.gateways import GatewayProcess
+from tests.support.gateways import GatewayProcess
+from tests.support.translators import stdio
 
 API = "/api/loomgate/kernels"
 # Iterations of one path in a row. Each path needs about five calls to get warm again after
@@ -41,12 +41,8 @@ NOOP = StdioServerParameters(
 
 
 def translator(gw: GatewayProcess, config: Path, *args: str) -> StdioServerParameters:
-    """Return how to spawn `loomgate-mcp` over stdio for `gw`."""
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "loomgate.translator.cli", "--gateway", gw.url, "--no-autostart", *args],
-        env={**os.environ, "LOOMGATE_TOKEN": gw.token, "XDG_CONFIG_HOME": str(config)},
-    )
+    """Return how to spawn `loomgate-mcp` over stdio for `gw`, with an empty config dir."""
+    return stdio(gw, *args, env={"XDG_CONFIG_HOME": str(config)})
 
 
 async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str]:

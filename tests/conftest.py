@@ -1,14 +1,78 @@
-"""Fixtures shared by every test: real gateways and kernels, always stopped."""
+"""Fixtures shared by every test (real gateways and kernels, always stopped), and the `process`
+marker: tests that start processes get it automatically, so `-m "not process"` runs the rest."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.gateways import GatewayProcess
+from tests.support import gateways, translators
+from tests.support.gateways import GatewayProcess
+
+# Fixtures that start processes, and modules whose use in a test module means it starts some.
+PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway"})
+SPAWNING_MODULES = (subprocess, gateways, translators)
+SPAWNING_NAMES = frozenset(module.__name__ for module in SPAWNING_MODULES)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the `process` marker."""
+    config.addinivalue_line(
+        "markers", "process: starts processes (gateways, kernels, translators); set automatically"
+    )
+
+
+def starts_processes(item: pytest.Item) -> bool:
+    """Return whether `item` uses a process fixture, or lives in a module that spawns."""
+    if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    module: ModuleType | None = getattr(item, "module", None)
+    names = vars(module).values() if module is not None else ()
+    return any(
+        any(value is spawning for spawning in SPAWNING_MODULES)
+        or getattr(value, "__module__", None) in SPAWNING_NAMES
+        for value in names
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that starts processes `process`."""
+    for item in items:
+        if starts_processes(item):
+            item.add_marker(pytest.mark.process)
+
+
+@pytest.fixture(autouse=True)
+def no_processes_unless_marked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail a test that starts a process without the `process` marker (it would be misfiled)."""
+    if request.node.get_closest_marker("process") is not None:
+        return
+
+    def refuse(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process ({args!r}) but is not marked `process`; "
+            "use a process fixture or tests.support helpers so it is marked"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty loomgate config dir (no startup.py, inspectors.py or gateways.toml) for each
+    test, so a developer's own files never change what a test sees."""
+    config = tmp_path / "config" / "loomgate"
+    config.mkdir(parents=True)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config.parent))
+    return config
 
 
 @pytest.fixture(scope="session")

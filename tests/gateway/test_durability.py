@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateways import GatewayProcess, alive, wait_gone
-from tests.sse import events, next_event
+from tests.support.gateways import GatewayProcess, alive, wait_gone
+from tests.support.sse import events, next_event
 
 API = "/api/loomgate/kernels"
 

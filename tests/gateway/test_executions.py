@@ -7,7 +7,7 @@ import base64
 import httpx
 import pytest
 
-from tests.sse import events, next_event
+from tests.support.sse import events, next_event
 
 API = "/api/loomgate/kernels"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import inspect
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 
 from loomgate.gateway.jupyter_internals import PRIVATE_USES, HookedKernelManager, PrivateUse
+from tests.support.privates import foreign_private_uses
 
 GATEWAY = Path(inspect.getfile(HookedKernelManager)).parent
 
@@ -37,43 +37,6 @@ def test_jupyter_client_still_reaches_the_hooks_through_them(caller: str, callee
     assert any(f"self.{name}(" in source for name in reached), f"{caller} no longer calls {callee}"
 
 
-def private_attributes(path: Path) -> set[str]:
-    """Return the private attribute names that `path` reads on objects other than self."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr.startswith("_")
-            and not node.attr.startswith("__")
-            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
-        ):
-            names.add(node.attr)
-    return names
-
-
-def own_private_names(root: Path) -> set[str]:
-    """Return the private names loomgate's own code defines: functions, classes, self.X."""
-    names: set[str] = set()
-    for path in root.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names.add(node.name)
-            elif (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.ctx, ast.Store)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "self"
-            ):
-                names.add(node.attr)
-    return names
-
-
 def test_no_other_module_reaches_into_jupyter_privates() -> None:
-    own = own_private_names(GATEWAY)
-    offenders = {
-        f"{path.relative_to(GATEWAY)}: {name}"
-        for path in GATEWAY.rglob("*.py")
-        if path.name != "jupyter_internals.py"
-        for name in private_attributes(path) - own
-    }
-    assert not offenders, sorted(offenders)
+    offenders = foreign_private_uses(GATEWAY, "jupyter_internals.py")
+    assert not offenders, offenders

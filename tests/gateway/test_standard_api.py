@@ -7,8 +7,8 @@ import asyncio
 import httpx
 import pytest
 
-from tests.gateways import GatewayProcess
-from tests.kernel_ws import KernelWebsocket
+from tests.support.gateways import GatewayProcess
+from tests.support.kernel_ws import KernelWebsocket
 
 API = "/api/loomgate/kernels"
 

@@ -1,6 +1,5 @@
-"""The reliability suite's figures: each test records what it checked and how much, for the report.
+"""The reliability suite's report: each test records what it checked and how much.
 
-`LOOMGATE_RELIABILITY_SCALE` multiplies the counts (bench/stress.py runs longer versions);
 `LOOMGATE_RELIABILITY_REPORT` names a JSON-lines file that gets one line per test.
 """
 
@@ -13,14 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SCALE = float(os.environ.get("LOOMGATE_RELIABILITY_SCALE", "1"))
-
-Figure = Callable[..., None]
-
-
-def scaled(count: int) -> int:
-    """Return `count` multiplied by the suite's scale (at least 1)."""
-    return max(1, round(count * SCALE))
+from tests.support.figures import Figure
 
 
 @pytest.fixture
@@ -51,11 +43,3 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     }
     with Path(target).open("a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
-
-
-@pytest.fixture
-def translator_config(tmp_path: Path) -> Path:
-    """An empty loomgate config dir (no startup.py, inspectors.py or gateways.toml)."""
-    config = tmp_path / "config" / "loomgate"
-    config.mkdir(parents=True)
-    return config

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from mcp import Client
 
-from loomgate.translator.server import build_server
-from loomgate.translator.session import Settings
-from tests.gateways import GatewayProcess
-from tests.reliability.conftest import Figure, scaled
-from tests.translator.conftest import stop_conversation_kernel, text
+from loomgate.translator.mcp_server.server import build_server
+from loomgate.translator.mcp_server.settings import Settings
+from tests.support.figures import Figure, scaled
+from tests.support.gateways import GatewayProcess
+from tests.support.mcp_clients import stop_conversation_kernel, text
 
 CALLS = scaled(2000)
 CALL_TIMEOUT = 60.0

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 from mcp import Client
 
-from tests.gateways import GatewayProcess, alive, gateway_with_token
-from tests.reliability.conftest import Figure
-from tests.sse import events, next_event
-from tests.translator.conftest import text
-from tests.translators import stdio, translator_pids
+from tests.support.figures import Figure
+from tests.support.gateways import GatewayProcess, alive, gateway_with_token
+from tests.support.mcp_clients import text
+from tests.support.sse import events, next_event
+from tests.support.translators import stdio, translator_pids
 
 TICK_COUNT = 200
 TICKS = (
@@ -30,10 +30,10 @@ CALL_TIMEOUT = 60.0  # a tool call that takes longer than this counts as hanging
 
 
 @contextlib.asynccontextmanager
-async def killable(gateway: GatewayProcess, config: Path) -> AsyncIterator[tuple[Client, int]]:
+async def killable(gateway: GatewayProcess) -> AsyncIterator[tuple[Client, int]]:
     """A stdio translator and its pid; the test may SIGKILL it."""
     before = translator_pids()
-    session = Client(stdio(gateway, config))
+    session = Client(stdio(gateway))
     mcp = await session.__aenter__()
     [pid] = translator_pids() - before
     try:
@@ -46,9 +46,9 @@ async def killable(gateway: GatewayProcess, config: Path) -> AsyncIterator[tuple
 
 
 async def test_translator_killed_mid_cell(
-    gateway: GatewayProcess, http: httpx.AsyncClient, translator_config: Path, figure: Figure
+    gateway: GatewayProcess, http: httpx.AsyncClient, figure: Figure
 ) -> None:
-    async with killable(gateway, translator_config) as (mcp, pid):
+    async with killable(gateway) as (mcp, pid):
         started = await mcp.call_tool("run_cell", {"code": TICKS, "wait_seconds": 0.5})
         assert started.structured_content["state"] == "running"
         kernel = started.structured_content["kernel"]
@@ -59,7 +59,7 @@ async def test_translator_killed_mid_cell(
             await next_event(stream, "holders", holders=0)  # the gateway saw it go
     model = (await http.get(f"/api/loomgate/kernels/{kernel}")).json()["kernel"]
     assert model["alive"] and model["lifetime"] == "conversation", "held by the grace period"
-    async with Client(stdio(gateway, translator_config)) as mcp:
+    async with Client(stdio(gateway)) as mcp:
         attached = await mcp.call_tool("connect", {"kernel": kernel[:8]})
         assert "Connected to kernel" in text(attached), text(attached)
         done = await mcp.call_tool("wait", {"execution": 1, "timeout_seconds": 120})
@@ -77,9 +77,9 @@ async def test_translator_killed_mid_cell(
 
 
 async def test_kernel_killed_mid_cell(
-    gateway: GatewayProcess, http: httpx.AsyncClient, translator_config: Path, figure: Figure
+    gateway: GatewayProcess, http: httpx.AsyncClient, figure: Figure
 ) -> None:
-    async with Client(stdio(gateway, translator_config)) as mcp:
+    async with Client(stdio(gateway)) as mcp:
         first = await mcp.call_tool("run_cell", {"code": "import os; os.getpid()"})
         pid = int(text(first).rsplit("Out[1]: ", 1)[1])
         kernel = first.structured_content["kernel"]
@@ -103,16 +103,14 @@ async def test_kernel_killed_mid_cell(
     )
 
 
-async def test_gateway_killed_and_restarted(
-    tmp_path: Path, translator_config: Path, figure: Figure
-) -> None:
+async def test_gateway_killed_and_restarted(tmp_path: Path, figure: Figure) -> None:
     token = secrets.token_urlsafe(24)
     gateway = gateway_with_token(tmp_path / "state", token)
     try:
         gateway.start()
         async with (
-            Client(stdio(gateway, translator_config)) as finished,
-            Client(stdio(gateway, translator_config), mode="legacy") as running,
+            Client(stdio(gateway)) as finished,
+            Client(stdio(gateway), mode="legacy") as running,
         ):
             for i in range(3):
                 code = f"for j in range(100): print('kept {i}', j)"
@@ -154,11 +152,11 @@ async def test_gateway_killed_and_restarted(
     )
 
 
-async def test_frozen_gateway(tmp_path: Path, translator_config: Path, figure: Figure) -> None:
+async def test_frozen_gateway(tmp_path: Path, figure: Figure) -> None:
     gateway = GatewayProcess(tmp_path / "state")
     try:
         gateway.start()
-        params = stdio(gateway, translator_config, "--request-timeout", "3")
+        params = stdio(gateway, "--request-timeout", "3")
         async with Client(params) as mcp:
             first = await mcp.call_tool("run_cell", {"code": "print('before the freeze')"})
             assert not first.is_error, text(first)

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 from mcp import Client
 
-from tests.gateways import GatewayProcess
-from tests.reliability.conftest import Figure, scaled
-from tests.translator.conftest import stop_conversation_kernel, text
-from tests.translators import stdio
+from tests.support.figures import Figure, scaled
+from tests.support.gateways import GatewayProcess
+from tests.support.mcp_clients import stop_conversation_kernel, text
+from tests.support.translators import stdio
 
 TRANSLATORS = 8
 CELLS = scaled(200)
@@ -55,13 +55,13 @@ async def drive(mcp: Client, tag: str, token: str) -> tuple[str, dict[int, list[
 
 
 async def test_eight_translators_on_eight_kernels(
-    gateway: GatewayProcess, http: httpx.AsyncClient, translator_config: Path, figure: Figure
+    gateway: GatewayProcess, http: httpx.AsyncClient, figure: Figure
 ) -> None:
     kernels: list[str] = []
     async with contextlib.AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(
-                Client(stdio(gateway, translator_config), mode="legacy" if i % 2 else "auto")
+                Client(stdio(gateway), mode="legacy" if i % 2 else "auto")
             )
             for i in range(TRANSLATORS)
         ]
@@ -118,7 +118,6 @@ async def race(
 async def test_four_translators_race_for_one_kernel(
     gateway: GatewayProcess,
     http: httpx.AsyncClient,
-    translator_config: Path,
     tmp_path: Path,
     figure: Figure,
 ) -> None:
@@ -126,10 +125,7 @@ async def test_four_translators_race_for_one_kernel(
     numbers: list[int] = []
     refused = named = 0
     async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(Client(stdio(gateway, translator_config)))
-            for _ in range(RACERS)
-        ]
+        clients = [await stack.enter_async_context(Client(stdio(gateway))) for _ in range(RACERS)]
         try:
             for mcp in clients:
                 attached = await mcp.call_tool("connect", {"kernel": name})

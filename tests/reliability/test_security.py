@@ -16,10 +16,11 @@ import websockets
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from tests.gateways import GatewayProcess, gateway_with_token
-from tests.reliability.conftest import Figure
-from tests.translator.conftest import stop_conversation_kernel, text
-from tests.translators import stdio
+from loomgate.shared.paths import GATEWAY_FILE, LOG_FILE
+from tests.support.figures import Figure
+from tests.support.gateways import GatewayProcess, gateway_with_token
+from tests.support.mcp_clients import stop_conversation_kernel, text
+from tests.support.translators import stdio
 
 API = "/api/loomgate/kernels"
 
@@ -81,8 +82,8 @@ async def test_every_endpoint_refuses_without_the_token(
 
 def test_state_files_are_private(gateway: GatewayProcess, figure: Figure) -> None:
     assert stat.S_IMODE(gateway.state_dir.stat().st_mode) == 0o700
-    assert stat.S_IMODE((gateway.state_dir / "gateway.json").stat().st_mode) == 0o600
-    assert stat.S_IMODE((gateway.state_dir / "gateway.log").stat().st_mode) == 0o600
+    assert stat.S_IMODE((gateway.state_dir / GATEWAY_FILE).stat().st_mode) == 0o600
+    assert stat.S_IMODE((gateway.state_dir / LOG_FILE).stat().st_mode) == 0o600
     kernels = gateway.state_dir / "kernels"
     assert all(stat.S_IMODE(d.stat().st_mode) == 0o700 for d in [kernels, *kernels.iterdir()])
     figure(
@@ -118,14 +119,14 @@ async def kernel_environment(mcp: Client) -> str:
 
 
 async def test_kernels_see_no_token_and_no_translator_secret(
-    tmp_path: Path, translator_config: Path, figure: Figure
+    tmp_path: Path, figure: Figure
 ) -> None:
     token = secrets.token_urlsafe(24)
     gateway = gateway_with_token(tmp_path / "state", token)
     secret = {"OPENAI_API_KEY": "sk-" + secrets.token_hex(16)}
     try:
         gateway.start()
-        async with Client(stdio(gateway, translator_config, env=secret)) as mcp:
+        async with Client(stdio(gateway, env=secret)) as mcp:
             environment = await kernel_environment(mcp)
             assert "PATH =" in environment, environment[:500]
             assert token not in environment, "the gateway's token reached a kernel"
@@ -141,7 +142,7 @@ async def test_kernels_see_no_token_and_no_translator_secret(
 
 
 async def test_tokens_absent_from_replies_and_logs(
-    gateway: GatewayProcess, translator_config: Path, tmp_path: Path, figure: Figure
+    gateway: GatewayProcess, tmp_path: Path, figure: Figure
 ) -> None:
     wrong = "wrong-" + secrets.token_urlsafe(16)
     replies: list[str] = []
@@ -159,7 +160,7 @@ async def test_tokens_absent_from_replies_and_logs(
     for name, token in (("right", gateway.token), ("wrong", wrong)):
         log = tmp_path / f"{name}.stderr"
         logs.append(log)
-        params = stdio(gateway, translator_config, env={"LOOMGATE_TOKEN": token})
+        params = stdio(gateway, env={"LOOMGATE_TOKEN": token})
         with log.open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as mcp:
                 for call in calls:
@@ -167,7 +168,7 @@ async def test_tokens_absent_from_replies_and_logs(
                 await stop_conversation_kernel(mcp)
     assert any("token" in reply and "refused" in reply for reply in replies[len(calls) :])
     scanned = [*replies]
-    logs += [gateway.state_dir / "gateway.log", gateway.state_dir.parent / "state.stderr"]
+    logs += [gateway.state_dir / LOG_FILE, gateway.state_dir.parent / "state.stderr"]
     scanned += [path.read_text(errors="replace") for path in logs]
     for token in (gateway.token, wrong):
         assert all(token not in chunk for chunk in scanned)

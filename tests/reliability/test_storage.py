@@ -13,12 +13,12 @@ import httpx
 import pytest
 from mcp import Client
 
-from loomgate.translator.server import build_server
-from loomgate.translator.session import Settings
-from tests.gateways import GatewayProcess, gateway_with_token
-from tests.reliability.conftest import Figure
-from tests.reliability.mounts import PrivateDisk
-from tests.translator.conftest import text
+from loomgate.translator.mcp_server.server import build_server
+from loomgate.translator.mcp_server.settings import Settings
+from tests.support.figures import Figure
+from tests.support.gateways import GatewayProcess, gateway_with_token
+from tests.support.mcp_clients import text
+from tests.support.mounts import PrivateDisk
 
 KERNELS = "/api/loomgate/kernels"
 # 6 MB in steps, so that the gateway has flushed part of it when the disk fills up.

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from loomgate.shared import wire
+from loomgate.translator.output_view import CellOutput, Image, OutputLimits
 from loomgate.translator.presentation import (
-    CellOutput,
-    Image,
-    OutputLimits,
     format_elapsed,
     render_cell,
     render_kernels,
@@ -19,22 +18,44 @@ from loomgate.translator.presentation import (
 )
 
 
-def execution(**fields: Any) -> dict[str, Any]:
-    """Return an execution summary with defaults."""
-    base = {
-        "number": 5,
-        "state": "completed",
-        "elapsed": 1.23,
-        "rich": [],
-        "note": None,
-        "died": None,
-        "input": None,
-        "error": None,
-        "code": "x",
-        "silent_for": 0.0,
-        "streams": {},
-    }
-    return base | fields
+def execution(**fields: Any) -> wire.Execution:
+    """Return a whole execution summary: defaults, with `fields` laid over them."""
+    base = wire.Execution(
+        kernel_id="k",
+        number=5,
+        state="completed",
+        source="loomgate",
+        code="x",
+        started=0.0,
+        finished=1.23,
+        elapsed=1.23,
+        error=None,
+        input=None,
+        died=None,
+        note=None,
+        unstored=None,
+        last_output=0.0,
+        silent_for=0.0,
+        streams={},
+        rich=[],
+    )
+    return cast(wire.Execution, base | fields)
+
+
+def read(**fields: Any) -> wire.StreamRead:
+    """Return a whole stream read: one of In [3] stdout, with `fields` laid over it."""
+    base = wire.StreamRead(
+        number=3,
+        state="completed",
+        stream="stdout",
+        total=0,
+        range=":",
+        first=1,
+        last=0,
+        truncated=False,
+        lines=[],
+    )
+    return cast(wire.StreamRead, base | fields)
 
 
 def lines(*specs: tuple[str, str] | str, start: int = 1) -> list[dict[str, Any]]:
@@ -195,42 +216,23 @@ def test_render_running(record: dict, last: list, expected: list) -> None:
 @pytest.mark.parametrize(
     ("response", "expected"),
     [
+        (read(), "In [3] stdout is empty."),
         (
-            {
-                "number": 3,
-                "stream": "stdout",
-                "total": 0,
-                "lines": [],
-                "range": ":",
-                "state": "completed",
-            },
-            "In [3] stdout is empty.",
-        ),
-        (
-            {
-                "number": 3,
-                "stream": "stdout",
-                "total": 50,
-                "lines": [],
-                "range": "100:120",
-                "state": "completed",
-            },
+            read(total=50, range="100:120"),
             "In [3] stdout has 50 lines; lines 100:120 are past the end.",
         ),
         (
-            {
-                "number": 3,
-                "stream": "combined",
-                "total": 120,
-                "range": "99:100",
-                "state": "completed",
-                "lines": [{"n": 99, "text": "a"}, {"n": 100, "text": "b", "clipped": 1500}],
-            },
+            read(
+                stream="combined",
+                total=120,
+                range="99:100",
+                lines=[{"n": 99, "text": "a"}, {"n": 100, "text": "b", "clipped": 1500}],
+            ),
             "In [3] combined, lines 99–100 of 120:\n 99│a\n100│b …[+1,500 chars]",
         ),
     ],
 )
-def test_render_read(response: dict, expected: str) -> None:
+def test_render_read(response: wire.StreamRead, expected: str) -> None:
     assert render_read(response) == expected
 
 

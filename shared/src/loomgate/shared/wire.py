@@ -7,7 +7,7 @@ A key that is absent unless it applies lives in a `total=False` subclass of the 
 from __future__ import annotations
 
 import enum
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, get_args
 
 
 class OutputKind(enum.IntEnum):
@@ -25,7 +25,7 @@ PART_START = 0x80  # tag flag: this line starts a new output (a new result/displ
 KIND_MASK = 0x7F
 
 StreamName = Literal["combined", "stdout", "stderr", "result", "traceback"]
-STREAMS: tuple[StreamName, ...] = ("combined", "stdout", "stderr", "result", "traceback")
+STREAMS: tuple[StreamName, ...] = get_args(StreamName)
 LineKind = Literal["stdout", "stderr", "result", "display", "error", "rich"]
 
 ExecutionState = Literal[
@@ -37,11 +37,11 @@ FINAL_STATES: frozenset[ExecutionState] = frozenset(
 RUNNING_STATES: frozenset[ExecutionState] = frozenset({"running", "awaiting_input"})
 KernelState = Literal["starting", "idle", "busy", "awaiting_input", "restarting", "dead", "gone"]
 Lifetime = Literal["persistent", "conversation"]
-LIFETIMES: tuple[Lifetime, ...] = ("persistent", "conversation")
+LIFETIMES: tuple[Lifetime, ...] = get_args(Lifetime)
 Source = Literal["loomgate", "other"]
 Returned = Literal["final", "input", "silent", "timeout"]
 SearchMode = Literal["auto", "literal", "regex"]
-SEARCH_MODES: tuple[SearchMode, ...] = ("auto", "literal", "regex")
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
 Marker = Literal["M", "C"]
 
 # -- lines ------------------------------------------------------------------------------------

@@ -1,57 +1,23 @@
-"""What a model (or a person) reads: records, reads, searches and kernels as concise text."""
+"""What a model (or a person) reads: records, reads, searches and kernels as concise text.
+
+The one place where the gateway's wire shapes become words. Where the model and the person need
+different words for one fact (a busy kernel, say), both are written here, side by side.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
+from loomgate.shared import wire
 from loomgate.shared.echo import echo
+from loomgate.shared.wire import RUNNING_STATES
+from loomgate.translator.output_view import Block, CellOutput, Image, OutputLimits, fit
 
-Line = dict[str, Any]  # the gateway's line object: n, text, kind?, start?, partial?, clipped?
-RUNNING_TAIL = 10
-
-
-@dataclass(frozen=True)
-class OutputLimits:
-    """Beyond these, a cell's output keeps its head and tail and says what it left out."""
-
-    max_lines: int = 200
-    max_chars: int = 20_000
-
-    @property
-    def half_lines(self) -> int:
-        """Return how many lines the head (and the tail) may keep."""
-        return max(1, self.max_lines // 2)
-
-
-@dataclass(frozen=True)
-class Image:
-    """A rich output shown in place as an image: execution number and rich index."""
-
-    execution: int
-    index: int
-    mime: str
-
-
-Block = str | Image
-
-
-@dataclass(frozen=True)
-class CellOutput:
-    """The combined lines of one execution to show: a head, a tail and how many in all."""
-
-    head: Sequence[Line]
-    tail: Sequence[Line]
-    total: int
-
-    @classmethod
-    def from_gateway(cls, output: dict[str, Any] | None) -> CellOutput:
-        """Return the view carried in an execution's `output` field."""
-        if not output:
-            return cls((), (), 0)
-        return cls(output["head"], output["tail"], output["total"])
+# The model reads tool results and calls tools; the person reads a terminal and runs commands.
+Audience = Literal["model", "person"]
+RUNNING_TAIL = 10  # last lines shown of a cell still running
 
 
 def format_elapsed(seconds: float) -> str:
@@ -69,29 +35,30 @@ def format_elapsed(seconds: float) -> str:
     return f"{hours} h {minutes} min"
 
 
-def _state_note(execution: dict[str, Any]) -> str:
+def _state_note(execution: wire.Execution) -> str:
     state = execution["state"]
-    note = execution.get("note")
+    note = execution["note"]
     if state == "interrupted":
         return "interrupted"
     if state == "killed":
         return f"killed: {note}" if note else "killed"
     if state == "died":
-        died = execution.get("died") or {}
+        died = execution["died"]
         restarted = (
             "the kernel was restarted and its variables are gone"
-            if died.get("restarted")
+            if died and died["restarted"]
             else "the kernel is dead"
         )
-        return f"died: {died.get('reason', 'the kernel process died')}; {restarted}"
+        reason = died["reason"] if died else "the kernel process died"
+        return f"died: {reason}; {restarted}"
     if state == "lost":
         return f"lost: {note}" if note else "lost"
     return ""
 
 
-def unstored_note(execution: dict[str, Any]) -> str:
+def unstored_note(execution: wire.Execution) -> str:
     """Return the note on output the gateway's disk refused ("" when all of it was stored)."""
-    unstored = execution.get("unstored")
+    unstored = execution["unstored"]
     if not unstored:
         return ""
     return (
@@ -100,7 +67,7 @@ def unstored_note(execution: dict[str, Any]) -> str:
     )
 
 
-def cell_header(execution: dict[str, Any]) -> str:
+def cell_header(execution: wire.Execution) -> str:
     """Return `In [N] (elapsed):`, with the end state when it is not a plain finish."""
     parts = [format_elapsed(execution["elapsed"])]
     note = _state_note(execution)
@@ -109,34 +76,13 @@ def cell_header(execution: dict[str, Any]) -> str:
     return f"In [{execution['number']}] ({', '.join(parts)}):"
 
 
-def _fit(head: Sequence[Line], tail: Sequence[Line], limits: OutputLimits) -> tuple[list, list]:
-    """Return head and tail cut to the line and character limits (head first, then tail)."""
-    head_lines = list(head[: limits.half_lines])
-    tail_lines = list(tail[-limits.half_lines :]) if tail else []
-    budget = limits.max_chars // 2
-
-    def within(lines: list[Line], from_end: bool) -> list[Line]:
-        kept: list[Line] = []
-        used = 0
-        for line in reversed(lines) if from_end else lines:
-            used += len(line["text"]) + 1
-            if used > budget and kept:
-                break
-            kept.append(line)
-        return kept[::-1] if from_end else kept
-
-    if sum(len(x["text"]) + 1 for x in head_lines + tail_lines) > limits.max_chars:
-        head_lines, tail_lines = within(head_lines, False), within(tail_lines, True)
-    return head_lines, tail_lines
-
-
 def render_cell(
-    execution: dict[str, Any], output: CellOutput, limits: OutputLimits | None = None
+    execution: wire.Execution, output: CellOutput, limits: OutputLimits | None = None
 ) -> list[Block]:
     """Return a finished (or stopped) cell as IPython shows it: header, output, Out[N]."""
     limits = limits or OutputLimits()
     number = execution["number"]
-    head, tail = _fit(output.head, output.tail, limits)
+    head, tail = fit(output.head, output.tail, limits)
     blocks: list[Block] = []
     text: list[str] = [cell_header(execution)]
     shown = len(head) + len(tail)
@@ -163,32 +109,45 @@ def render_cell(
     return [b for b in blocks if not (isinstance(b, str) and not b)]
 
 
-def _render_line(execution: dict[str, Any], line: Line, following: Line | None) -> Block | None:
-    kind = line.get("kind")
-    number = execution["number"]
-    text = line["text"] + clipped_suffix(line)
-    if kind == "rich":
+def _render_line(
+    execution: wire.Execution, line: wire.Line, following: wire.Line | None
+) -> Block | None:
+    """Return one line as the model reads it: an image in place, `Out[N]:` on a result."""
+    if line.get("kind") == "rich":
         if not line.get("start"):
             return None  # the text/plain stand-in of an image is not shown beside it
-        rich = next((r for r in execution.get("rich", []) if r["line"] == line["n"]), None)
+        rich = next((r for r in execution["rich"] if r["line"] == line["n"]), None)
         image = _image_mime(rich)
         if rich is None or image is None:
-            return text
-        return Image(number, rich["index"], image)
-    if kind == "result" and line.get("start"):
-        continues = following is not None and following.get("kind") == "result"
-        continues = continues and not following.get("start")
+            return line["text"] + clipped_suffix(line)
+        return Image(execution["number"], rich["index"], image)
+    return output_line(execution["number"], line, following)
+
+
+def output_line(number: int, line: wire.Line, following: wire.Line | None) -> str:
+    """Return a line of In [N]'s output as IPython shows it: `Out[N]:` on a result's first line.
+
+    A result of several lines gets its label on a line of its own, as IPython does.
+    """
+    text = line["text"] + clipped_suffix(line)
+    if line.get("kind") == "result" and line.get("start"):
+        continues = (
+            following is not None
+            and following.get("kind") == "result"
+            and not following.get("start")
+        )
         return f"Out[{number}]:\n{text}" if continues else f"Out[{number}]: {text}"
     return text
 
 
-def _image_mime(rich: dict[str, Any] | None) -> str | None:
+def _image_mime(rich: wire.RichEntry | None) -> str | None:
+    """Return the MIME type under which a rich output is shown as an image, if any."""
     if rich is None:
         return None
     return next((m for m in rich["mimetypes"] if m in ("image/png", "image/jpeg")), None)
 
 
-def clipped_suffix(line: Line) -> str:
+def clipped_suffix(line: wire.Line) -> str:
     """Return the note for a line cut by max_chars (empty when it was not cut)."""
     clipped = line.get("clipped")
     return f" …[+{clipped:,} chars]" if clipped else ""
@@ -203,14 +162,14 @@ def omission_line(number: int, first: int, last: int, total: int) -> str:
     )
 
 
-def render_running(execution: dict[str, Any], last: Sequence[Line]) -> str:
+def render_running(execution: wire.Execution, last: Sequence[wire.Line]) -> str:
     """Return the reply for a cell still running (or waiting for input) when the wait ended."""
     number = execution["number"]
     elapsed = format_elapsed(execution["elapsed"])
     lines: list[str] = []
-    request = execution.get("input")
+    request = execution["input"]
     if execution["state"] == "awaiting_input" and request:
-        kind = "a password" if request.get("password") else "input"
+        kind = "a password" if request["password"] else "input"
         lines.append(f"In [{number}] is waiting for {kind} ({elapsed}): {request['prompt']!r}")
     else:
         lines.append(f"In [{number}] is still running ({elapsed}).")
@@ -231,7 +190,7 @@ def render_running(execution: dict[str, Any], last: Sequence[Line]) -> str:
     return "\n".join(lines)
 
 
-def render_read(response: dict[str, Any]) -> str:
+def render_read(response: wire.StreamRead) -> str:
     """Return a stream read: a header saying which lines of how many, then numbered lines."""
     number, stream, total = response["number"], response["stream"], response["total"]
     lines = response["lines"]
@@ -243,16 +202,16 @@ def render_read(response: dict[str, Any]) -> str:
             f"lines {response['range']} are past the end."
         )
     first, last = lines[0]["n"], lines[-1]["n"]
-    running = " (still running)" if response["state"] in ("running", "awaiting_input") else ""
+    running = " (still running)" if response["state"] in RUNNING_STATES else ""
     header = f"In [{number}] {stream}, lines {first:,}–{last:,} of {total:,}{running}:"
-    if response.get("truncated"):
+    if response["truncated"]:
         header += f" (at most {len(lines):,} lines per read; ask for the rest with lines=)"
     width = len(str(last))
     body = [f"{line['n']:>{width}}│{line['text']}{clipped_suffix(line)}" for line in lines]
     return "\n".join([header, *body])
 
 
-def render_search(response: dict[str, Any], scope: str) -> str:
+def render_search(response: wire.SearchReply, scope: str) -> str:
     """Return search results: M (match) and C (context) lines grouped, `--` between groups."""
     query, mode, stream = response["query"], response["mode"], response["stream"]
     matches = response["matches"]
@@ -272,40 +231,41 @@ def render_search(response: dict[str, Any], scope: str) -> str:
         out.extend(
             f"{line['marker']} {line['n']:>{width}}│{line['text']}" for line in group["lines"]
         )
-    if response.get("truncated"):
+    if response["truncated"]:
         out.append(f"(more matches exist; only the first {matches} are shown)")
     return "\n".join(out)
 
 
-def render_kernel(kernel: dict[str, Any], *, gateway: str) -> str:
+def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
     """Return one kernel's summary."""
-    name = kernel.get("name") or "(unnamed)"
+    name = kernel["name"] or "(unnamed)"
+    latest = kernel["last_execution"]
     lines = [
         f"Kernel {name} [{kernel['id'][:8]}] on {gateway}: {kernel['state']}, "
-        f"{kernel['lifetime']}, {kernel.get('kernel_spec') or '?'}",
-        f"executions: {kernel['executions']}"
-        + (f" (latest In [{kernel['last_execution']}])" if kernel.get("last_execution") else ""),
+        f"{kernel['lifetime']}, {kernel['kernel_spec'] or '?'}",
+        f"executions: {kernel['executions']}" + (f" (latest In [{latest}])" if latest else ""),
     ]
-    if kernel.get("current_execution"):
+    if kernel["current_execution"]:
         lines.append(f"running: In [{kernel['current_execution']}]")
-    if kernel.get("cwd"):
+    if kernel["cwd"]:
         lines.append(f"cwd: {kernel['cwd']}")
     lines.append(f"connections: {kernel['connections']}")
     return "\n".join(lines)
 
 
-def render_execution_status(execution: dict[str, Any]) -> str:
+def render_execution_status(execution: wire.Execution) -> str:
     """Return one execution's lifecycle and stream sizes."""
     parts = [f"In [{execution['number']}]: {execution['state']}"]
     parts.append(f"elapsed {format_elapsed(execution['elapsed'])}")
-    if execution["state"] in ("running", "awaiting_input"):
+    if execution["state"] in RUNNING_STATES:
         parts.append(f"silent for {format_elapsed(execution['silent_for'])}")
     lines = [", ".join(parts)]
     note = _state_note(execution)
     if note:
         lines.append(note)
-    if execution.get("error"):
-        lines.append(f"error: {execution['error']['name']}: {execution['error']['value']}")
+    error = execution["error"]
+    if error:
+        lines.append(f"error: {error['name']}: {error['value']}")
     sizes = ", ".join(
         f"{name} {size['lines']:,} lines"
         for name, size in execution["streams"].items()
@@ -314,7 +274,7 @@ def render_execution_status(execution: dict[str, Any]) -> str:
     lines.append(f"streams: {sizes or 'no output'}")
     if unstored_note(execution):
         lines.append(unstored_note(execution))
-    if execution.get("rich"):
+    if execution["rich"]:
         lines.append(f"rich outputs: {len(execution['rich'])}")
     lines.append("code:")
     lines.append(_indent(execution["code"]))
@@ -322,6 +282,7 @@ def render_execution_status(execution: dict[str, Any]) -> str:
 
 
 def _indent(text: str, limit: int = 20) -> str:
+    """Return `text` indented two spaces, at most `limit` lines of it."""
     lines = text.splitlines() or [""]
     shown = [f"  {line}" for line in lines[:limit]]
     if len(lines) > limit:
@@ -330,7 +291,7 @@ def _indent(text: str, limit: int = 20) -> str:
 
 
 def render_kernels(
-    kernels: Sequence[dict[str, Any]], current: str | None, gateway: str, now: float | None = None
+    kernels: Sequence[wire.Kernel], current: str | None, gateway: str, now: float | None = None
 ) -> str:
     """Return a table of kernels; `*` marks the one this conversation uses."""
     if not kernels:
@@ -338,13 +299,13 @@ def render_kernels(
     now = time.time() if now is None else now
     rows = [("", "name", "id", "spec", "state", "lifetime", "runs", "idle", "conn")]
     for kernel in kernels:
-        last = kernel.get("last_activity")
+        last = kernel["last_activity"]
         rows.append(
             (
                 "*" if kernel["id"] == current else "",
-                kernel.get("name") or "-",
+                kernel["name"] or "-",
                 kernel["id"][:8],
-                kernel.get("kernel_spec") or "-",
+                kernel["kernel_spec"] or "-",
                 kernel["state"],
                 kernel["lifetime"],
                 str(kernel["executions"]),
@@ -358,3 +319,42 @@ def render_kernels(
         for row in rows
     ]
     return "\n".join([f"Kernels on {gateway}:", *table])
+
+
+def kernel_label(kernel: wire.Kernel) -> str:
+    """Return a kernel's name, or its short id."""
+    return kernel["name"] or kernel["id"][:8]
+
+
+def cell_text(execution: wire.Execution, limits: OutputLimits | None = None) -> str:
+    """Return an execution as the model reads it, for a terminal: images named, not shown."""
+    blocks = render_cell(execution, CellOutput.from_gateway(execution.get("output")), limits)
+    return "\n".join(
+        block if isinstance(block, str) else f"[image {block.index}: {block.mime}]"
+        for block in blocks
+    )
+
+
+def busy_refusal(running: int | None, audience: Audience) -> str:
+    """Return why a cell was not run: the kernel runs In [`running`] (None: one is starting)."""
+    if audience == "model":
+        if running is None:
+            return (
+                "The kernel is busy starting another cell; the cell was not run. "
+                "Try again in a moment."
+            )
+        return (
+            f"The kernel is busy running In [{running}]; the cell was not run. "
+            f"Use wait(execution={running}) to wait for it or interrupt() to stop it."
+        )
+    if running is None:
+        return "the kernel is busy starting another cell; try again"
+    return f"the kernel is busy running In [{running}]; wait for it or run `loomgate interrupt`"
+
+
+def dismissed_dialog_note(number: int) -> str:
+    """Return the note for an input dialog the person dismissed (the cell still waits)."""
+    return (
+        f"The input dialog was dismissed; In [{number}] still waits for input. "
+        f'Answer with send_input(value="…", execution={number}) or interrupt().'
+    )

@@ -106,12 +106,13 @@ class RichHandler(LoomHandler):
         """Return the bundle ({data, metadata}) and where it sits in `combined`."""
         record = self.select(self.registry.resolve_store(ref), selector)
         try:
-            bundle = record.rich_bundle(int(index))
+            bundle = record.rich.bundle(int(index))
         except (KeyError, ValueError):
+            count = len(record.rich.entries)
             raise NotFound(
-                f"execution {record.number} has no rich output {index}; it has {len(record.rich)}"
+                f"execution {record.number} has no rich output {index}; it has {count}"
             ) from None
-        entry = record.rich[int(index)]
+        entry = record.rich.entries[int(index)]
         self.reply(
             wire.RichBundle(
                 number=record.number, **entry, data=bundle["data"], metadata=bundle["metadata"]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.kernels.channels import KernelChannels, Message
+from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.wire import Kernel, KernelState
@@ -24,24 +25,12 @@ Phase = Literal["starting", "ready", "restarting", "dead", "gone"]
 CONFIRM_TIMEOUT = 60.0
 START_TIMEOUT = 30.0
 OUTPUT_EVENT_INTERVAL = 0.1
-RECENT_RECORDS = 16
+RECENT_RECORDS = 16  # finished records still matched to late IOPub output by msg_id
 # ipykernel ignores a SIGINT that lands while it is still setting a cell up; an interrupt sent
 # this soon after the cell started is repeated until the cell ends (at most a few times).
 EARLY_INTERRUPT = 0.5
 INTERRUPT_RECHECK = 0.5
 INTERRUPT_REPEATS = 5
-# Run silently after a restart so that In[N], Out[N], _N and "Cell In[N]" continue the numbering.
-SEED_CODE = (
-    "(lambda ip, n: [setattr(ip, 'execution_count', n)] + [h.extend([''] * (n - len(h)))"
-    " for h in (ip.history_manager.input_hist_parsed, ip.history_manager.input_hist_raw)])"
-    "(get_ipython(), {n})"
-)  # finished records still matched to late IOPub output by msg_id
-
-
-def seed_content(next_number: int) -> dict[str, Any]:
-    """Return a silent execute_request that makes IPython's next cell number `next_number`."""
-    code = SEED_CODE.format(n=next_number)
-    return {"code": code, "silent": True, "store_history": False, "allow_stdin": False}
 
 
 def exit_reason(returncode: int | None) -> str:
@@ -195,17 +184,7 @@ class LoomKernel:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
         self._refuse_if_busy()
         self.store.check_writable()  # never run a cell whose record cannot be kept
-        msg = self.channels.send_shell(
-            "execute_request",
-            {
-                "code": code,
-                "silent": False,
-                "store_history": True,
-                "user_expressions": {},
-                "allow_stdin": True,
-                "stop_on_error": False,
-            },
-        )
+        msg = self.channels.send_shell("execute_request", cell_content(code))
         msg_id = msg["header"]["msg_id"]
         future = self._submissions[msg_id] = asyncio.get_running_loop().create_future()
         try:

@@ -24,6 +24,7 @@ from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.kernel import LoomKernel
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
+from loomgate.shared.wire import LIFETIMES
 
 DEFAULT_GRACE_SECONDS = 600.0
 DEFAULT_RETENTION_DAYS = 7.0
@@ -225,7 +226,7 @@ class KernelRegistry:
             raise BadRequest(
                 f"kernel name {echo(name)} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
             )
-        if lifetime not in ("persistent", "conversation"):
+        if lifetime not in LIFETIMES:
             raise BadRequest(
                 f"lifetime must be 'persistent' or 'conversation', not {echo(lifetime)}"
             )

@@ -8,9 +8,10 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any
 
 from loomgate.gateway.records.output_log import LineLog, OutputStream
+from loomgate.gateway.records.rich_outputs import RichOutputs, image_mime
 from loomgate.shared.paths import write_json_atomic
 from loomgate.shared.wire import (
     FINAL_STATES,
@@ -19,12 +20,10 @@ from loomgate.shared.wire import (
     ExecutionState,
     OutputKind,
     Returned,
-    RichEntry,
     StreamName,
     StreamSize,
 )
 
-IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 FLUSH_DELAY = 0.2
 WRITE_SLICE = 1 << 20
 STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
@@ -33,13 +32,6 @@ STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
 def os_error_reason(error: OSError) -> str:
     """Return what went wrong in a failed file operation, without the path."""
     return error.strerror or str(error)
-
-
-class MimeBundle(TypedDict):
-    """A rich output as the kernel sent it."""
-
-    data: dict[str, object]
-    metadata: dict[str, object]
 
 
 class ExecutionRecord:
@@ -55,7 +47,7 @@ class ExecutionRecord:
         self.meta = meta
         meta.setdefault("unstored", None)  # records written before it existed
         self.streams: dict[str, OutputStream] = {}
-        self.rich: list[RichEntry] = meta.pop("rich", [])
+        self.rich = RichOutputs(directory, meta.pop("rich", []))
         self.last_output: float = meta.get("last_output") or meta["started"]
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -100,12 +92,7 @@ class ExecutionRecord:
     def load(cls, directory: Path) -> ExecutionRecord:
         """Return the record stored in `directory`; one that was still running is now `lost`."""
         meta = json.loads((directory / "record.json").read_text(encoding="utf-8"))
-        rich_index = directory / "rich.jsonl"
-        if rich_index.exists():
-            meta["rich"] = []
-            for line in rich_index.read_text("utf-8").splitlines():
-                with contextlib.suppress(ValueError):  # a line cut short by a full disk
-                    meta["rich"].append(json.loads(line))
+        meta["rich"] = RichOutputs.read_index(directory)
         record = cls(directory, meta)
         if record.state not in FINAL_STATES:
             record.meta["streams"] = record.stream_sizes()
@@ -173,7 +160,7 @@ class ExecutionRecord:
     ) -> None:
         """Append an execute_result (`result`) or display_data bundle in IOPub order."""
         text = data.get("text/plain")
-        image = next((mime for mime in IMAGE_MIMES if mime in data), None)
+        image = image_mime(data)
         if not isinstance(text, str):
             text = f"<{image or next(iter(data), 'empty')} output>"
         if image is not None:
@@ -188,7 +175,7 @@ class ExecutionRecord:
             combined.write_block(text, int(kind))
             self._stream("result").write_block(text, int(kind))
             if any(mime != "text/plain" for mime in data):
-                self._save_rich(data, metadata, first_line, result=result)
+                self.rich.save(data, metadata, first_line, result=result)
 
         self._store(write)
         self._output_arrived()
@@ -204,32 +191,6 @@ class ExecutionRecord:
 
         self._store(write)
         self._output_arrived()
-
-    def _save_rich(
-        self, data: Mapping[str, Any], metadata: Mapping[str, Any], line: int, *, result: bool
-    ) -> None:
-        index = len(self.rich)
-        rich_dir = self.directory / "rich"
-        rich_dir.mkdir(exist_ok=True)
-        bundle = {"data": dict(data), "metadata": dict(metadata)}
-        (rich_dir / f"{index}.json").write_text(json.dumps(bundle), encoding="utf-8")
-        entry = RichEntry(
-            index=index,
-            line=line,
-            mimetypes=sorted(data),
-            bytes=sum(len(str(v)) for v in data.values()),
-            result=result,
-        )
-        with (self.directory / "rich.jsonl").open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
-        self.rich.append(entry)
-
-    def rich_bundle(self, index: int) -> MimeBundle:
-        """Return the MIME bundle of rich output `index` (KeyError if there is none)."""
-        if not 0 <= index < len(self.rich):
-            raise KeyError(index)
-        path = self.directory / "rich" / f"{index}.json"
-        return cast(MimeBundle, json.loads(path.read_text("utf-8")))
 
     def _store(self, write: Callable[[], None]) -> None:
         """Run `write` while output is stored; a write the disk refuses ends the storing."""
@@ -403,5 +364,5 @@ class ExecutionRecord:
             last_output=self.last_output,
             silent_for=max(0.0, now - self.last_output),
             streams=self.stream_sizes(),
-            rich=list(self.rich),
+            rich=list(self.rich.entries),
         )

@@ -1,0 +1,30 @@
+"""The execute requests loomgate itself sends a kernel: a cell, and the silent counter seed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Run silently after a restart so that In[N], Out[N], _N and "Cell In[N]" continue the numbering.
+SEED_CODE = (
+    "(lambda ip, n: [setattr(ip, 'execution_count', n)] + [h.extend([''] * (n - len(h)))"
+    " for h in (ip.history_manager.input_hist_parsed, ip.history_manager.input_hist_raw)])"
+    "(get_ipython(), {n})"
+)
+
+
+def cell_content(code: str) -> dict[str, Any]:
+    """Return the execute_request content of a cell submitted through loomgate."""
+    return {
+        "code": code,
+        "silent": False,
+        "store_history": True,
+        "user_expressions": {},
+        "allow_stdin": True,
+        "stop_on_error": False,
+    }
+
+
+def seed_content(next_number: int) -> dict[str, Any]:
+    """Return a silent execute_request that makes IPython's next cell number `next_number`."""
+    code = SEED_CODE.format(n=next_number)
+    return {"code": code, "silent": True, "store_history": False, "allow_stdin": False}

@@ -1,0 +1,1 @@
+"""Helpers the tests share: real gateways, translators, websockets, event streams."""

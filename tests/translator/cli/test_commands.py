@@ -1,0 +1,233 @@
+"""The person's CLI as a real subprocess against a real gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.gateways import GatewayProcess, child_pids, free_port, wait_gone
+from tests.support.sse import events, next_event
+
+LOOMGATE = [sys.executable, "-m", "loomgate.translator.cli"]
+
+
+def cli_env(gateway: GatewayProcess, tmp_path: Path) -> dict[str, str]:
+    """Return the environment of a CLI process talking to `gateway`."""
+    return {
+        **os.environ,
+        "LOOMGATE_URL": gateway.url,
+        "LOOMGATE_TOKEN": gateway.token,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+
+
+async def loomgate(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> tuple[int, str, str]:
+    """Run `loomgate ARGS`; return exit status, stdout and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        *LOOMGATE,
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(
+        process.communicate(stdin.encode() if stdin is not None else None), 120
+    )
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_state_across_runs_and_exit_codes(gateway: GatewayProcess, tmp_path: Path) -> None:
+    env = cli_env(gateway, tmp_path)
+    try:
+        assert (await loomgate(env, "run", "x = 1"))[0] == 0
+        status, out, _ = await loomgate(env, "run", "x + 1")
+        assert status == 0 and out.split("\n")[:2] == ["In [2]:", "Out[2]: 2"]
+        assert re.fullmatch(r"\[completed after \d+ ms\]", out.split("\n")[2])
+        status, out, _ = await loomgate(env, "run", "-", stdin="print('from stdin')\n")
+        assert status == 0 and out.split("\n")[:2] == ["In [3]:", "from stdin"]
+        status, out, _ = await loomgate(env, "run", "1/0")
+        assert status == 1 and "ZeroDivisionError" in out
+        status, out, _ = await loomgate(env, "run", "--json", "6 * 7")
+        record = json.loads(out)
+        assert record["execution"]["state"] == "completed"
+        assert [line["text"] for line in record["lines"]] == ["42"]
+        status, out, _ = await loomgate(env, "kernels", "--json")
+        assert any(k["name"] == "default" for k in json.loads(out))
+    finally:
+        await loomgate(env, "stop", "default")
+
+
+async def test_usage_and_connection_errors_exit_2(tmp_path: Path) -> None:
+    env = {**os.environ, "LOOMGATE_URL": "http://127.0.0.1:1", "LOOMGATE_TOKEN": "x"}
+    status, _, err = await loomgate(env, "run", "1")
+    assert status == 2 and "cannot reach the gateway at http://127.0.0.1:1" in err
+    status, _, err = await loomgate(env, "run")
+    assert status == 2
+
+
+async def test_output_streams_live_and_ctrl_c_interrupts(
+    gateway: GatewayProcess, tmp_path: Path, live_kernel: str
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    code = "import time\nprint('first', flush=True)\ntime.sleep(60)\nprint('never')"
+    process = await asyncio.create_subprocess_exec(
+        *LOOMGATE,
+        "run",
+        "--kernel",
+        live_kernel,
+        code,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    status, out, _ = await live_then_interrupt(process)
+    assert out.startswith("In [1]:\nfirst\n")
+    assert "KeyboardInterrupt" in out and "never" not in out.split("\n")
+    assert "[interrupted after" in out
+    assert status == 1
+
+
+async def live_then_interrupt(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    """Read the first line while the cell runs, then press Ctrl-C; return status and output."""
+    assert process.stdout is not None and process.stderr is not None
+    header = await asyncio.wait_for(process.stdout.readline(), 60)
+    first = header + await asyncio.wait_for(process.stdout.readline(), 60)
+    assert process.returncode is None  # the line arrived while the cell still runs
+    process.send_signal(signal.SIGINT)
+    rest, err = await asyncio.wait_for(
+        asyncio.gather(process.stdout.read(), process.stderr.read()), 60
+    )
+    await process.wait()
+    return process.returncode or 0, (first + rest).decode(), err.decode()
+
+
+@pytest.fixture
+async def live_kernel(http: httpx.AsyncClient) -> AsyncIterator[str]:
+    """A persistent kernel for the CLI to use (stopped afterwards); yields its name."""
+    await http.post("/api/loomgate/kernels", json={"name": "cli-live"})
+    try:
+        yield "cli-live"
+    finally:
+        await http.delete("/api/loomgate/kernels/cli-live")
+
+
+async def test_gateway_start_status_stop(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "LOOMGATE_STATE_DIR": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+    status, out, err = await loomgate(env, "gateway", "start", "--port", str(port))
+    assert status == 0, err
+    info = json.loads((tmp_path / "state" / "gateway.json").read_text())
+    try:
+        status, out, _ = await loomgate(env, "gateway", "status")
+        assert status == 0 and f"pid: {info['pid']}" in out and str(port) in out
+        assert "kernels: 0" in out
+        status, out, _ = await loomgate(env, "run", "print('via daemon')")
+        assert out.split("\n")[1] == "via daemon"
+        status, out, _ = await loomgate(env, "gateway", "logs")
+        assert status == 0 and info["token"] not in out
+        kernels = child_pids(info["pid"])
+        assert kernels, "the daemon should be running the default kernel"
+    finally:
+        status, out, _ = await loomgate(env, "gateway", "stop")
+    assert status == 0
+    assert wait_gone({info["pid"], *kernels}, 30) == set()
+    status, out, _ = await loomgate(env, "gateway", "status")
+    assert status == 1
+
+
+async def test_output_search_wait_interrupt_reset(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path, live_kernel: str
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    k = ["--kernel", live_kernel]
+    await loomgate(env, "run", *k, "for i in range(1, 31): print(f'row {i}')")
+    status, out, _ = await loomgate(env, "output", *k, "1", "--lines", "29:")
+    assert out.strip().split("\n") == [
+        "In [1] combined, lines 29–30 of 30:",
+        "29│row 29",
+        "30│row 30",
+    ]
+    status, out, _ = await loomgate(env, "search", *k, "row 17")
+    assert status == 0 and "M 17│row 17" in out
+    status, _, _ = await loomgate(env, "search", *k, "absent")
+    assert status == 1
+    async with events(http, live_kernel) as stream:
+        background = await asyncio.create_subprocess_exec(
+            *LOOMGATE,
+            "run",
+            *k,
+            "import time; time.sleep(60)",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await next_event(stream, "execution")  # the cell has started
+            status, out, _ = await loomgate(env, "interrupt", *k)
+            assert out.strip() == "interrupted In [2]"
+            status, out, _ = await loomgate(env, "wait", *k, "2")
+            assert status == 1 and out.startswith("In [2] (") and "KeyboardInterrupt" in out
+        finally:
+            await asyncio.wait_for(background.communicate(), 60)
+    status, out, _ = await loomgate(env, "reset", *k)
+    assert status == 0 and "records and numbering kept" in out
+
+
+async def stream_session(env: dict[str, str], script: str) -> tuple[str, str]:
+    """Run `loomgate stream` with `script` on stdin (DELIM replaced); return output, delimiter."""
+    process = await asyncio.create_subprocess_exec(
+        *LOOMGATE,
+        "stream",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    banner = await asyncio.wait_for(process.stdout.readline(), 60)
+    delimiter = (await process.stdout.readline()).decode().strip()
+    assert delimiter.encode() in banner
+    out, _ = await asyncio.wait_for(
+        process.communicate(script.replace("DELIM", delimiter).encode()), 120
+    )
+    assert process.returncode == 0
+    return out.decode(), delimiter
+
+
+async def test_stream_protocol(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    before = {k["id"] for k in (await http.get("/api/loomgate/kernels")).json()["kernels"]}
+    script = "x = 20\nx * 2\n--\nfor i in range(2):\n    print('loop', i)\nDELIM\n1/0\nexit\n"
+    out, delimiter = await stream_session(env, script)
+    responses = out.split(delimiter + "\n")
+    assert responses[-1] == ""
+    answers = [r.removeprefix(".\n") for r in responses[:-1]]
+    assert len(answers) == 4
+    assert answers[0].startswith("In [1] (")
+    assert answers[1].strip().endswith("Out[2]: 40")
+    assert answers[2].strip().split("\n")[1:] == ["loop 0", "loop 1"]
+    assert "ZeroDivisionError" in answers[3]
+    assert out.count(delimiter) == 4
+    again, other = await stream_session(env, "print('eof ends it')\n")
+    assert other != delimiter and "eof ends it" in again
+    after = {k["id"] for k in (await http.get("/api/loomgate/kernels")).json()["kernels"]}
+    assert after == before, "each stream session stops the kernel it created"

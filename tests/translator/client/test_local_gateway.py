@@ -1,0 +1,198 @@
+"""Connecting: the local gateway started as a detached daemon (once), and remote targets."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loomgate.shared.paths import GatewayFile, read_gateway_file, write_gateway_file
+from loomgate.translator.client.connection import open_client
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.local_gateway import open_local_client
+from loomgate.translator.client.target import GatewayTarget
+from tests.support.gateways import (
+    STOP_TIMEOUT,
+    GatewayProcess,
+    alive,
+    child_pids,
+    free_port,
+    wait_gone,
+)
+
+
+def local_target(port: int) -> GatewayTarget:
+    """Return the local default target, on `port`."""
+    return GatewayTarget(f"http://127.0.0.1:{port}", None, True, None, True)
+
+
+def daemons_of(directory: Path) -> set[int]:
+    """Return the pids of gateway processes started with `--state-dir directory`."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"loomgate.gateway.app" in argv and str(directory).encode() in argv:
+            found.add(int(entry.name))
+    return found
+
+
+def stop_daemons(directory: Path) -> None:
+    """SIGTERM every gateway using `directory`, and wait until it and its kernels are gone."""
+    pids = daemons_of(directory)
+    children = set().union(*(child_pids(pid) for pid in pids)) if pids else set()
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    left = wait_gone(pids, STOP_TIMEOUT)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    leftovers = wait_gone(children, STOP_TIMEOUT)
+    for pid in leftovers:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"gateways ignored SIGTERM: {sorted(left)}"
+    assert not leftovers, f"kernel processes outlived the gateway: {sorted(leftovers)}"
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A state dir of the test's own (also in the environment); its gateways stop afterwards."""
+    directory = tmp_path / "state"
+    monkeypatch.setenv("LOOMGATE_STATE_DIR", str(directory))
+    try:
+        yield directory
+    finally:
+        stop_daemons(directory)
+
+
+def parent_of(pid: int) -> int:
+    """Return the parent pid of `pid`."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+async def test_autostarted_gateway_outlives_its_starter_and_is_reused(state: Path) -> None:
+    port = free_port()
+    starter = (
+        "import asyncio, sys\n"
+        "from loomgate.translator.client.local_gateway import open_local_client\n"
+        "from loomgate.translator.client.target import GatewayTarget\n"
+        "async def main():\n"
+        f"    target = GatewayTarget('http://127.0.0.1:{port}', None, True, None, True)\n"
+        "    client = await open_local_client(target, autostart=True)\n"
+        "    print((await client.info())['pid'])\n"
+        "    await client.aclose()\n"
+        "asyncio.run(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", starter, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, err.decode()
+    pid = int(out)
+    info = read_gateway_file(state)
+    assert info is not None and info["pid"] == pid
+    assert info["url"] == f"http://127.0.0.1:{port}"
+    assert alive(pid), "the gateway died with the translator that started it"
+    assert parent_of(pid) not in (os.getpid(), proc.pid)
+    assert os.getsid(pid) == pid
+    assert os.getpgid(pid) != os.getpgid(0)
+    assert (state / "gateway.stdout.log").stat().st_mode & 0o077 == 0
+
+    client = await open_local_client(local_target(port), autostart=True)
+    async with client:
+        assert client.local and client.label == "local"
+        assert (await client.info())["pid"] == pid
+    assert daemons_of(state) == {pid}
+
+
+async def test_concurrent_connects_start_one_gateway(state: Path) -> None:
+    target = local_target(free_port())
+    clients = await asyncio.gather(*(open_local_client(target, autostart=True) for _ in range(3)))
+    try:
+        pids = {(await client.info())["pid"] for client in clients}
+    finally:
+        for client in clients:
+            await client.aclose()
+    assert len(pids) == 1
+    assert daemons_of(state) == pids
+    assert (state / "gateway.stdout.log").read_text().count("listening on") == 1
+
+
+async def test_stale_gateway_file_is_replaced(state: Path) -> None:
+    dead = free_port()
+    url = f"http://127.0.0.1:{dead}"
+    write_gateway_file(state, GatewayFile(url=url, token="old", pid=999999999, version=""))
+    target = local_target(free_port())
+    async with await open_local_client(target, autostart=True) as client:
+        assert client.url == target.url
+        pid = (await client.info())["pid"]
+    info = read_gateway_file(state)
+    assert info is not None and info["pid"] == pid
+
+
+async def test_no_autostart_when_down(state: Path) -> None:
+    port = free_port()
+    with pytest.raises(GatewayError) as down:
+        await open_local_client(local_target(port), autostart=False)
+    assert down.value.code == "unreachable"
+    assert "loomgate-gateway" in str(down.value) and "--no-autostart" in str(down.value)
+    assert not daemons_of(state)
+    with pytest.raises(GatewayError) as again:
+        await open_client(local_target(port), autostart=False)
+    assert again.value.code == "unreachable"
+
+
+async def test_gateway_that_cannot_start_is_reported(state: Path, gateway: GatewayProcess) -> None:
+    taken = int(gateway.url.rsplit(":", 1)[1])
+    with pytest.raises(GatewayError) as failed:
+        await open_local_client(local_target(taken), autostart=True, timeout=30)
+    assert failed.value.code == "unreachable"
+    assert str(failed.value).startswith(
+        f"the local gateway exited while starting (the Jupyter server could not be started "
+        f"because port {taken} is not available); see {state}"
+    )
+    assert gateway.token not in str(failed.value)
+
+
+async def test_connect_to_remote_targets(gateway: GatewayProcess, tmp_path: Path) -> None:
+    with_token = GatewayTarget(gateway.url, gateway.token, True, "lab", False)
+    async with await open_client(with_token, autostart=True) as client:
+        assert client.label == "lab" and not client.local
+        assert (await client.info())["service"] == "loomgate"
+
+    without = GatewayTarget(gateway.url, None, True, None, False)
+    async with await open_client(without, autostart=True, state_dir=gateway.state_dir) as client:
+        assert (await client.info())["service"] == "loomgate"
+    with pytest.raises(GatewayError) as no_token:
+        await open_client(without, autostart=True, state_dir=tmp_path)
+    assert no_token.value.code == "auth"
+    assert "LOOMGATE_TOKEN" in str(no_token.value)
+
+    wrong = GatewayTarget(gateway.url, "wrong", True, "lab", False)
+    with pytest.raises(GatewayError) as refused:
+        await open_client(wrong, autostart=True)
+    assert refused.value.code == "auth"
+
+
+async def test_autostarted_gateway_does_not_inherit_secrets(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOMGATE_TEST_SECRET", "do-not-ship")
+    client = await open_local_client(local_target(free_port()), autostart=True)
+    try:
+        kernel = (await client.create_kernel())["kernel"]
+        code = "import os; (os.environ.get('LOOMGATE_TEST_SECRET'), 'PATH' in os.environ)"
+        response = await client.submit(kernel["id"], code, wait=60, head=5)
+        assert response["execution"]["output"]["head"][0]["text"] == "(None, True)"
+    finally:
+        await client.aclose()

@@ -1,0 +1,185 @@
+"""Gateway selection: --gateway, $LOOMGATE_URL, gateways.toml and the local default."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from loomgate.translator.client.errors import GatewayConfigError
+from loomgate.translator.client.gateways_toml import load_gateways_toml
+from loomgate.translator.client.selection import select_gateway
+from loomgate.translator.client.target import GatewayTarget
+
+LOCAL = GatewayTarget("http://127.0.0.1:8787", None, True, None, True)
+
+GATEWAYS = """\
+# two remote gateways
+[gateways.lab]
+url = "https://lab.example.com/gate/"
+token_env = "LAB_TOKEN"
+verify = false
+
+[gateways.box]
+url = "http://box:8787"
+token = "box-secret"
+"""
+
+
+@pytest.fixture
+def config(config_dir: Path) -> Path:
+    """Return the path the test's gateways.toml would have."""
+    return config_dir / "gateways.toml"
+
+
+def write(path: Path, text: str, mode: int = 0o600) -> Path:
+    """Write `text` to `path` with `mode`; return the path."""
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "expected"),
+    [
+        (None, {}, LOCAL),
+        ("", {}, LOCAL),
+        (None, {"LOOMGATE_TOKEN": "t"}, LOCAL),
+        (
+            None,
+            {"LOOMGATE_URL": "http://h:1/", "LOOMGATE_TOKEN": "t"},
+            GatewayTarget("http://h:1", "t", True, None, False),
+        ),
+        (None, {"LOOMGATE_URL": "https://h"}, GatewayTarget("https://h", None, True, None, False)),
+        (
+            "https://other:9/x",
+            {"LOOMGATE_URL": "http://h:1", "LOOMGATE_TOKEN": "t"},
+            GatewayTarget("https://other:9/x", "t", True, None, False),
+        ),
+        (
+            "lab",
+            {"LOOMGATE_URL": "http://h:1", "LAB_TOKEN": "lab-t", "LOOMGATE_TOKEN": "t"},
+            GatewayTarget(
+                "https://lab.example.com/gate", "lab-t", False, "lab", False, "LAB_TOKEN"
+            ),
+        ),
+        ("box", {}, GatewayTarget("http://box:8787", "box-secret", True, "box", False)),
+    ],
+)
+def test_selection_order(
+    config: Path, option: str | None, env: dict[str, str], expected: GatewayTarget
+) -> None:
+    write(config, GATEWAYS)
+    assert select_gateway(option, env) == expected
+
+
+def test_repr_hides_the_token(config: Path) -> None:
+    write(config, GATEWAYS)
+    target = select_gateway("box", {})
+    assert target.token == "box-secret"
+    assert "box-secret" not in repr(target)
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "message"),
+    [
+        ("nope", {}, "unknown gateway 'nope'; {path} defines: box, lab"),
+        ("lab", {}, "LAB_TOKEN is not set (token_env of gateway 'lab' in {path})"),
+        ("lab", {"LAB_TOKEN": ""}, "LAB_TOKEN is not set (token_env of gateway 'lab' in {path})"),
+        ("ftp://x", {}, "--gateway 'ftp://x' is not a valid http:// or https:// URL"),
+        ("http://", {}, "--gateway 'http://' is not a valid http:// or https:// URL"),
+        (None, {"LOOMGATE_URL": "lab"}, "LOOMGATE_URL must be an http:// or https:// URL"),
+    ],
+)
+def test_selection_errors(
+    config: Path, option: str | None, env: dict[str, str], message: str
+) -> None:
+    write(config, GATEWAYS)
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway(option, env)
+    assert str(refused.value).startswith(message.format(path=config))
+    assert "box-secret" not in str(refused.value)
+
+
+def test_name_without_a_gateways_file(config: Path) -> None:
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway("lab", {})
+    assert str(refused.value).startswith(f"unknown gateway 'lab': there is no {config}")
+
+
+def test_valid_file(tmp_path: Path) -> None:
+    targets = load_gateways_toml(write(tmp_path / "g.toml", GATEWAYS))
+    assert targets == {
+        "lab": GatewayTarget(
+            "https://lab.example.com/gate", None, False, "lab", False, token_env="LAB_TOKEN"
+        ),
+        "box": GatewayTarget("http://box:8787", "box-secret", True, "box", False),
+    }
+    assert load_gateways_toml(write(tmp_path / "empty.toml", "")) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[gateways.lab]\nurl = "http://x"\nverify = \n', "line 3: invalid TOML"),
+        ('[gateways.lab\nurl = "http://x"\n', "line 1: invalid TOML"),
+        (
+            '# c\n\n[gateways.a]\nurl = "http://a"\n\n[gateways.lab]\ntoken_env = "T"\n',
+            ("line 6: gateway 'lab' needs a url"),
+        ),
+        (
+            '[gateways.lab]\nurl = "http://x"\ntoken = "s"\ntoken_env = "T"\n',
+            ("line 3: gateway 'lab' has both token and token_env; keep one"),
+        ),
+        (
+            '[gateways.lab]\nurl = "http://x"\n\nverfy = true\n',
+            (
+                "line 4: gateway 'lab' has an unknown key 'verfy' (allowed: url, token_env, token, "
+                "verify)"
+            ),
+        ),
+        (
+            '[gateways.lab]\nurl = "http://x"\nverify = "no"\n',
+            ("line 3: the verify of gateway 'lab' must be true or false"),
+        ),
+        ("[gateways.lab]\nurl = 8787\n", "line 2: the url of gateway 'lab' must be an http://"),
+        ('[gateways.lab]\nurl = "lab.example.com"\n', "line 2: the url of gateway 'lab' must be"),
+        (
+            '[gateways.lab]\nurl = "http://x"\ntoken_env = 3\n',
+            ("line 3: the token_env of gateway 'lab' must be a non-empty string"),
+        ),
+        (
+            '[gateways.lab]\nurl = "http://x"\ntoken = ""\n',
+            ("line 3: the token of gateway 'lab' must be a non-empty string"),
+        ),
+        ('[gateways]\nlab = "http://x"\n', "line 2: gateway 'lab' must be a table"),
+        ("gateways = 3\n", ": 'gateways' must be a table"),
+        (
+            'x = 1\n[gateways.lab]\nurl = "http://x"\n',
+            ("line 1: unknown key 'x' (expected only [gateways.NAME] tables)"),
+        ),
+    ],
+)
+def test_invalid_files_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / "gateways.toml", text)
+    with pytest.raises(GatewayConfigError) as refused:
+        load_gateways_toml(path)
+    assert str(refused.value).startswith(
+        f"{path}{message}" if message[0] == ":" else f"{path} {message}"
+    ), str(refused.value)
+
+
+def test_readable_token_file_warns_without_the_token(tmp_path: Path) -> None:
+    path = write(tmp_path / "gateways.toml", GATEWAYS, mode=0o644)
+    with pytest.warns(UserWarning, match="chmod 600") as caught:
+        load_gateways_toml(path)
+    assert all("box-secret" not in str(w.message) for w in caught)
+
+
+def test_private_token_file_and_token_env_files_do_not_warn(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_gateways_toml(write(tmp_path / "private.toml", GATEWAYS))
+        only_env = '[gateways.lab]\nurl = "http://x"\ntoken_env = "T"\n'
+        load_gateways_toml(write(tmp_path / "open.toml", only_env, mode=0o644))

@@ -1,0 +1,86 @@
+"""The translator as a real process: over stdio and Streamable HTTP, shared by two hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from loomgate.translator.mcp_server.settings import Settings
+from tests.support.gateways import GatewayProcess, free_port
+from tests.support.mcp_clients import ERAS, text
+from tests.support.translators import TRANSLATOR, stdio, translator_env
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_stdio_round_trip(gateway: GatewayProcess, era: str) -> None:
+    async with Client(stdio(gateway), mode=era) as mcp:
+        first = await mcp.call_tool("run_cell", {"code": "v = 'kept'"})
+        second = await mcp.call_tool("run_cell", {"code": "v"})
+        assert first.structured_content["execution"] == 1
+        assert text(second).endswith("Out[2]: 'kept'")
+        kernel = second.structured_content["kernel"]
+        await mcp.call_tool("stop_kernel", {"kernel": kernel})
+
+
+async def test_two_translators_share_a_persistent_kernel(gateway: GatewayProcess) -> None:
+    async with (
+        Client(stdio(gateway)) as one,
+        Client(stdio(gateway), mode="legacy") as two,
+    ):
+        await one.call_tool("connect", {"kernel": "shared-numbers"})
+        await two.call_tool("connect", {"kernel": "shared-numbers"})
+        numbers = []
+        for i, mcp in enumerate([one, two, one, two]):
+            result = await mcp.call_tool("run_cell", {"code": f"n{i} = {i}"})
+            numbers.append(result.structured_content["execution"])
+        assert numbers == [1, 2, 3, 4]
+        seen = await two.call_tool("run_cell", {"code": "n0 + n1 + n2 + n3"})
+        assert text(seen).endswith("Out[5]: 6")
+        await one.call_tool("stop_kernel", {"kernel": "shared-numbers"})
+
+
+@contextlib.asynccontextmanager
+async def http_translator(gateway: GatewayProcess) -> AsyncIterator[str]:
+    """Run `loomgate-mcp --transport streamable-http`; yield its URL; stop it by pid."""
+    port = free_port()
+    settings = Settings(
+        gateway=gateway.url, autostart=False, transport="streamable-http", port=port
+    )
+    process = await asyncio.create_subprocess_exec(
+        *TRANSLATOR,
+        *settings.argv(),
+        env=translator_env(gateway),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(600):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_streamable_http(gateway: GatewayProcess, era: str) -> None:
+    async with http_translator(gateway) as url, Client(url, mode=era) as mcp:
+        result: Any = await mcp.call_tool("run_cell", {"code": "'over http'"})
+        assert text(result).endswith("Out[1]: 'over http'")
+        await mcp.call_tool("stop_kernel", {"kernel": result.structured_content["kernel"]})

@@ -1,0 +1,1 @@
+"""`loomgate`: the person's command line: cells, records, kernels and the local gateway."""

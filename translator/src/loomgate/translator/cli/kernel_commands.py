@@ -1,0 +1,119 @@
+"""The shell commands that read and manage kernels: output, search, wait, interrupt, reset,
+kernels and stop, and the kernel each one acts on."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from loomgate.shared import wire
+from loomgate.shared.wire import FINAL_STATES
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.output_view import OutputLimits
+from loomgate.translator.presentation import (
+    cell_text,
+    kernel_label,
+    render_kernels,
+    render_read,
+    render_search,
+)
+
+DEFAULT_KERNEL = "default"
+OUTPUT_LIMITS = OutputLimits()
+
+
+async def existing_kernel(client: GatewayClient, name: str | None) -> str:
+    """Return the id of --kernel, else of the `default` kernel (which must exist)."""
+    return (await client.get_kernel(name or DEFAULT_KERNEL))["id"]
+
+
+async def finished(client: GatewayClient, kernel: str, selector: str | int) -> wire.Execution:
+    """Return the execution once it has ended (or asks for input), with its head and tail."""
+    while True:
+        response = await client.execution(
+            kernel,
+            selector,
+            wait=3600,
+            head=OUTPUT_LIMITS.half_lines,
+            tail=OUTPUT_LIMITS.half_lines,
+            max_chars=OUTPUT_LIMITS.max_chars,
+        )
+        execution = response["execution"]
+        if execution["state"] in FINAL_STATES or response["returned"] == "input":
+            return execution
+
+
+async def show_output(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Print a line range of one stream (as read_output shows it)."""
+    kernel = await existing_kernel(client, args.kernel)
+    response = await client.read(kernel, args.execution or "latest", args.stream, args.lines)
+    print(json.dumps(response, indent=2) if args.json else render_read(response))
+    return 0
+
+
+async def show_search(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Print matching lines (as search_output shows them); exit 1 when nothing matched."""
+    kernel = await existing_kernel(client, args.kernel)
+    response = await client.search(
+        kernel,
+        args.query,
+        execution=args.execution,
+        stream=args.stream,
+        mode=args.mode,
+        context=args.context,
+        ignore_case=args.ignore_case,
+        max_matches=args.max_matches,
+    )
+    scope = "all executions" if args.execution == "all" else f"In [{args.execution}]"
+    print(render_search(response, scope))
+    return 0 if response["matches"] else 1
+
+
+async def show_wait(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Wait for an execution to end and print it as the model would read it."""
+    kernel = await existing_kernel(client, args.kernel)
+    execution = await finished(client, kernel, args.execution or "current")
+    print(cell_text(execution))
+    return 0 if execution["state"] == "completed" else 1
+
+
+async def show_interrupt(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Interrupt the running execution."""
+    kernel = await existing_kernel(client, args.kernel)
+    try:
+        execution = await client.interrupt(kernel)
+    except GatewayError as e:
+        if e.code == "conflict":
+            print("nothing is running")
+            return 0
+        raise
+    print(f"interrupted In [{execution['number']}]")
+    return 0
+
+
+async def show_reset(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Restart the kernel: variables cleared, records and numbering kept."""
+    kernel = await existing_kernel(client, args.kernel)
+    response = await client.reset(kernel)
+    killed = response["killed"]
+    print(
+        "reset: variables cleared; records and numbering kept"
+        + (f"; In [{killed['number']}] was killed" if killed else "")
+    )
+    return 0
+
+
+async def show_kernels(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Print the gateway's kernels (a table, or JSON)."""
+    kernels = await client.list_kernels()
+    print(
+        json.dumps(kernels, indent=2) if args.json else render_kernels(kernels, None, client.label)
+    )
+    return 0
+
+
+async def stop(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Stop a kernel (its records stay)."""
+    print(f"stopped {kernel_label(await client.stop_kernel(args.kernel))}")
+    return 0

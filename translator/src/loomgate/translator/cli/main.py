@@ -1,0 +1,124 @@
+"""`loomgate`: the person's command line: the parser, and each command's function."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from loomgate.shared.wire import SEARCH_MODES, STREAMS
+from loomgate.translator.cli import kernel_commands
+from loomgate.translator.cli.errors import UsageError
+from loomgate.translator.cli.gateway_control import control_gateway
+from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL
+from loomgate.translator.cli.run import run_command
+from loomgate.translator.cli.stream_protocol import stream_session
+from loomgate.translator.client.connection import open_client
+from loomgate.translator.client.errors import GatewayConfigError, GatewayError
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.selection import select_gateway
+
+Command = Callable[[GatewayClient, argparse.Namespace], Awaitable[int]]
+
+
+def parser() -> argparse.ArgumentParser:
+    """Return the command-line parser."""
+    top = argparse.ArgumentParser(
+        prog="loomgate", description="Persistent Jupyter kernels from the shell."
+    )
+    top.add_argument("--gateway", help="a gateways.toml name or a URL (default: local)")
+    top.add_argument("--no-autostart", action="store_true", help="never start the local gateway")
+    # The same options after the command name (`loomgate stream --gateway lab`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--gateway", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument(
+        "--no-autostart", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
+    commands = top.add_subparsers(dest="command", required=True)
+    original_add_parser = commands.add_parser
+
+    def add_parser(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return original_add_parser(name, parents=[common], **kwargs)
+
+    commands.add_parser = add_parser  # type: ignore[method-assign]
+    run = commands.add_parser("run", help="run a cell and stream its output")
+    run.add_argument("code", nargs="?", help="the cell, or - to read it from stdin")
+    run.add_argument("--file", type=Path, help="read the cell from this file")
+    run.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
+    run.add_argument("--json", action="store_true", help="print the record as JSON at the end")
+    output = commands.add_parser("output", help="read lines of an execution's output")
+    output.add_argument("execution", nargs="?", help="execution number (default: latest)")
+    output.add_argument("--lines", help='"start:stop", e.g. ":10", "-20:", "100:120"')
+    output.add_argument("--stream", default="combined", choices=STREAMS)
+    output.add_argument("--json", action="store_true", help="print JSON")
+    search = commands.add_parser("search", help="find lines in the output of executions")
+    search.add_argument("query")
+    search.add_argument("--execution", default="all", help='a number or "all" (default)')
+    search.add_argument("--stream", default="combined", choices=STREAMS)
+    search.add_argument("--mode", default="auto", choices=SEARCH_MODES)
+    search.add_argument("--context", type=int, default=0)
+    search.add_argument("--ignore-case", "-i", action="store_true")
+    search.add_argument("--max-matches", type=int, default=50)
+    wait = commands.add_parser("wait", help="wait for an execution and show it")
+    wait.add_argument("execution", nargs="?", help="execution number (default: running/latest)")
+    commands.add_parser("interrupt", help="interrupt the running execution")
+    commands.add_parser("reset", help="restart the kernel, keeping records and numbering")
+    stream = commands.add_parser("stream", help="the delimiter-framed protocol on stdin/stdout")
+    for sub in (output, search, wait, stream):
+        sub.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
+    for name in ("interrupt", "reset"):
+        commands.choices[name].add_argument("--kernel", help="kernel name or id prefix")
+    kernels = commands.add_parser("kernels", help="list the gateway's kernels")
+    kernels.add_argument("--json", action="store_true", help="print JSON")
+    stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
+    stop.add_argument("kernel", help="kernel name or id prefix")
+    gateway = commands.add_parser("gateway", help="control the local gateway")
+    gateway.add_argument("action", choices=["start", "stop", "status", "logs"])
+    gateway.add_argument("--port", type=int, help="port for start (default 8787)")
+    gateway.add_argument("--foreground", action="store_true", help="start: stay attached")
+    gateway.add_argument("--follow", "-f", action="store_true", help="logs: keep following")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; return the exit status (0 ok, 1 the cell raised, 2 usage/connection)."""
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "gateway":
+            return control_gateway(args)
+        return asyncio.run(dispatch(args))
+    except (UsageError, GatewayError, GatewayConfigError) as e:
+        print(f"loomgate: {e}", file=sys.stderr)
+        return 2
+
+
+async def stream(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Serve the stream protocol until its end."""
+    return await stream_session(client, args.kernel)
+
+
+COMMANDS: dict[str, Command] = {
+    "run": run_command,
+    "stream": stream,
+    "output": kernel_commands.show_output,
+    "search": kernel_commands.show_search,
+    "wait": kernel_commands.show_wait,
+    "interrupt": kernel_commands.show_interrupt,
+    "reset": kernel_commands.show_reset,
+    "kernels": kernel_commands.show_kernels,
+    "stop": kernel_commands.stop,
+}
+
+
+async def dispatch(args: argparse.Namespace) -> int:
+    """Return the exit status of a command that talks to a gateway."""
+    target = select_gateway(args.gateway, os.environ)
+    client = await open_client(target, autostart=not args.no_autostart)
+    try:
+        return await COMMANDS[args.command](client, args)
+    finally:
+        await client.aclose()

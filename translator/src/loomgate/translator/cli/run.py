@@ -1,0 +1,140 @@
+"""`loomgate run`: a cell run from the shell, its lines printed as they arrive."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from loomgate.shared import wire
+from loomgate.shared.wire import FINAL_STATES
+from loomgate.translator.cli.errors import UsageError
+from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.presentation import (
+    busy_refusal,
+    clipped_suffix,
+    format_elapsed,
+    output_line,
+)
+
+POLL_SECONDS = 0.2
+
+
+def cell_source(args: argparse.Namespace) -> str:
+    """Return the cell to run, from the argument, stdin (-) or --file."""
+    if args.file is not None:
+        if args.code is not None:
+            raise UsageError("give the cell as an argument or with --file, not both")
+        path: Path = args.file
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
+    if args.code is None:
+        raise UsageError("no cell given: loomgate run CODE, run - (stdin) or run --file F")
+    return sys.stdin.read() if args.code == "-" else str(args.code)
+
+
+async def bound_kernel(client: GatewayClient, name: str | None) -> str:
+    """Return the id of the kernel to run on: --kernel, else the persistent `default` one."""
+    if name:
+        kernel = await client.get_kernel(name)
+        if not kernel["alive"]:
+            raise UsageError(f"kernel {name} is no longer running")
+        return str(kernel["id"])
+    try:
+        current = await client.get_kernel(DEFAULT_KERNEL)
+        if current["alive"]:
+            return str(current["id"])
+    except GatewayError as e:
+        if e.code != "not_found":
+            raise
+    print(f"starting kernel {DEFAULT_KERNEL!r} on {client.label} …", file=sys.stderr, flush=True)
+    cwd = str(Path.cwd()) if client.on_this_host else None
+    created = await client.create_kernel(name=DEFAULT_KERNEL, lifetime="persistent", cwd=cwd)
+    return created["kernel"]["id"]
+
+
+async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Run the cell, printing its lines as they arrive; Ctrl-C interrupts, twice detaches."""
+    code = cell_source(args)
+    kernel = await bound_kernel(client, args.kernel)
+    try:
+        execution = (await client.submit(kernel, code))["execution"]
+    except GatewayError as e:
+        if e.code == "busy":
+            raise UsageError(busy_refusal(e.details.get("running"), "person")) from None
+        raise
+    number = execution["number"]
+    interrupts = 0
+    loop = asyncio.get_running_loop()
+    pressed = asyncio.Event()
+
+    def on_sigint() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        pressed.set()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    printer = LinePrinter(number, live=not args.json)
+    if printer.live:
+        print(f"In [{number}]:", flush=True)  # the model's header; its elapsed time comes last
+    try:
+        while True:
+            if interrupts == 1 and pressed.is_set():
+                pressed.clear()
+                await client.interrupt(kernel)
+                print("^C interrupting; press Ctrl-C again to detach", file=sys.stderr)
+            if interrupts >= 2:
+                print(
+                    f"detached: In [{number}] keeps running; follow it with "
+                    f"`loomgate wait {number}`",
+                    file=sys.stderr,
+                )
+                return 1
+            response = await client.execution(kernel, number, wait=POLL_SECONDS)
+            execution = response["execution"]
+            await printer.catch_up(client, kernel, final=execution["state"] in FINAL_STATES)
+            if execution["state"] in FINAL_STATES:
+                break
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if args.json:
+        output = await client.read(kernel, number, "combined")
+        print(json.dumps({"execution": execution, "lines": output["lines"]}, indent=2))
+    else:
+        print(f"[{execution['state']} after {format_elapsed(execution['elapsed'])}]")
+    return 0 if execution["state"] == "completed" else 1
+
+
+class LinePrinter:
+    """Prints an execution's combined lines once each, as the model would see them."""
+
+    def __init__(self, number: int, *, live: bool) -> None:
+        self.number = number
+        self.live = live
+        self.printed = 0
+
+    async def catch_up(self, client: GatewayClient, kernel: str, *, final: bool) -> None:
+        """Print the complete lines that arrived since the last call (all of them when final)."""
+        if not self.live:
+            return
+        response = await client.read(kernel, self.number, "combined", f"{self.printed + 1}:")
+        lines = response["lines"]
+        for position, line in enumerate(lines):
+            if line.get("partial") and not final:
+                break
+            following = lines[position + 1] if position + 1 < len(lines) else None
+            print(self.render(line, following), flush=True)
+            self.printed = line["n"]
+
+    def render(self, line: wire.Line, following: wire.Line | None) -> str:
+        """Return one line as the model would read it (Out[N]: on results, images named)."""
+        if line.get("kind") == "rich" and line.get("start"):
+            return f"[rich output: {line['text']}{clipped_suffix(line)}]"
+        return output_line(self.number, line, following)

@@ -1,0 +1,1 @@
+"""Talking to a gateway: transports, endpoints, holds, gateways.toml, the local gateway."""

@@ -1,0 +1,199 @@
+"""A typed client of one loomgate gateway: each endpoint of docs/protocol.md as a method."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+from urllib.parse import quote
+
+from loomgate.shared import wire
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.http_session import API_PREFIX, GatewayHttp, drop_none
+
+# A submit may wait up to 30 s for the kernel to start the cell before its own wait begins.
+SUBMIT_START_MARGIN = 30.0
+
+
+def quoted(ref: str | int) -> str:
+    """Return a kernel reference or execution selector as one URL path segment."""
+    return quote(str(ref), safe="")
+
+
+def wait_params(
+    wait: float, until_silent: float | None, head: int, tail: int, max_chars: int | None
+) -> dict[str, Any]:
+    """Return the long-poll and output arguments shared by submit and execution requests."""
+    return {
+        "wait": wait,
+        "until_silent": until_silent,
+        "head": head,
+        "tail": tail,
+        "max_chars": max_chars,
+    }
+
+
+class GatewayClient(GatewayHttp):
+    """The endpoints of one gateway, each returning the wire shape it answers with."""
+
+    # -- gateway and kernels -----------------------------------------------------------------
+
+    async def info(self) -> wire.Info:
+        """Return the gateway's info (service, version, protocol, capabilities, kernel specs)."""
+        data = await self.request("GET", "info")
+        if data.get("service") != "loomgate":
+            raise GatewayError(
+                f"{self.url} answers /{API_PREFIX}info but is not a loomgate gateway",
+                code="protocol",
+            )
+        return cast(wire.Info, data)
+
+    async def list_kernels(self, all: bool = False) -> list[wire.Kernel]:
+        """Return the live kernels, with `all` also gone ones whose records remain."""
+        data = await self.request("GET", "kernels", params={"all": "true" if all else None})
+        return cast(wire.KernelList, data)["kernels"]
+
+    async def create_kernel(
+        self,
+        name: str | None = None,
+        kernel_spec: str | None = None,
+        lifetime: wire.Lifetime = "persistent",
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> wire.KernelCreated:
+        """Return the live kernel called `name`, or a new one, and whether it was created."""
+        body = drop_none(
+            {
+                "name": name,
+                "kernel_spec": kernel_spec,
+                "lifetime": lifetime,
+                "cwd": cwd,
+                "env": dict(env) if env is not None else None,
+            }
+        )
+        return cast(wire.KernelCreated, await self.request("POST", "kernels", body=body))
+
+    async def get_kernel(self, ref: str) -> wire.Kernel:
+        """Return the kernel `ref` names (live or gone)."""
+        data = await self.request("GET", f"kernels/{quoted(ref)}")
+        return cast(wire.KernelReply, data)["kernel"]
+
+    async def stop_kernel(self, ref: str) -> wire.Kernel:
+        """Return the gone model of the kernel `ref` names, after stopping it."""
+        data = await self.request("DELETE", f"kernels/{quoted(ref)}")
+        return cast(wire.KernelReply, data)["kernel"]
+
+    async def interrupt(self, ref: str) -> wire.Execution:
+        """Return the execution interrupted, as it was when the interrupt was sent."""
+        data = await self.request("POST", f"kernels/{quoted(ref)}/interrupt")
+        return cast(wire.ExecutionOnly, data)["execution"]
+
+    async def reset(self, ref: str) -> wire.ResetReply:
+        """Return the kernel once its new process is ready, and the execution it killed."""
+        return cast(wire.ResetReply, await self.request("POST", f"kernels/{quoted(ref)}/reset"))
+
+    # -- executions --------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        ref: str,
+        code: str,
+        *,
+        wait: float = 0,
+        until_silent: float | None = None,
+        head: int = 0,
+        tail: int = 0,
+        max_chars: int | None = None,
+    ) -> wire.ExecutionReply:
+        """Return a newly submitted cell's summary, after waiting up to `wait` s for its end."""
+        body = drop_none({"code": code, **wait_params(wait, until_silent, head, tail, max_chars)})
+        data = await self.request(
+            "POST",
+            f"kernels/{quoted(ref)}/executions",
+            body=body,
+            read_timeout=wait + SUBMIT_START_MARGIN + self.long_poll_margin(),
+        )
+        return cast(wire.ExecutionReply, data)
+
+    async def execution(
+        self,
+        ref: str,
+        selector: str | int = "current",
+        *,
+        wait: float = 0,
+        until_silent: float | None = None,
+        head: int = 0,
+        tail: int = 0,
+        max_chars: int | None = None,
+    ) -> wire.ExecutionReply:
+        """Return an execution's summary and why it returned, long-polling up to `wait` s."""
+        data = await self.request(
+            "GET",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}",
+            params=wait_params(wait, until_silent, head, tail, max_chars),
+            read_timeout=wait + self.long_poll_margin(),
+        )
+        return cast(wire.ExecutionReply, data)
+
+    async def executions(self, ref: str, since: int = 0, limit: int = 100) -> list[wire.Execution]:
+        """Return the newest `limit` executions numbered above `since`, oldest first."""
+        data = await self.request(
+            "GET", f"kernels/{quoted(ref)}/executions", params={"since": since, "limit": limit}
+        )
+        return cast(wire.ExecutionList, data)["executions"]
+
+    async def read(
+        self,
+        ref: str,
+        selector: str | int,
+        stream: wire.StreamName = "combined",
+        lines: str | None = None,
+        max_chars: int | None = None,
+    ) -> wire.StreamRead:
+        """Return a line range of one stream."""
+        data = await self.request(
+            "GET",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}/streams/{quoted(stream)}",
+            params={"lines": lines, "max_chars": max_chars},
+        )
+        return cast(wire.StreamRead, data)
+
+    async def rich(self, ref: str, selector: str | int, index: int) -> wire.RichBundle:
+        """Return one rich output: its `rich` entry plus `data` and `metadata`."""
+        data = await self.request(
+            "GET", f"kernels/{quoted(ref)}/executions/{quoted(selector)}/rich/{int(index)}"
+        )
+        return cast(wire.RichBundle, data)
+
+    async def send_input(self, ref: str, selector: str | int, value: str) -> wire.Execution:
+        """Return the execution after answering its pending input()."""
+        data = await self.request(
+            "POST",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}/input",
+            body={"value": value},
+        )
+        return cast(wire.ExecutionOnly, data)["execution"]
+
+    async def search(
+        self,
+        ref: str,
+        query: str,
+        *,
+        execution: str | int = "current",
+        stream: wire.StreamName = "combined",
+        mode: wire.SearchMode = "auto",
+        context: int = 0,
+        ignore_case: bool = False,
+        max_matches: int = 50,
+    ) -> wire.SearchReply:
+        """Return the lines matching `query` in one execution, or in all of them."""
+        params = {
+            "query": query,
+            "execution": str(execution),
+            "stream": stream,
+            "mode": mode,
+            "context": context,
+            "ignore_case": "true" if ignore_case else "false",
+            "max_matches": max_matches,
+        }
+        data = await self.request("GET", f"kernels/{quoted(ref)}/search", params=params)
+        return cast(wire.SearchReply, data)

@@ -1,0 +1,284 @@
+"""The local gateway: found through gateway.json, or started as a detached daemon when down.
+
+The local gateway is the one named by `gateway.json` in the state dir: if that file names a
+gateway that answers with its token, it is used, whatever port it listens on. Otherwise the
+gateway is started on the port of the target URL, as a daemon that is not our child (a launcher
+process starts it in a new session and exits), so it outlives this translator, never becomes
+our zombie, and is not hit by signals sent to our process group. It runs in the home directory
+so that it does not pin the caller's working directory; kernels get their cwd explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import importlib.util
+import os
+import re
+import shutil
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from loomgate.shared.paths import DAEMON_LOG, DEFAULT_PORT, ensure_private_dir, read_gateway_file
+from loomgate.shared.paths import state_dir as default_state_dir
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.http_session import READ_TIMEOUT
+from loomgate.translator.client.target import GatewayTarget
+
+LOCK_FILE = "autostart.lock"
+POLL_SECONDS = 0.1
+# A waiting translator gives the one starting the gateway its whole timeout, and then some.
+LOCK_MARGIN = 10.0
+LOCAL_NAME = "local"
+
+# Runs in a short-lived launcher process: starts the gateway in its own session with its output
+# appended to the log, prints its pid and exits, so the gateway is reparented away from us.
+DAEMON_VARIABLES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        "VIRTUAL_ENV",
+        "LOOMGATE_STATE_DIR",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+    }
+)
+DAEMON_PREFIXES = ("LC_", "XDG_", "JUPYTER_", "CONDA_", "UV_")
+LAUNCHER = """
+import os, subprocess, sys
+log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+daemon = subprocess.Popen(
+    sys.argv[3:], cwd=sys.argv[2], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+    start_new_session=True, close_fds=True,
+)
+print(daemon.pid, flush=True)
+"""
+
+
+async def open_local_client(
+    target: GatewayTarget,
+    *,
+    autostart: bool,
+    state_dir: Path | None = None,
+    timeout: float = 60,
+    request_timeout: float = READ_TIMEOUT,
+) -> GatewayClient:
+    """Return a client of the local gateway, starting it first if `autostart` and it is down."""
+    directory = state_dir or default_state_dir()
+    client = await running_gateway(directory, target, request_timeout=request_timeout)
+    if client is not None:
+        return client
+    if not autostart:
+        raise GatewayError(
+            f"cannot reach the local gateway at {target.url} (it is not running); start it "
+            "with `loomgate-gateway`, or drop --no-autostart",
+            code="unreachable",
+        )
+    ensure_private_dir(directory)
+    async with exclusive(directory / LOCK_FILE, timeout + LOCK_MARGIN):
+        # Whoever held the lock before us may have started it.
+        client = await running_gateway(directory, target, request_timeout=request_timeout)
+        if client is not None:
+            return client
+        pid = await start_daemon(directory, target)
+        client = await wait_until_up(directory, target, pid, timeout)
+        client.request_timeout = request_timeout
+        return client
+
+
+async def running_gateway(
+    directory: Path,
+    target: GatewayTarget,
+    pid: int | None = None,
+    *,
+    request_timeout: float = READ_TIMEOUT,
+) -> GatewayClient | None:
+    """Return a client of the gateway gateway.json names, if it answers with its token."""
+    info = read_gateway_file(directory)
+    if info is None or (pid is not None and info["pid"] != pid):
+        return None
+    client = GatewayClient(
+        info["url"],
+        info["token"],
+        verify=target.verify,
+        name=LOCAL_NAME,
+        local=True,
+        request_timeout=request_timeout,
+    )
+    try:
+        await client.info()
+    except GatewayError:
+        await client.aclose()
+        return None
+    except BaseException:
+        await client.aclose()
+        raise
+    return client
+
+
+@contextlib.asynccontextmanager
+async def exclusive(path: Path, timeout: float) -> AsyncIterator[None]:
+    """Hold an exclusive lock on `path` (polling, so the event loop never blocks)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if loop.time() > deadline:
+                    raise GatewayError(
+                        f"another process has been starting the local gateway for over "
+                        f"{timeout:g} s (it holds {path})",
+                        code="timeout",
+                    ) from None
+                await asyncio.sleep(POLL_SECONDS / 2)
+        yield
+    finally:
+        os.close(fd)
+
+
+def gateway_command(
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    state_dir: Path | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """Return the command line that runs `loomgate-gateway` here (GatewayError if not installed).
+
+    The one place the gateway's command line is built: autostart, `loomgate gateway start`
+    and the tests all run the gateway through it.
+    """
+    args = [] if host is None else ["--host", host]
+    args += [] if port is None else ["--port", str(port)]
+    args += [] if state_dir is None else ["--state-dir", str(state_dir)]
+    args += extra
+    if importlib.util.find_spec("loomgate.gateway") is not None:
+        return [sys.executable, "-m", "loomgate.gateway.app", *args]
+    installed = shutil.which("loomgate-gateway")
+    if installed is not None:
+        return [installed, *args]
+    raise GatewayError(
+        "the local gateway is not running and loomgate-gateway is not installed here; "
+        "install loomgate-gateway, or pass --gateway with a remote gateway",
+        code="unreachable",
+    )
+
+
+async def start_daemon(directory: Path, target: GatewayTarget) -> int:
+    """Return the pid of a newly started, detached gateway for `target` (host and port)."""
+    parts = urlsplit(target.url)
+    host = parts.hostname or "127.0.0.1"
+    command = gateway_command(host=host, port=parts.port or DEFAULT_PORT, state_dir=directory)
+    cwd = str(Path.home()) if Path.home().is_dir() else str(directory)
+    launcher = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        LAUNCHER,
+        str(directory / DAEMON_LOG),
+        cwd,
+        *command,
+        env=daemon_environment(os.environ),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await launcher.communicate()
+    try:
+        return int(out.decode().strip())
+    except ValueError:
+        reason = last_line(err.decode(errors="replace")) or f"exit code {launcher.returncode}"
+        raise GatewayError(
+            f"could not start the local gateway ({reason})", code="unreachable"
+        ) from None
+
+
+def daemon_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """Return the environment an autostarted gateway gets: the basics, never our secrets.
+
+    The gateway outlives this conversation and its kernels inherit its environment, so the
+    host's variables (API keys, LOOMGATE_TOKEN …) are not shipped wholesale.
+    """
+    return {
+        key: value
+        for key, value in environ.items()
+        if key in DAEMON_VARIABLES or key.startswith(DAEMON_PREFIXES)
+    }
+
+
+async def wait_until_up(
+    directory: Path, target: GatewayTarget, pid: int, timeout: float
+) -> GatewayClient:
+    """Return a client of the started gateway `pid` once it answers (GatewayError otherwise)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    log_path = directory / DAEMON_LOG
+    while True:
+        client = await running_gateway(directory, target, pid)
+        if client is not None:
+            return client
+        if not process_alive(pid):
+            tail = last_line(read_tail(log_path))
+            reason = f" ({tail})" if tail else ""
+            raise GatewayError(
+                f"the local gateway exited while starting{reason}; see {log_path}",
+                code="unreachable",
+            )
+        if loop.time() > deadline:
+            raise GatewayError(
+                f"the local gateway (pid {pid}) did not answer within {timeout:g} s of "
+                f"starting; see {log_path}",
+                code="timeout",
+            )
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def process_alive(pid: int) -> bool:
+    """Return whether process `pid` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def read_tail(path: Path, size: int = 4096) -> str:
+    """Return the last `size` bytes of `path` as text ("" if unreadable)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def last_line(text: str) -> str:
+    """Return the last non-blank line of `text`, without a log prefix, at most 300 characters."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = re.sub(r"^\[[A-Z] [^\]]*\]\s*", "", lines[-1])
+    return line.removeprefix("ERROR: ").rstrip(".")[:300]

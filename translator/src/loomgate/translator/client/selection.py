@@ -1,0 +1,59 @@
+"""Which gateway to talk to: --gateway, $LOOMGATE_URL, a gateways.toml name, or the local one."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from loomgate.shared.echo import echo
+from loomgate.shared.paths import DEFAULT_HOST, DEFAULT_PORT
+from loomgate.translator.client.errors import GatewayConfigError
+from loomgate.translator.client.gateways_toml import gateways_file, load_gateways_toml
+from loomgate.translator.client.target import GatewayTarget, is_url
+
+LOCAL_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+
+
+def select_gateway(option: str | None, env: Mapping[str, str]) -> GatewayTarget:
+    """Return the gateway to use: --gateway (name or URL), else $LOOMGATE_URL, else the local."""
+    env_token = env.get("LOOMGATE_TOKEN") or None
+    if option:
+        if is_url(option):
+            return GatewayTarget(option.rstrip("/"), env_token, True, None, False)
+        if option.startswith(("http:", "https:")) or "://" in option:
+            raise GatewayConfigError(
+                f"--gateway {echo(option)} is not a valid http:// or https:// URL"
+            )
+        return named_gateway(option, env)
+    url = env.get("LOOMGATE_URL")
+    if url:
+        if not is_url(url):
+            raise GatewayConfigError(
+                f"LOOMGATE_URL must be an http:// or https:// URL, not {echo(url)} "
+                "(use --gateway NAME for a gateway from gateways.toml)"
+            )
+        return GatewayTarget(url.rstrip("/"), env_token, True, None, False)
+    return GatewayTarget(LOCAL_URL, None, True, None, True)
+
+
+def named_gateway(name: str, env: Mapping[str, str]) -> GatewayTarget:
+    """Return gateway `name` from gateways.toml, with its token_env resolved from `env`."""
+    path = gateways_file()
+    if not path.exists():
+        raise GatewayConfigError(
+            f"unknown gateway {echo(name)}: there is no {path} (a gateway is a name defined there, "
+            "or an http:// or https:// URL)"
+        )
+    targets = load_gateways_toml(path)
+    target = targets.get(name)
+    if target is None:
+        known = ", ".join(sorted(targets)) or "none"
+        raise GatewayConfigError(f"unknown gateway {echo(name)}; {path} defines: {known}")
+    if target.token_env is not None:
+        token = env.get(target.token_env)
+        if not token:
+            raise GatewayConfigError(
+                f"{target.token_env} is not set (token_env of gateway {echo(name)} in {path})"
+            )
+        target = dataclasses.replace(target, token=token)
+    return target

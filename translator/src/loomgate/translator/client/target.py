@@ -1,0 +1,25 @@
+"""A gateway to talk to: where it is and how to authenticate to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class GatewayTarget:
+    """Where a gateway is and how to authenticate to it (the token never shows in its repr)."""
+
+    url: str
+    token: str | None = field(repr=False)
+    verify: bool
+    name: str | None
+    local: bool
+    # Set on gateways.toml entries with `token_env`; select_gateway resolves it into `token`.
+    token_env: str | None = None
+
+
+def is_url(value: str) -> bool:
+    """Return whether `value` is an http:// or https:// URL with a host."""
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)

@@ -1,0 +1,194 @@
+"""Following an execution: long-polls with progress, input dialogs, and the cell's result."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, ImageContent, TextContent
+
+from loomgate.shared import wire
+from loomgate.shared.wire import FINAL_STATES
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.mcp_server.conversation import Conversation
+from loomgate.translator.mcp_server.input_dialogs import DialogState, ask_host, host_answer
+from loomgate.translator.mcp_server.results import CellResult, text_block, tool_result
+from loomgate.translator.output_view import Block, CellOutput, Image
+from loomgate.translator.presentation import (
+    RUNNING_TAIL,
+    dismissed_dialog_note,
+    render_cell,
+    render_running,
+)
+
+log = logging.getLogger(__name__)
+
+SLICE_SECONDS = 1.0  # a long wait is cut into slices, each one reporting progress
+INPUT_WAIT = 10.0  # how long a tool waits on after an input answer
+MAX_IMAGES = 8
+MAX_IMAGE_BYTES = 4 << 20
+FULL_READ_LINES = 10_000
+
+
+class CellFollower:
+    """Follows one conversation's executions: waits, input dialogs, and the cell results."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self.conversation = conversation
+        self.settings = conversation.settings
+        self.limits = conversation.settings.limits
+
+    def output_args(self) -> dict[str, int]:
+        """Return the head/tail/max_chars a status request asks for, from the output limits."""
+        half = self.limits.half_lines
+        return {"head": half, "tail": half, "max_chars": self.limits.max_chars}
+
+    async def follow(
+        self,
+        ctx: Context,
+        client: GatewayClient,
+        ref: str,
+        response: wire.ExecutionReply,
+        *,
+        deadline: float,
+        until_silent: float | None = None,
+        full_output: bool = False,
+        note: str = "",
+    ) -> CallToolResult:
+        """Return the cell once it ends, asks for input, goes silent, or time runs out."""
+        execution, returned = response["execution"], response["returned"]
+        number = execution["number"]
+        started = time.monotonic()
+        while True:
+            if returned == "input":
+                if await ask_host(ctx, client, ref, execution, deadline):
+                    returned = "timeout"
+                    continue
+                break
+            if returned in ("final", "silent") or execution["state"] in FINAL_STATES:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await self._progress(ctx, execution, time.monotonic() - started)
+            response = await client.execution(
+                ref,
+                number,
+                wait=min(SLICE_SECONDS, remaining),
+                until_silent=until_silent,
+                **self.output_args(),
+            )
+            execution, returned = response["execution"], response["returned"]
+        return await self.cell_result(
+            client, ref, execution, returned, full_output=full_output, note=note
+        )
+
+    async def resume(self, ctx: Context) -> CallToolResult:
+        """Return the cell after the host answered (or dismissed) an input-required result."""
+        state = DialogState.loads(ctx.request_state or "", INPUT_WAIT)
+        client = await self.conversation.gateway()
+        value = host_answer(ctx)
+        if value is not None:
+            await client.send_input(state.kernel, state.execution, value)
+        deadline = time.monotonic() + state.deadline_in
+        response = await client.execution(
+            state.kernel, state.execution, wait=0.2, **self.output_args()
+        )
+        if value is None:
+            return await self.cell_result(
+                client,
+                state.kernel,
+                response["execution"],
+                response["returned"],
+                full_output=False,
+                note=dismissed_dialog_note(state.execution),
+            )
+        return await self.follow(ctx, client, state.kernel, response, deadline=deadline)
+
+    async def _progress(self, ctx: Context, execution: wire.Execution, waited: float) -> None:
+        output = execution.get("output")
+        lines = [*output["head"], *output["tail"]] if output else []
+        last = lines[-1]["text"] if lines else ""
+        message = f"In [{execution['number']}] running {waited:.0f} s" + (
+            f": {last[:200]}" if last else ""
+        )
+        try:
+            await ctx.report_progress(waited, None, message)
+        except Exception as e:  # a host that dropped the progress token must not fail the call
+            log.debug("progress not delivered: %s", e)
+
+    async def cell_result(
+        self,
+        client: GatewayClient,
+        ref: str,
+        execution: wire.Execution,
+        returned: wire.Returned,
+        *,
+        full_output: bool,
+        note: str,
+    ) -> CallToolResult:
+        """Return the tool result of one execution: its text, images and structured summary."""
+        number = execution["number"]
+        output = CellOutput.from_gateway(execution.get("output"))
+        if execution["state"] in FINAL_STATES:
+            if full_output:
+                output = await self._full_output(client, ref, number)
+                blocks = render_cell(execution, output, output.limits_to_keep_all())
+            else:
+                blocks = render_cell(execution, output, self.limits)
+        else:
+            blocks = [render_running(execution, [*output.head, *output.tail][-RUNNING_TAIL:])]
+        if note:
+            blocks.insert(0, note)
+        content = await self._images(client, ref, blocks)
+        request = execution["input"]
+        error = execution["error"]
+        model = CellResult(
+            kernel=execution["kernel_id"],
+            execution=number,
+            state=execution["state"],
+            elapsed_seconds=round(execution["elapsed"], 3),
+            returned=returned,
+            error=f"{error['name']}: {error['value']}" if error else None,
+            output_lines=output.total,
+            omitted_lines=0 if full_output else output.omitted,
+            input_prompt=request["prompt"] if request else None,
+            images=sum(1 for block in blocks if isinstance(block, Image)),
+        )
+        return tool_result(content, model, structured=self.settings.structured)
+
+    async def _images(
+        self, client: GatewayClient, ref: str, blocks: list[Block]
+    ) -> list[TextContent | ImageContent]:
+        """Return the blocks as content, each image fetched (at most MAX_IMAGES of them)."""
+        content: list[TextContent | ImageContent] = []
+        shown = 0
+        for block in blocks:
+            if isinstance(block, str):
+                content.append(text_block(block))
+                continue
+            label = f"[image {block.index} of In [{block.execution}] not shown"
+            if shown >= MAX_IMAGES:
+                content.append(text_block(f"{label}: at most {MAX_IMAGES} per result]"))
+                continue
+            bundle = await client.rich(ref, block.execution, block.index)
+            data = bundle["data"].get(block.mime, "")
+            if not isinstance(data, str) or len(data) > MAX_IMAGE_BYTES:
+                content.append(text_block(f"{label}: larger than 4 MB]"))
+                continue
+            content.append(ImageContent(type="image", data=data.strip(), mime_type=block.mime))
+            shown += 1
+        return content
+
+    async def _full_output(self, client: GatewayClient, ref: str, number: int) -> CellOutput:
+        """Return every combined line of a finished execution, read a page at a time."""
+        lines: list[wire.Line] = []
+        while True:
+            first = len(lines) + 1
+            response = await client.read(
+                ref, number, "combined", f"{first}:{first + FULL_READ_LINES - 1}"
+            )
+            lines.extend(response["lines"])
+            if not response["lines"] or len(lines) >= response["total"]:
+                return CellOutput(lines, [], response["total"])

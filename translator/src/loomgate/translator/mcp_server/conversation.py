@@ -1,0 +1,196 @@
+"""One conversation's binding: its gateway, its kernel, and its hold on a conversation kernel."""
+
+from __future__ import annotations
+
+import asyncio
+
+from loomgate.shared import wire
+from loomgate.translator.client.connection import open_client
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.hold import Hold
+from loomgate.translator.client.selection import select_gateway
+from loomgate.translator.client.target import GatewayTarget
+from loomgate.translator.mcp_server.kernel_setup import KernelSetup
+from loomgate.translator.mcp_server.settings import Settings
+
+
+class Conversation:
+    """The gateway and kernel one MCP conversation works with.
+
+    The first execution tool with no kernel bound creates a `conversation` kernel (or attaches
+    `--kernel`); `attach` (the connect tool) moves to another kernel only once that one is ready.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.setup = KernelSetup.from_config()
+        self._clients: dict[str, GatewayClient] = {}
+        self.client: GatewayClient | None = None
+        self.kernel: wire.Kernel | None = None
+        self._hold: Hold | None = None
+        self._binding: asyncio.Future[None] | None = None
+        self._early: tuple[GatewayTarget, asyncio.Task[GatewayClient]] | None = None
+        self.pending_startup = ""
+
+    # -- gateways -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start checking the gateway now, so that the first tool call need not wait for it.
+
+        Only for a gateway given by --gateway or $LOOMGATE_URL, and only its check (GET info):
+        the local default may need starting, which waits for a tool call, as does the kernel.
+        """
+        try:
+            target = select_gateway(self.settings.gateway, self.settings.env)
+        except Exception:  # never stops the server: the first tool call selects again, reports it
+            return
+        if not target.local:
+            early = open_client(
+                target, autostart=False, request_timeout=self.settings.request_timeout
+            )
+            self._early = (target, asyncio.ensure_future(early))
+
+    async def gateway(self, option: str | None = None) -> GatewayClient:
+        """Return a client for the gateway `option` names, else this conversation's gateway."""
+        if option is None and self.client is not None:
+            return self.client
+        target = select_gateway(option or self.settings.gateway, self.settings.env)
+        key = target_key(target)
+        client = self._clients.get(key)
+        if client is None:
+            client = await self._open(target)
+            self._clients[key] = client
+        if option is None:
+            self.client = client
+        return client
+
+    async def _open(self, target: GatewayTarget) -> GatewayClient:
+        """Return a checked client of `target`: the early check's, unless that already failed."""
+        if self._early is not None and self._early[0] == target:
+            task = self._early[1]
+            self._early = None
+            # A check still under way is as fresh as a new one; one that failed may be stale.
+            if not task.done() or (not task.cancelled() and task.exception() is None):
+                return await task
+        return await open_client(
+            target,
+            autostart=self.settings.autostart,
+            request_timeout=self.settings.request_timeout,
+        )
+
+    # -- kernels ------------------------------------------------------------------------------
+
+    async def kernel_ref(self, explicit: str | None) -> tuple[GatewayClient, str]:
+        """Return the gateway and kernel reference an execution tool acts on.
+
+        An explicit `kernel` argument wins; otherwise the bound kernel, which is created (a
+        conversation kernel) or attached (`--kernel`) on first use.
+        """
+        client = await self.gateway()
+        if explicit:
+            return client, explicit
+        if self.kernel is None:
+            # Shielded: a host cancelling the first call must not orphan the kernel it created.
+            if self._binding is None or self._binding.done():
+                self._binding = asyncio.ensure_future(self._bind_initial(client))
+            try:
+                await asyncio.shield(self._binding)
+            finally:
+                if self._binding.done() and self._binding.exception() is not None:
+                    self._binding = None
+        assert self.kernel is not None
+        return client, self.kernel["id"]
+
+    async def _bind_initial(self, client: GatewayClient) -> None:
+        if self.settings.kernel:
+            kernel = await client.get_kernel(self.settings.kernel)
+            if not kernel["alive"]:
+                raise GatewayError(
+                    f"kernel {self.settings.kernel} is no longer running; connect to another",
+                    code="unavailable",
+                )
+            await self._bind(client, kernel)
+            return
+        cwd = self.settings.cwd if client.on_this_host else None
+        kernel = (await client.create_kernel(lifetime="conversation", cwd=cwd))["kernel"]
+        await self._bind(client, kernel)
+        self.pending_startup = await self.setup.run(client, kernel["id"])
+
+    def take_startup_output(self) -> str:
+        """Return the startup output not yet shown (once), or "" (always "" with --quiet)."""
+        text, self.pending_startup = self.pending_startup, ""
+        return "" if self.settings.quiet else text
+
+    async def _bind(self, client: GatewayClient, kernel: wire.Kernel) -> None:
+        """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel."""
+        previous_hold = self._hold
+        self._hold = None
+        if kernel["lifetime"] == "conversation":
+            self._hold = Hold(client, kernel["id"])
+            await self._hold.open()
+        self.client, self.kernel = client, kernel
+        if previous_hold is not None:
+            await previous_hold.aclose()
+
+    async def attach(
+        self, kernel: str, gateway: str | None, kernel_spec: str | None
+    ) -> tuple[wire.Kernel, bool, str]:
+        """Attach to (or create) the persistent kernel `kernel`; return it, created, startup text.
+
+        Nothing about the current binding changes until the new kernel is ready, so a typo'd
+        gateway or kernel leaves everything as it was.
+        """
+        client = await self.gateway(gateway) if gateway else await self.gateway()
+        existing = await self._find(client, kernel)
+        if existing is not None:
+            await self._bind(client, existing)
+            return existing, False, ""
+        reply = await client.create_kernel(
+            name=kernel,
+            kernel_spec=kernel_spec,
+            lifetime="persistent",
+            cwd=self.settings.cwd if client.on_this_host else None,
+        )
+        created, is_new = reply["kernel"], reply["created"]
+        startup = await self.setup.run(client, created["id"]) if is_new else ""
+        await self._bind(client, created)
+        return created, is_new, "" if self.settings.quiet else startup
+
+    async def _find(self, client: GatewayClient, ref: str) -> wire.Kernel | None:
+        try:
+            kernel = await client.get_kernel(ref)
+        except GatewayError as e:
+            if e.code == "not_found":
+                return None
+            raise
+        return kernel if kernel["alive"] else None
+
+    async def forget_kernel(self, kernel_id: str) -> None:
+        """Unbind `kernel_id` if it is this conversation's kernel (it was stopped)."""
+        if self.kernel is not None and self.kernel["id"] == kernel_id:
+            if self._hold is not None:
+                await self._hold.aclose()
+                self._hold = None
+            self.kernel = None
+
+    async def close(self) -> None:
+        """Release the hold (a conversation kernel then starts its grace period) and clients."""
+        if self._early is not None:
+            task = self._early[1]
+            self._early = None
+            task.cancel()
+            await asyncio.wait([task])
+            if not task.cancelled() and task.exception() is None:
+                await task.result().aclose()
+        if self._hold is not None:
+            await self._hold.aclose()
+            self._hold = None
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+def target_key(target: GatewayTarget) -> str:
+    """Return the identity of a gateway target (its name or URL)."""
+    return target.name or target.url

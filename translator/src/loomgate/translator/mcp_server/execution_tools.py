@@ -1,0 +1,277 @@
+"""The tools that run and inspect cells: run_cell, wait, send_input, interrupt, read_output,
+search_output and status. Each is defined once: its arguments, its description, its behaviour."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import Field
+
+from loomgate.shared.wire import SearchMode, StreamName
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.mcp_server.cell_follower import INPUT_WAIT, SLICE_SECONDS, CellFollower
+from loomgate.translator.mcp_server.results import (
+    CellResult,
+    KernelInfo,
+    NumberedLine,
+    ReadResult,
+    SearchHit,
+    SearchResult,
+    StatusResult,
+    text_block,
+    tool_result,
+)
+from loomgate.translator.mcp_server.tool_registry import (
+    ExecutionArg,
+    KernelArg,
+    ToolFailure,
+    conversation_of,
+    tool,
+)
+from loomgate.translator.presentation import (
+    busy_refusal,
+    render_execution_status,
+    render_kernel,
+    render_read,
+    render_search,
+)
+
+INTERRUPT_WAIT = 10.0
+
+LinesArg = Annotated[
+    str | None,
+    Field(
+        description='"start:stop", 1-based inclusive, negatives from the end: ":10", '
+        '"-20:", "100:120"'
+    ),
+]
+CellReply = Annotated[CallToolResult, CellResult] | InputRequiredResult
+
+
+@tool
+async def run_cell(
+    code: Annotated[str, Field(description="Python source of the cell")],
+    ctx: Context,
+    wait_seconds: Annotated[
+        float, Field(ge=0, le=3600, description="how long to wait before replying")
+    ] = 10,
+    full_output: Annotated[
+        bool, Field(description="return all output once finished, not head and tail")
+    ] = False,
+    kernel: KernelArg = None,
+) -> CellReply:
+    """Run a Python cell in the persistent kernel and wait up to wait_seconds for it.
+
+    Variables persist between cells. If the cell is still running when the wait ends it keeps
+    running: continue with wait, read_output, search_output or interrupt. Long output is shown
+    as head and tail; read_output gets the rest.
+    """
+    conversation = conversation_of(ctx)
+    follower = CellFollower(conversation)
+    client, ref = await conversation.kernel_ref(kernel)
+    startup = conversation.take_startup_output()
+    deadline = time.monotonic() + wait_seconds
+    try:
+        response = await client.submit(
+            ref, code, wait=min(SLICE_SECONDS, wait_seconds), **follower.output_args()
+        )
+    except GatewayError as e:
+        if e.code == "busy":
+            raise ToolFailure(busy_refusal(e.details.get("running"), "model")) from None
+        gone = e.details.get("kernel_id")
+        if e.code == "unavailable" and gone and kernel is None:
+            await conversation.forget_kernel(gone)
+            raise ToolFailure(
+                f"This conversation's kernel {gone[:8]} is no longer running (the gateway "
+                "restarted, or the kernel was stopped), so its variables are gone; the cell "
+                f"was not run. Its records stay readable with kernel={gone[:8]!r}. Run the "
+                "cell again to start a new kernel, or connect() to another."
+            ) from None
+        raise
+    note = f"startup.py output:\n{startup}" if startup else ""
+    return await follower.follow(
+        ctx, client, ref, response, deadline=deadline, full_output=full_output, note=note
+    )
+
+
+@tool
+async def wait(
+    ctx: Context,
+    execution: ExecutionArg = None,
+    timeout_seconds: Annotated[float, Field(ge=0, le=3600)] = 30,
+    until_silent_seconds: Annotated[
+        float | None, Field(gt=0, le=3600, description="return early after this much silence")
+    ] = None,
+    kernel: KernelArg = None,
+) -> CellReply:
+    """Wait more for a running cell without interrupting it; show its output when it ends."""
+    conversation = conversation_of(ctx)
+    follower = CellFollower(conversation)
+    client, ref = await conversation.kernel_ref(kernel)
+    deadline = time.monotonic() + timeout_seconds
+    response = await client.execution(
+        ref,
+        execution or "current",
+        wait=min(SLICE_SECONDS, timeout_seconds),
+        until_silent=until_silent_seconds,
+        **follower.output_args(),
+    )
+    return await follower.follow(
+        ctx, client, ref, response, deadline=deadline, until_silent=until_silent_seconds
+    )
+
+
+@tool
+async def read_output(
+    ctx: Context,
+    execution: ExecutionArg = None,
+    stream: StreamName = "combined",
+    lines: LinesArg = None,
+    max_chars: Annotated[int | None, Field(ge=1, description="clip each line to this")] = None,
+    kernel: KernelArg = None,
+) -> Annotated[CallToolResult, ReadResult]:
+    """Read lines of a cell's output (any range, with line numbers), e.g. what was omitted."""
+    conversation = conversation_of(ctx)
+    client, ref = await conversation.kernel_ref(kernel)
+    response = await client.read(ref, execution or "current", stream, lines, max_chars)
+    model = ReadResult(
+        kernel=ref,
+        execution=response["number"],
+        stream=stream,
+        total=response["total"],
+        lines=[
+            NumberedLine(n=x["n"], text=x["text"], clipped=x.get("clipped", 0))
+            for x in response["lines"]
+        ],
+    )
+    content = [text_block(render_read(response))]
+    return tool_result(content, model, structured=conversation.settings.structured)
+
+
+@tool
+async def search_output(
+    query: Annotated[str, Field(min_length=1, description="text or regular expression")],
+    ctx: Context,
+    execution: Annotated[
+        int | Literal["all"] | None,
+        Field(description='an execution number, or "all" (default: running, else latest)'),
+    ] = None,
+    stream: StreamName = "combined",
+    mode: SearchMode = "auto",
+    context: Annotated[int, Field(ge=0, le=100)] = 0,
+    ignore_case: bool = False,
+    max_matches: Annotated[int, Field(ge=1, le=1000)] = 50,
+    kernel: KernelArg = None,
+) -> Annotated[CallToolResult, SearchResult]:
+    """Find lines in a cell's output, or in all cells' (execution="all"), with context lines."""
+    conversation = conversation_of(ctx)
+    client, ref = await conversation.kernel_ref(kernel)
+    selector = "current" if execution is None else str(execution)
+    response = await client.search(
+        ref,
+        query,
+        execution=selector,
+        stream=stream,
+        mode=mode,
+        context=context,
+        ignore_case=ignore_case,
+        max_matches=max_matches,
+    )
+    groups = response["groups"]
+    if selector == "all":
+        scope = "all executions"
+    else:
+        scope = f"In [{groups[0]['execution']}]" if groups else f"execution {selector}"
+    model = SearchResult(
+        kernel=ref,
+        query=query,
+        mode=response["mode"],
+        matches=response["matches"],
+        truncated=response["truncated"],
+        hits=[
+            SearchHit(execution=g["execution"], n=x["n"], text=x["text"], marker=x["marker"])
+            for g in groups
+            for x in g["lines"]
+        ],
+    )
+    content = [text_block(render_search(response, scope))]
+    return tool_result(content, model, structured=conversation.settings.structured)
+
+
+@tool
+async def interrupt(
+    ctx: Context, kernel: KernelArg = None
+) -> Annotated[CallToolResult, CellResult]:
+    """Interrupt the running cell (KeyboardInterrupt) and show how it ended."""
+    conversation = conversation_of(ctx)
+    follower = CellFollower(conversation)
+    client, ref = await conversation.kernel_ref(kernel)
+    try:
+        interrupted = await client.interrupt(ref)
+    except GatewayError as e:
+        if e.code == "conflict":
+            raise ToolFailure("Nothing is running on this kernel to interrupt.") from None
+        raise
+    waited = await client.execution(
+        ref, interrupted["number"], wait=INTERRUPT_WAIT, **follower.output_args()
+    )
+    return await follower.cell_result(
+        client, ref, waited["execution"], waited["returned"], full_output=False, note=""
+    )
+
+
+@tool
+async def send_input(
+    value: Annotated[str, Field(description="the text input() should return")],
+    ctx: Context,
+    execution: ExecutionArg = None,
+    kernel: KernelArg = None,
+) -> CellReply:
+    """Answer a cell waiting in input() (when the host showed no input dialog)."""
+    conversation = conversation_of(ctx)
+    follower = CellFollower(conversation)
+    client, ref = await conversation.kernel_ref(kernel)
+    try:
+        sent = await client.send_input(ref, execution or "current", value)
+    except GatewayError as e:
+        if e.code == "conflict":
+            raise ToolFailure(
+                f"In [{execution or 'current'}] is not waiting for input "
+                f"(it is {e.details.get('state', 'not running')})."
+            ) from None
+        raise
+    response = await client.execution(
+        ref, sent["number"], wait=min(SLICE_SECONDS, INPUT_WAIT), **follower.output_args()
+    )
+    return await follower.follow(ctx, client, ref, response, deadline=time.monotonic() + INPUT_WAIT)
+
+
+@tool
+async def status(
+    ctx: Context, execution: ExecutionArg = None, kernel: KernelArg = None
+) -> Annotated[CallToolResult, StatusResult]:
+    """Show the kernel's state, or one execution's lifecycle and output sizes."""
+    conversation = conversation_of(ctx)
+    structured = conversation.settings.structured
+    client, ref = await conversation.kernel_ref(kernel)
+    kernel_model = await client.get_kernel(ref)
+    info = KernelInfo.of(kernel_model, client.label)
+    if execution is None:
+        text = render_kernel(kernel_model, gateway=client.label)
+        if kernel_model["last_execution"]:
+            latest = (await client.execution(ref, "current"))["execution"]
+            text += "\n\n" + render_execution_status(latest)
+        return tool_result([text_block(text)], StatusResult(kernel=info), structured=structured)
+    record = (await client.execution(ref, execution))["execution"]
+    model = StatusResult(
+        kernel=info,
+        execution=record["number"],
+        state=record["state"],
+        elapsed_seconds=round(record["elapsed"], 3),
+        streams={name: size["lines"] for name, size in record["streams"].items()},
+    )
+    content = [text_block(render_execution_status(record))]
+    return tool_result(content, model, structured=structured)

@@ -1,0 +1,107 @@
+"""The tools that choose and manage kernels: connect, list_kernels, stop_kernel and reset."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from loomgate.translator.mcp_server.results import (
+    KernelAction,
+    KernelInfo,
+    KernelsResult,
+    text_block,
+    tool_result,
+)
+from loomgate.translator.mcp_server.tool_registry import KernelArg, conversation_of, tool
+from loomgate.translator.presentation import kernel_label, render_kernels
+
+
+@tool
+async def reset(ctx: Context, kernel: KernelArg = None) -> Annotated[CallToolResult, KernelAction]:
+    """Restart the kernel: variables are cleared; execution records and numbering are kept."""
+    conversation = conversation_of(ctx)
+    client, ref = await conversation.kernel_ref(kernel)
+    response = await client.reset(ref)
+    kernel_model, killed = response["kernel"], response["killed"]
+    startup = await conversation.setup.run(client, kernel_model["id"])
+    lines = [
+        f"Kernel {kernel_label(kernel_model)} was reset: its variables are gone; "
+        "records and numbering are kept."
+    ]
+    if killed:
+        lines.append(f"In [{killed['number']}] was running and was killed.")
+    if startup and not conversation.settings.quiet:
+        lines.append(f"startup.py output:\n{startup}")
+    model = KernelAction(
+        action="reset",
+        kernel=KernelInfo.of(kernel_model, client.label),
+        killed_execution=killed["number"] if killed else None,
+    )
+    return tool_result(
+        [text_block("\n".join(lines))], model, structured=conversation.settings.structured
+    )
+
+
+@tool
+async def connect(
+    kernel: Annotated[str, Field(min_length=1, description="kernel name (or id prefix)")],
+    ctx: Context,
+    gateway: Annotated[
+        str | None, Field(description="a gateways.toml name or URL (default: current)")
+    ] = None,
+    kernel_spec: Annotated[str | None, Field(description="kernel spec for a new kernel")] = None,
+) -> Annotated[CallToolResult, KernelAction]:
+    """Attach to a named persistent kernel (created if missing); later conversations can too."""
+    conversation = conversation_of(ctx)
+    model, created, startup = await conversation.attach(kernel, gateway, kernel_spec)
+    client = await conversation.gateway()
+    verb = "Created" if created else "Connected to"
+    lines = [
+        f"{verb} kernel {kernel_label(model)} on {client.label} "
+        f"({model['executions']} executions so far)."
+    ]
+    if startup:
+        lines.append(f"startup.py output:\n{startup}")
+    action = KernelAction(
+        action="connect", kernel=KernelInfo.of(model, client.label), created=created
+    )
+    return tool_result(
+        [text_block("\n".join(lines))], action, structured=conversation.settings.structured
+    )
+
+
+@tool
+async def list_kernels(
+    ctx: Context,
+    gateway: Annotated[str | None, Field(description="a gateways.toml name or URL")] = None,
+) -> Annotated[CallToolResult, KernelsResult]:
+    """List the gateway's kernels; * marks the one this conversation uses."""
+    conversation = conversation_of(ctx)
+    client = await conversation.gateway(gateway)
+    kernels = await client.list_kernels()
+    current = conversation.kernel["id"] if conversation.kernel else None
+    model = KernelsResult(
+        gateway=client.label,
+        current=current,
+        kernels=[KernelInfo.of(k, client.label) for k in kernels],
+    )
+    content = [text_block(render_kernels(kernels, current, client.label))]
+    return tool_result(content, model, structured=conversation.settings.structured)
+
+
+@tool
+async def stop_kernel(
+    kernel: Annotated[str, Field(min_length=1, description="kernel name or id prefix")],
+    ctx: Context,
+) -> Annotated[CallToolResult, KernelAction]:
+    """Stop a kernel and free its memory; its execution records stay readable."""
+    conversation = conversation_of(ctx)
+    client = await conversation.gateway()
+    stopped = await client.stop_kernel(kernel)
+    await conversation.forget_kernel(stopped["id"])
+    text = f"Stopped kernel {kernel_label(stopped)}; its records stay readable."
+    action = KernelAction(action="stop", kernel=KernelInfo.of(stopped, client.label))
+    return tool_result([text_block(text)], action, structured=conversation.settings.structured)

@@ -1,0 +1,34 @@
+"""`loomgate-mcp`: start the translator on stdio or Streamable HTTP."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from loomgate.translator.mcp_server.settings import Settings, SettingsError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the MCP server until the host closes it; return the exit status."""
+    try:
+        settings = Settings.from_args(argv)
+    except SettingsError as e:
+        print(f"loomgate-mcp: {e}", file=sys.stderr)
+        return 2
+    import anyio
+
+    from loomgate.translator.mcp_server.server import build_server
+    from loomgate.translator.mcp_server.stdio import serve_stdio
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    server = build_server(settings)
+    if settings.transport == "stdio":
+        anyio.run(serve_stdio, server)
+    else:
+        server.run(
+            "streamable-http",
+            host=settings.host,
+            port=settings.port,
+            streamable_http_path=settings.path,
+        )
+    return 0

@@ -1,0 +1,63 @@
+"""The MCP server: its instructions, its lifespan (one conversation), and its tools."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.server.mcpserver import MCPServer
+
+from loomgate.translator import __version__
+from loomgate.translator.mcp_server import execution_tools, kernel_tools
+from loomgate.translator.mcp_server.argument_errors import one_sentence_argument_errors
+from loomgate.translator.mcp_server.conversation import Conversation
+from loomgate.translator.mcp_server.settings import Settings
+from loomgate.translator.mcp_server.tool_registry import register_tools
+
+INSTRUCTIONS = (
+    "Persistent Jupyter (IPython) kernels. Variables survive between cells and between "
+    "conversations. Each cell gets a number: In [N]. run_cell returns after wait_seconds even "
+    "if the cell still runs; the cell keeps running, so continue with wait, read_output, "
+    "search_output or interrupt. Long output is shortened to its head and tail; read_output "
+    "reads any line range and search_output finds lines."
+)
+
+
+# In the order a host lists them (SPEC.md's table).
+TOOLS = (
+    execution_tools.run_cell,
+    execution_tools.wait,
+    execution_tools.read_output,
+    execution_tools.search_output,
+    execution_tools.interrupt,
+    kernel_tools.reset,
+    execution_tools.send_input,
+    execution_tools.status,
+    kernel_tools.connect,
+    kernel_tools.list_kernels,
+    kernel_tools.stop_kernel,
+)
+
+
+def build_server(settings: Settings) -> MCPServer[Conversation]:
+    """Return the MCP server with all eleven tools registered for `settings`."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Conversation]) -> AsyncIterator[Conversation]:
+        """Yield the conversation; on exit release its kernel hold (its grace period starts)."""
+        conversation = Conversation(settings)
+        conversation.start()
+        try:
+            yield conversation
+        finally:
+            await conversation.close()
+
+    server: MCPServer[Conversation] = MCPServer(
+        "loomgate",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        middleware=[one_sentence_argument_errors],
+    )
+    register_tools(server, TOOLS, structured=settings.structured)
+    return server

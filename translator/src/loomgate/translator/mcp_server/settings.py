@@ -1,0 +1,140 @@
+"""How a translator was started: `loomgate-mcp`'s command line, parsed and rebuilt."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from loomgate.translator.client.http_session import READ_TIMEOUT
+from loomgate.translator.output_view import OutputLimits
+
+Transport = Literal["stdio", "streamable-http"]
+ResultMode = Literal["structured", "content"]
+MIN_LINES = 2
+MIN_CHARS = 100
+MAX_REQUEST_TIMEOUT = 3600.0
+
+
+class SettingsError(ValueError):
+    """A command line that parses but cannot work (a limit out of range)."""
+
+
+@dataclass
+class Settings:
+    """One translator's options: its command line, plus the cwd and environment it runs in."""
+
+    gateway: str | None = None
+    kernel: str | None = None
+    transport: Transport = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8801
+    path: str = "/mcp"
+    result_mode: ResultMode = "structured"
+    quiet: bool = False
+    autostart: bool = True
+    limits: OutputLimits = field(default_factory=OutputLimits)
+    request_timeout: float = READ_TIMEOUT
+    cwd: str = field(default_factory=os.getcwd)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def structured(self) -> bool:
+        """Return whether results carry structuredContent beside their text."""
+        return self.result_mode == "structured"
+
+    @classmethod
+    def from_args(cls, argv: list[str] | None = None) -> Settings:
+        """Return the settings a command line asks for (SettingsError if a value cannot work)."""
+        args = parser().parse_args(argv)
+        if args.max_lines < MIN_LINES or args.max_chars < MIN_CHARS:
+            raise SettingsError(f"--max-lines must be ≥ {MIN_LINES} and --max-chars ≥ {MIN_CHARS}")
+        if not 0 < args.request_timeout <= MAX_REQUEST_TIMEOUT:
+            raise SettingsError(f"--request-timeout must be between 0 and {MAX_REQUEST_TIMEOUT:g}")
+        return cls(
+            gateway=args.gateway,
+            kernel=args.kernel,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            path=args.path,
+            result_mode=args.result_mode,
+            quiet=args.quiet,
+            autostart=not args.no_autostart,
+            limits=OutputLimits(args.max_lines, args.max_chars),
+            request_timeout=args.request_timeout,
+        )
+
+    def argv(self) -> list[str]:
+        """Return the command-line arguments that give these settings (cwd and env aside)."""
+        args = [
+            "--transport",
+            self.transport,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--path",
+            self.path,
+            "--result-mode",
+            self.result_mode,
+            "--max-lines",
+            str(self.limits.max_lines),
+            "--max-chars",
+            str(self.limits.max_chars),
+            "--request-timeout",
+            repr(self.request_timeout),
+        ]
+        for flag, value in (("--gateway", self.gateway), ("--kernel", self.kernel)):
+            if value is not None:
+                args += [flag, value]
+        return args + ["--quiet"] * self.quiet + ["--no-autostart"] * (not self.autostart)
+
+
+def parser() -> argparse.ArgumentParser:
+    """Return `loomgate-mcp`'s argument parser."""
+    defaults = Settings(cwd="", env={})
+    parser = argparse.ArgumentParser(
+        prog="loomgate-mcp",
+        description="MCP server for persistent, inspectable Jupyter kernels on a loomgate gateway.",
+    )
+    parser.add_argument("--gateway", help="a gateways.toml name or a URL (default: local)")
+    parser.add_argument("--kernel", help="attach to this kernel (name or id prefix) at first use")
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "streamable-http"],
+        default=defaults.transport,
+        help="(%(default)s)",
+    )
+    parser.add_argument("--host", default=defaults.host, help="HTTP bind address (%(default)s)")
+    parser.add_argument("--port", type=int, default=defaults.port, help="HTTP port (%(default)s)")
+    parser.add_argument("--path", default=defaults.path, help="HTTP path (%(default)s)")
+    parser.add_argument(
+        "--result-mode",
+        choices=["structured", "content"],
+        default=defaults.result_mode,
+        help="structured: text plus structuredContent (default); content: text only",
+    )
+    parser.add_argument("--quiet", action="store_true", help="do not show startup.py output")
+    parser.add_argument("--no-autostart", action="store_true", help="never start the local gateway")
+    parser.add_argument(
+        "--max-lines",
+        type=int,
+        default=defaults.limits.max_lines,
+        help="lines of a cell's output before head/tail (%(default)s)",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        default=defaults.limits.max_chars,
+        help="characters before head/tail (%(default)s)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=defaults.request_timeout,
+        metavar="SECONDS",
+        help="how long the gateway may take to answer a request (%(default)g)",
+    )
+    return parser

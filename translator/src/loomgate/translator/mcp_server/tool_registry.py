@@ -1,0 +1,75 @@
+"""How a tool is declared: one function whose signature, docstring and body are the whole tool.
+
+`@tool` turns every failure into one sentence for the model (never a traceback), and lets a tool
+that asked the host for input continue when the host calls it again with the answer.
+`register_tools` hands the functions to the SDK as they are: their signatures become the input
+schemas, their `Annotated[CallToolResult, Model]` returns the output schemas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, TypeVar, cast
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
+
+from loomgate.translator.client.errors import GatewayConfigError, GatewayError
+from loomgate.translator.mcp_server.cell_follower import CellFollower
+from loomgate.translator.mcp_server.conversation import Conversation
+from loomgate.translator.mcp_server.input_dialogs import NeedsInput
+from loomgate.translator.mcp_server.results import failure
+
+log = logging.getLogger("loomgate.translator")
+
+Tool = TypeVar("Tool", bound=Callable[..., Awaitable[Any]])
+
+# The arguments most tools share.
+KernelArg = Annotated[
+    str | None, Field(description="kernel name or id prefix (default: this conversation's)")
+]
+ExecutionArg = Annotated[
+    int | None, Field(description="execution number N of In [N] (default: running, else latest)")
+]
+
+
+class ToolFailure(Exception):
+    """A tool failure to report to the model as one sentence (isError)."""
+
+
+def conversation_of(ctx: Context) -> Conversation:
+    """Return the conversation this call belongs to (the server lifespan's context)."""
+    return cast(Conversation, ctx.request_context.lifespan_context)
+
+
+def tool(fn: Tool) -> Tool:
+    """Return the tool `fn`, failing in one sentence and resuming after an input dialog."""
+
+    @functools.wraps(fn)
+    async def call(*args: Any, ctx: Context, **kwargs: Any) -> Any:
+        try:
+            if ctx.request_state:  # the host answered an input dialog this tool asked for
+                return await CellFollower(conversation_of(ctx)).resume(ctx)
+            return await fn(*args, ctx=ctx, **kwargs)
+        except NeedsInput as needs:
+            return needs.result
+        except (ToolFailure, GatewayError, GatewayConfigError) as e:
+            return failure(str(e))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("tool failed")
+            return failure(f"loomgate-mcp failed unexpectedly ({type(e).__name__}: {e}).")
+
+    return cast(Tool, call)
+
+
+def register_tools(
+    server: MCPServer[Any], tools: Sequence[Callable[..., Awaitable[Any]]], *, structured: bool
+) -> None:
+    """Register `tools` in order; in structured mode each gets its output schema."""
+    for fn in tools:
+        server.add_tool(fn, structured_output=None if structured else False)

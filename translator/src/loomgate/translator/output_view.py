@@ -1,0 +1,84 @@
+"""Which of a cell's lines to show: the output limits, the head and tail kept, images in place.
+
+presentation.py words what this module selects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loomgate.shared import wire
+
+
+@dataclass(frozen=True)
+class OutputLimits:
+    """Beyond these, a cell's output keeps its head and tail and says what it left out."""
+
+    max_lines: int = 200
+    max_chars: int = 20_000
+
+    @property
+    def half_lines(self) -> int:
+        """Return how many lines the head (and the tail) may keep."""
+        return max(1, self.max_lines // 2)
+
+
+@dataclass(frozen=True)
+class Image:
+    """A rich output shown in place as an image: execution number and rich index."""
+
+    execution: int
+    index: int
+    mime: str
+
+
+Block = str | Image
+
+
+@dataclass(frozen=True)
+class CellOutput:
+    """The combined lines of one execution to show: a head, a tail and how many in all."""
+
+    head: Sequence[wire.Line]
+    tail: Sequence[wire.Line]
+    total: int
+
+    @classmethod
+    def from_gateway(cls, output: wire.OutputView | None) -> CellOutput:
+        """Return the view carried in an execution's `output` field."""
+        if not output:
+            return cls((), (), 0)
+        return cls(output["head"], output["tail"], output["total"])
+
+    @property
+    def omitted(self) -> int:
+        """Return how many lines lie between the head and the tail."""
+        return max(0, self.total - len(self.head) - len(self.tail))
+
+    def limits_to_keep_all(self) -> OutputLimits:
+        """Return limits under which every line of this output is shown (full_output=true)."""
+        return OutputLimits(max_lines=max(2, 2 * self.total), max_chars=1 << 62)
+
+
+def fit(
+    head: Sequence[wire.Line], tail: Sequence[wire.Line], limits: OutputLimits
+) -> tuple[list[wire.Line], list[wire.Line]]:
+    """Return head and tail cut to the line and character limits (head first, then tail)."""
+    head_lines = list(head[: limits.half_lines])
+    tail_lines = list(tail[-limits.half_lines :]) if tail else []
+    budget = limits.max_chars // 2
+
+    def within(lines: list[wire.Line], from_end: bool) -> list[wire.Line]:
+        kept: list[wire.Line] = []
+        used = 0
+        for line in reversed(lines) if from_end else lines:
+            used += len(line["text"]) + 1
+            if used > budget and kept:
+                break
+            kept.append(line)
+        return kept[::-1] if from_end else kept
+
+    if sum(len(x["text"]) + 1 for x in head_lines + tail_lines) > limits.max_chars:
+        head_lines, tail_lines = within(head_lines, False), within(tail_lines, True)
+    return head_lines, tail_lines
