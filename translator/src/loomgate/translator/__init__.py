@@ -1,4 +1,4 @@
-"""loomgate.translator: the per-conversation MCP server over a loomgate gateway."""
+"""loomgate.translator: the MCP server and the CLI, over one client of loomgate gateways."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Endpoints for executions: submit, status and long-poll, stream reads, rich outputs, input,
-search."""
+"""Endpoints for executions: submit, long-poll, stream reads, rich outputs, input, search."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The shell commands that read and manage kernels: output, search, wait, interrupt, reset,
-kernels and stop, and the kernel each one acts on."""
+"""The shell commands that read and manage kernels, and the kernel each one acts on.
+
+output, search, wait, interrupt, reset, kernels and stop.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Opening a checked client of a selected gateway: a remote one as given, the local one found
-or started."""
+"""Opening a checked client of a selected gateway (the local one found, or started)."""
 
 from __future__ import annotations
 

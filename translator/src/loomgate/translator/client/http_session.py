@@ -7,7 +7,6 @@ way it can fail becomes one GatewayError sentence.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,8 +26,6 @@ from loomgate.translator.client.transport import (
 if TYPE_CHECKING:
     import httpx
     from typing_extensions import Self
-
-log = logging.getLogger(__name__)
 
 API_PREFIX = "api/loomgate/"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})

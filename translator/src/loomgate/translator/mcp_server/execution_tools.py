@@ -1,5 +1,7 @@
-"""The tools that run and inspect cells: run_cell, wait, send_input, interrupt, read_output,
-search_output and status. Each is defined once: its arguments, its description, its behaviour."""
+"""The tools that run and inspect cells, each defined once: arguments, description, behaviour.
+
+run_cell, wait, read_output, search_output, interrupt, send_input and status.
+"""
 
 from __future__ import annotations
 
