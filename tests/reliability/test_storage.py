@@ -33,8 +33,12 @@ BIG_CELL = (
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[PrivateDisk]:
-    """A 4 MiB tmpfs of the test's own (gone when the test ends)."""
-    private = PrivateDisk(tmp_path / "state", "4m").start()
+    """A 4 MiB tmpfs of the test's own, where a gateway keeps its records (gone afterwards).
+
+    Only the records live on it: kernels keep their output files (beside their connection
+    files) open for writing, and a remount to read-only refuses a filesystem in that state.
+    """
+    private = PrivateDisk(tmp_path / "state" / "kernels", "4m").start()
     try:
         yield private
     finally:
@@ -42,8 +46,8 @@ def disk(tmp_path: Path) -> Iterator[PrivateDisk]:
 
 
 def gateway_on(disk: PrivateDisk, token: str) -> GatewayProcess:
-    """Return a (not yet started) gateway whose state dir is the private tmpfs."""
-    return gateway_with_token(disk.path, token, launcher=disk.launcher, root=disk.root)
+    """Return a (not yet started) gateway whose records are on the private tmpfs."""
+    return gateway_with_token(disk.path.parent, token, launcher=disk.launcher, root=disk.root)
 
 
 @pytest.fixture
@@ -211,7 +215,7 @@ async def test_read_only_state_dir(
         blocked = gateway_on(disk, token)
         with pytest.raises(RuntimeError, match="exited with 2"):
             blocked.start()
-        stderr = (disk.path.parent / "state.stderr").read_text()
+        stderr = (disk.path.parent.parent / "state.stderr").read_text()
         assert "the state dir" in stderr and "Read-only file system" in stderr
         assert "Traceback" not in stderr.split("loomgate-gateway: the state dir")[-1]
     finally:

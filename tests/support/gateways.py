@@ -1,7 +1,12 @@
-"""Real `loomgate-gateway` processes for tests: start, wait for gateway.json, stop, check leaks."""
+"""Real `loomgate-gateway` processes for tests: start, wait for gateway.json, stop, check leaks.
+
+Kernels outlive a gateway that is killed or signalled; `stop()` ends the gateway with its
+kernels and ends those a killed gateway left behind, so no test leaks a kernel.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,7 +19,9 @@ from typing import BinaryIO
 
 import httpx
 
-from loomgate.shared.paths import GATEWAY_FILE
+from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.shared.paths import GATEWAY_FILE, read_gateway_file
 from loomgate.translator.client.local_gateway import gateway_command
 
 START_TIMEOUT = 60.0
@@ -79,6 +86,8 @@ class GatewayProcess:
     token: str = ""
     launcher: list[str] = field(default_factory=list)  # a command prefix, e.g. nsenter …
     root: Path = Path("/")  # where the gateway's own view of the filesystem is seen from here
+    # Every kernel process a run of this gateway started: a killed gateway leaves them running.
+    kernels: set[ProcessIdentity] = field(default_factory=set)
 
     def seen(self, path: Path) -> Path:
         """Return `path` as the gateway sees it (inside its mount namespace, if it has one)."""
@@ -123,25 +132,107 @@ class GatewayProcess:
         self.stop()
         raise RuntimeError("gateway did not come up")
 
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        """Stop the gateway with `sig` and check that none of its kernels outlive it."""
-        if self.proc is None or self.proc.poll() is not None:
+    def stop(self) -> None:
+        """Stop the gateway and its kernels (as `loomgate gateway stop` does), and check that no
+        kernel it ever ran outlives it; kernels a killed gateway left behind are ended here."""
+        stopped_by_gateway = False
+        if self.proc is not None and self.proc.poll() is None:
+            self._remember_kernels()
+            stopped_by_gateway = self._request_shutdown()
+            if not stopped_by_gateway:
+                self.proc.kill()
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        survivors = {kernel.pid for kernel in self.kernels if kernel.is_alive()}
+        self.kernels.clear()
+        if not stopped_by_gateway:
+            # No gateway took them back (the test killed it): end them by their own identity.
+            for pid in survivors:
+                os.killpg(pid, signal.SIGKILL)
+            wait_gone(survivors, STOP_TIMEOUT)
             return
-        children = child_pids(self.proc.pid)
-        self.proc.send_signal(sig)
-        try:
-            self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
-        leftovers = wait_gone(children, STOP_TIMEOUT)
+        leftovers = wait_gone(survivors, STOP_TIMEOUT)
         for pid in leftovers:
-            os.kill(pid, signal.SIGKILL)
-        assert not leftovers, f"kernel processes outlived the gateway: {sorted(leftovers)}"
+            os.killpg(pid, signal.SIGKILL)
+        assert not leftovers, f"kernel processes outlived `gateway stop`: {sorted(leftovers)}"
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the gateway and wait for it to exit (its kernels keep running)."""
+        assert self.proc is not None and self.proc.poll() is None
+        self._remember_kernels()
+        self.proc.send_signal(signum)
+        self.proc.wait(STOP_TIMEOUT)
 
     def kill(self) -> None:
-        """SIGKILL the gateway (its kernels must still exit on their own)."""
-        self.stop(signal.SIGKILL)
+        """SIGKILL the gateway; its kernels keep running (a restart takes them back)."""
+        self.signal(signal.SIGKILL)
+
+    def kernel_pids(self) -> set[int]:
+        """Return the pids of the kernel processes this gateway process started."""
+        assert self.proc is not None
+        return child_pids(self.proc.pid)
+
+    def _remember_kernels(self) -> None:
+        """Note the gateway's kernels: after it exits they are no longer its children."""
+        identities = (ProcessIdentity.of(pid) for pid in self.kernel_pids())
+        self.kernels |= {identity for identity in identities if identity is not None}
+        self.kernels |= resident_kernels(self.seen(self.state_dir))
+
+    def _request_shutdown(self) -> bool:
+        """Ask the gateway to stop with its kernels; return whether it accepted."""
+        try:
+            r = httpx.post(
+                f"{self.url}/api/loomgate/shutdown",
+                headers=self.headers,
+                json={"kernels": "stop"},
+                timeout=10,
+            )
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 202
+
+
+def resident_kernels(state_dir: Path) -> set[ProcessIdentity]:
+    """Return the kernel processes a state dir says are running (kept for the next gateway)."""
+    found: set[ProcessIdentity] = set()
+    for path in state_dir.glob(f"kernels/*/{RESIDENT_FILE}"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            identity = json.loads(path.read_text())["provisioner"]["identity"]
+            found.add(ProcessIdentity.from_json(identity))
+    return found
+
+
+def stop_local_gateway(state_dir: Path) -> None:
+    """Stop the gateway a state dir's gateway.json names, with its kernels, and check that no
+    kernel the state dir knows of outlives it (for gateways a test did not start itself).
+
+    Kernels whose gateway is gone (a test killed it) are ended here, by their own identity.
+    """
+    kernels = resident_kernels(state_dir)
+    info = read_gateway_file(state_dir)
+    stopped_by_gateway = False
+    if info is not None and alive(info["pid"]):
+        with contextlib.suppress(httpx.HTTPError):
+            r = httpx.post(
+                f"{info['url']}/api/loomgate/shutdown",
+                headers={"Authorization": f"token {info['token']}"},
+                json={"kernels": "stop"},
+                timeout=10,
+            )
+            stopped_by_gateway = r.status_code == 202
+        if wait_gone({info["pid"]}, STOP_TIMEOUT):
+            os.kill(info["pid"], signal.SIGKILL)
+            stopped_by_gateway = False
+    survivors = {kernel.pid for kernel in kernels if kernel.is_alive()}
+    leftovers = wait_gone(survivors, STOP_TIMEOUT) if stopped_by_gateway else survivors
+    for pid in leftovers:
+        os.killpg(pid, signal.SIGKILL)
+    wait_gone(leftovers, STOP_TIMEOUT)
+    if stopped_by_gateway:
+        assert not leftovers, f"kernel processes outlived `gateway stop`: {sorted(leftovers)}"
 
 
 def gateway_with_token(

@@ -34,6 +34,7 @@ def execution(**fields: Any) -> wire.Execution:
         died=None,
         note=None,
         unstored=None,
+        gaps=[],
         last_output=0.0,
         silent_for=0.0,
         streams={},
@@ -301,3 +302,31 @@ def test_render_kernels_marks_current() -> None:
         "   lab   aaaaaaaa  python3  idle   persistent    3     3 min 20 s  1",
         "*  -     bbbbbbbb  python3  busy   conversation  10    15 s        0",
     ]
+
+
+GAP = (
+    "[output after line {n} may be missing: no gateway listened for 2.5 s "
+    "(it was down, then took the kernel back)]"
+)
+
+
+@pytest.mark.parametrize(
+    ("after_line", "expected"),
+    [
+        (2, ["In [5] (1.2 s):", "a", "b", GAP.format(n=2), "c"]),
+        (0, ["In [5] (1.2 s):", GAP.format(n=0), "a", "b", "c"]),
+        (3, ["In [5] (1.2 s):", "a", "b", "c", GAP.format(n=3)]),
+    ],
+    ids=["between lines", "before the first", "after the last"],
+)
+def test_a_gap_is_noted_where_it_is(after_line: int, expected: list[str]) -> None:
+    gap = {"after_line": after_line, "since": 100.0, "until": 102.5}
+    blocks = render_cell(execution(gaps=[gap]), CellOutput(lines("a", "b", "c"), [], 3))
+    assert blocks == ["\n".join(expected)]
+
+
+def test_a_gap_in_omitted_lines_is_noted_at_the_end() -> None:
+    gap = {"after_line": 50, "since": 100.0, "until": 102.5}
+    output = CellOutput(lines("a"), lines("z", start=100), 100)
+    [text] = render_cell(execution(gaps=[gap]), output, OutputLimits(max_lines=2))
+    assert text.split("\n")[-1] == GAP.format(n=50)

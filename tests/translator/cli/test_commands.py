@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.gateways import GatewayProcess, child_pids, free_port, wait_gone
+from tests.support.gateways import GatewayProcess, alive, child_pids, free_port, wait_gone
 from tests.support.sse import events, next_event
 
 LOOMGATE = [sys.executable, "-m", "loomgate.translator.cli"]
@@ -124,32 +124,74 @@ async def live_kernel(http: httpx.AsyncClient) -> AsyncIterator[str]:
         await http.delete("/api/loomgate/kernels/cli-live")
 
 
-async def test_gateway_start_status_stop(tmp_path: Path) -> None:
+async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
     port = free_port()
+    state = tmp_path / "state"
+    env = {**os.environ, "LOOMGATE_STATE_DIR": str(state)}
+    status, out, err = await loomgate(env, "gateway", "start", "--port", str(port))
+    assert status == 0, err
+    info = json.loads((state / "gateway.json").read_text())
+    try:
+        status, out, _ = await loomgate(env, "gateway", "status")
+        assert status == 0 and f"pid: {info['pid']}" in out and str(port) in out
+        assert "kernels: 0" in out
+        status, out, _ = await loomgate(env, "run", "kept = 'across restarts'")
+        assert status == 0
+        status, out, _ = await loomgate(env, "gateway", "logs")
+        assert status == 0 and info["token"] not in out
+        kernels = child_pids(info["pid"])
+        assert kernels, "the daemon should be running the default kernel"
+
+        # restart and stop --keep-kernels leave the kernel running; the next start takes it back
+        status, out, err = await loomgate(env, "gateway", "restart")
+        assert status == 0, err
+        assert out.splitlines() == [
+            f"stopped the gateway at {info['url']} (its kernels keep running)",
+            f"gateway running at {info['url']}",
+        ]
+        restarted = json.loads((state / "gateway.json").read_text())
+        assert restarted["pid"] != info["pid"] and restarted["token"] == info["token"]
+        status, out, _ = await loomgate(env, "run", "kept")
+        assert out.splitlines()[1] == "Out[2]: 'across restarts'"
+        status, out, _ = await loomgate(env, "gateway", "stop", "--keep-kernels")
+        assert (
+            status == 0
+            and out == f"stopped the gateway at {info['url']} (its kernels keep running)\n"
+        )
+        assert all(alive(pid) for pid in kernels)
+        status, out, err = await loomgate(env, "gateway", "start", "--port", str(port))
+        assert status == 0, err
+        status, out, _ = await loomgate(env, "run", "kept")
+        assert out.splitlines()[1] == "Out[3]: 'across restarts'"
+    finally:
+        status, out, _ = await loomgate(env, "gateway", "stop")
+    assert (
+        status == 0 and out == f"stopped the gateway at {info['url']} (its kernels are shut down)\n"
+    )
+    assert wait_gone({info["pid"], *kernels}, 30) == set()
+    status, out, _ = await loomgate(env, "gateway", "status")
+    assert status == 1
+
+
+async def test_gateway_install_service_prints_and_writes_a_unit(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "LOOMGATE_STATE_DIR": str(tmp_path / "state"),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
     }
-    status, out, err = await loomgate(env, "gateway", "start", "--port", str(port))
-    assert status == 0, err
-    info = json.loads((tmp_path / "state" / "gateway.json").read_text())
-    try:
-        status, out, _ = await loomgate(env, "gateway", "status")
-        assert status == 0 and f"pid: {info['pid']}" in out and str(port) in out
-        assert "kernels: 0" in out
-        status, out, _ = await loomgate(env, "run", "print('via daemon')")
-        assert out.split("\n")[1] == "via daemon"
-        status, out, _ = await loomgate(env, "gateway", "logs")
-        assert status == 0 and info["token"] not in out
-        kernels = child_pids(info["pid"])
-        assert kernels, "the daemon should be running the default kernel"
-    finally:
-        status, out, _ = await loomgate(env, "gateway", "stop")
+    status, printed, hint = await loomgate(env, "gateway", "install-service", "--print")
     assert status == 0
-    assert wait_gone({info["pid"], *kernels}, 30) == set()
-    status, out, _ = await loomgate(env, "gateway", "status")
-    assert status == 1
+    unit = tmp_path / "config" / "systemd" / "user" / "loomgate-gateway.service"
+    assert not unit.exists()
+    lines = printed.splitlines()
+    [exec_start] = [line for line in lines if line.startswith("ExecStart=")]
+    assert f"--state-dir {tmp_path / 'state'}" in exec_start
+    assert "loomgate.gateway.app" in exec_start or "loomgate-gateway" in exec_start
+    assert {"Restart=on-failure", "KillMode=process", "WantedBy=default.target"} <= set(lines)
+    assert "systemctl --user enable --now loomgate-gateway.service" in hint
+    status, out, _ = await loomgate(env, "gateway", "install-service")
+    assert status == 0 and unit.read_text() == printed
+    assert out.splitlines()[0] == f"wrote {unit}"
 
 
 async def test_output_search_wait_interrupt_reset(

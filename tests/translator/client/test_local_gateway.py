@@ -21,8 +21,8 @@ from tests.support.gateways import (
     STOP_TIMEOUT,
     GatewayProcess,
     alive,
-    child_pids,
     free_port,
+    stop_local_gateway,
     wait_gone,
 )
 
@@ -48,19 +48,12 @@ def daemons_of(directory: Path) -> set[int]:
 
 
 def stop_daemons(directory: Path) -> None:
-    """SIGTERM every gateway using `directory`, and wait until it and its kernels are gone."""
-    pids = daemons_of(directory)
-    children = set().union(*(child_pids(pid) for pid in pids)) if pids else set()
-    for pid in pids:
-        os.kill(pid, signal.SIGTERM)
-    left = wait_gone(pids, STOP_TIMEOUT)
+    """Stop the gateway using `directory` with its kernels; check that no gateway is left."""
+    stop_local_gateway(directory)
+    left = wait_gone(daemons_of(directory), STOP_TIMEOUT)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
-    leftovers = wait_gone(children, STOP_TIMEOUT)
-    for pid in leftovers:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, f"gateways ignored SIGTERM: {sorted(left)}"
-    assert not leftovers, f"kernel processes outlived the gateway: {sorted(leftovers)}"
+    assert not left, f"gateways did not stop: {sorted(left)}"
 
 
 @pytest.fixture

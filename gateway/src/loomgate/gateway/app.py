@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import ipaddress
 import logging
 import os
 import secrets
+import signal
 import sys
 from pathlib import Path
 
@@ -20,7 +22,13 @@ from traitlets.config import Config
 
 from loomgate.gateway import __version__
 from loomgate.gateway.errors import StorageFailed
-from loomgate.gateway.kernels.registry import DEFAULT_GRACE_SECONDS, DEFAULT_RETENTION_DAYS
+from loomgate.gateway.kernels.provisioner import PROVISIONER_NAME
+from loomgate.gateway.kernels.registry import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_RETENTION_DAYS,
+    RECORDS_DIR,
+    KernelRegistry,
+)
 from loomgate.gateway.records.record import os_error_reason
 from loomgate.gateway.records.store import probe_writable
 from loomgate.shared.paths import (
@@ -31,9 +39,13 @@ from loomgate.shared.paths import (
     GatewayFile,
     ensure_private_dir,
     read_gateway_file,
+    read_token_file,
     state_dir,
     write_gateway_file,
+    write_token_file,
 )
+
+LOCK_FILE = "gateway.lock"
 
 
 class RedactToken(logging.Filter):
@@ -51,13 +63,26 @@ class RedactToken(logging.Filter):
         return True
 
 
-class GatewayLogFile(logging.FileHandler):
-    """The gateway's log file; a disk that refuses the file costs log lines, never a request."""
+class GatewayLogFile(logging.Handler):
+    """The gateway's log file, opened for each line and closed again.
+
+    Holding no descriptor open keeps the log rotatable and never pins the state dir's
+    filesystem; a disk that refuses the file costs log lines, never a request.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Write `record`, or report the failure on stderr if the file cannot be opened."""
+        """Append `record` as one line (reporting a refused write on stderr)."""
         try:
-            super().emit(record)
+            line = self.format(record) + "\n"
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode("utf-8", errors="replace"))
+            finally:
+                os.close(fd)
         except OSError:
             self.handleError(record)
 
@@ -100,7 +125,35 @@ class LoomgateServerApp(ServerApp):
             version=__version__,
         )
         write_gateway_file(Path(self.loomgate_state_dir), info)
-        self.log.info("loomgate gateway %s listening on %s", __version__, info["url"])
+        self.log.info(
+            "loomgate gateway %s listening on %s; Ctrl-C or SIGTERM stop it and leave the "
+            "kernels running for the next start (`loomgate gateway stop` ends them)",
+            __version__,
+            info["url"],
+        )
+
+    def init_signal(self) -> None:
+        """Stop at the first SIGINT or SIGTERM (no y/n prompt), leaving the kernels running."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._stop_on_signal)
+
+    def _stop_on_signal(self, signum: int, frame: object) -> None:
+        self.log.info(
+            "Received %s: stopping; the kernels keep running", signal.Signals(signum).name
+        )
+        self.stop(from_signal=True)
+
+    async def cleanup_kernels(self) -> None:
+        """Stop the kernels only if asked to (`loomgate gateway stop`); else leave them running.
+
+        A gateway started later on this state dir takes back the ones it leaves.
+        """
+        registry: KernelRegistry | None = self.web_app.settings.get("loomgate_registry")
+        if registry is None or registry.stop_kernels_on_exit:
+            await super().cleanup_kernels()
+            return
+        left = registry.leave_all()
+        self.log.info("Leaving %d kernel(s) running for the next gateway", left)
 
     def remove_server_info_file(self) -> None:
         """Remove jupyter_server's info file, and `gateway.json` if it still names this process."""
@@ -169,8 +222,36 @@ def choose_token(args: argparse.Namespace, directory: Path) -> str:
             f"loomgate-gateway: binding to {args.host} needs an explicit token "
             "(--token-env VAR); refusing to start"
         )
-    previous = read_gateway_file(directory)
-    return previous["token"] if previous else secrets.token_urlsafe(32)
+    kept = read_token_file(directory)
+    if kept is not None:
+        return kept
+    previous = read_gateway_file(directory)  # a gateway.json from before the token file
+    token = previous["token"] if previous else secrets.token_urlsafe(32)
+    write_token_file(directory, token)
+    return token
+
+
+def lock_state_dir(directory: Path) -> int:
+    """Return a held lock on the state dir (SystemExit if another gateway holds it).
+
+    Two gateways on one state dir would take back the same kernels; the lock lasts as long as
+    this process, which never releases it on purpose. It is held on a read-only descriptor, so
+    that it never pins the filesystem writable; the holder's pid is written beside it.
+    """
+    path = directory / LOCK_FILE
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = path.read_text(errors="replace").strip() or "?"
+        os.close(fd)
+        raise SystemExit(
+            f"loomgate-gateway: another gateway (pid {holder}) uses the state dir {directory}; "
+            "stop it first (loomgate gateway stop), or choose another with --state-dir"
+        ) from None
+    path.write_text(str(os.getpid()))
+    return fd
 
 
 def build_app(args: argparse.Namespace) -> LoomgateServerApp:
@@ -179,12 +260,14 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     try:
         directory = ensure_private_dir(wanted)
         probe_writable(directory)
+        probe_writable(ensure_private_dir(directory / RECORDS_DIR))
     except (OSError, StorageFailed) as e:
         reason = e.details["reason"] if isinstance(e, StorageFailed) else os_error_reason(e)
         raise SystemExit(
             f"loomgate-gateway: the state dir {wanted} is not writable ({reason}); "
             "fix it or choose another with --state-dir"
         ) from None
+    lock_state_dir(directory)
     token = choose_token(args, directory)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(ensure_private_dir(directory / "runtime"))
     config = Config()
@@ -204,20 +287,22 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.ServerApp.identity_provider_class = "loomgate.gateway.auth.LoomIdentityProvider"
     config.ServerApp.tornado_settings = {"log_function": log_request}
     config.KernelRestarter.time_to_dead = 0.5
+    # Kernels that outlive the gateway, and are taken back by the next one.
+    config.KernelProvisionerFactory.default_provisioner_name = PROVISIONER_NAME
     config.LoomgateServerApp.loomgate_state_dir = str(directory)
     config.LoomgateServerApp.conversation_grace_seconds = args.conversation_grace
     config.LoomgateServerApp.retention_days = args.retention_days
     app = LoomgateServerApp(config=config)
     redact = RedactToken(token)
     file_handler = GatewayLogFile(directory / LOG_FILE)
-    (directory / LOG_FILE).chmod(0o600)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for logger in (app.log, logging.getLogger()):
         logger.addFilter(redact)
     file_handler.addFilter(redact)
-    app.log.addHandler(file_handler)
     logging.getLogger("loomgate").addHandler(file_handler)
     app.initialize(argv=[], find_extensions=False)
+    # After initialize: it reconfigures the application's logger, dropping earlier handlers.
+    app.log.addHandler(file_handler)
     for handler in [*app.log.handlers, *logging.getLogger().handlers]:
         handler.addFilter(redact)
     # Set after initialize so that the token never appears in the (debug-logged) config.

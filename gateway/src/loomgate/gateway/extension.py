@@ -54,6 +54,12 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.io_loop.call_later(PURGE_INTERVAL_SECONDS, _purge_periodically, serverapp, registry)
 
 
+async def _start_jupyter_server_extension(serverapp: Any) -> None:
+    """Take back the kernels an earlier gateway left running (the IO loop runs now)."""
+    registry: KernelRegistry = serverapp.web_app.settings["loomgate_registry"]
+    await registry.take_back()
+
+
 def _purge_periodically(serverapp: Any, registry: KernelRegistry) -> None:
     registry.purge_expired()
     serverapp.io_loop.call_later(PURGE_INTERVAL_SECONDS, _purge_periodically, serverapp, registry)

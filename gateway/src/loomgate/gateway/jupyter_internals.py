@@ -7,20 +7,31 @@ Everything else uses public API only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jupyter_client import manager
 from jupyter_client.manager import KernelManager
-from jupyter_server.services.kernels.kernelmanager import ServerKernelManager
+from jupyter_client.multikernelmanager import MultiKernelManager
+from jupyter_server.services.kernels.kernelmanager import (
+    MappingKernelManager,
+    ServerKernelManager,
+)
 
 
 @dataclass(frozen=True)
 class PrivateUse:
-    """One private attribute loomgate uses: where it lives and why no public one will do."""
+    """One private name loomgate uses: where it lives and why no public one will do.
+
+    A method must still exist on `owner`; an attribute (set in __init__, so absent from the
+    class) must still be read by each of `read_by`, the code whose behaviour loomgate relies on.
+    """
 
     owner: type
     name: str
     why: str
+    read_by: tuple[Callable[..., Any], ...] = ()
 
 
 PRIVATE_USES: tuple[PrivateUse, ...] = (
@@ -37,7 +48,55 @@ PRIVATE_USES: tuple[PrivateUse, ...] = (
         "restart_kernel (manual, or the restarter's after a death) stops the old process "
         "through it, not through shutdown_kernel: the running execution ends `killed` there",
     ),
+    PrivateUse(
+        KernelManager,
+        "_launch_args",
+        "restart_kernel relaunches a kernel with the arguments of its first start; a kernel "
+        "taken back from an earlier gateway was started there, so they are restored here",
+        read_by=(KernelManager._async_restart_kernel,),
+    ),
+    PrivateUse(
+        KernelManager,
+        "_attempted_start",
+        "a kernel taken back was started (by an earlier gateway): without this, its first "
+        "restart reuses a finished `ready` future and fails",
+        read_by=(manager.in_pending_state,),
+    ),
+    PrivateUse(
+        MultiKernelManager,
+        "_kernels",
+        "the kernel map has no public way to add a kernel that is already running under a "
+        "known id (its external-kernel support gives new ids and does not own the kernel)",
+        read_by=(MultiKernelManager.get_kernel, MultiKernelManager.list_kernel_ids),
+    ),
+    PrivateUse(
+        MappingKernelManager,
+        "_kernel_connections",
+        "the websocket count jupyter_server keeps per kernel starts at 0 for a kernel taken back",
+        read_by=(MappingKernelManager.kernel_model,),
+    ),
+    PrivateUse(
+        MappingKernelManager,
+        "_finish_kernel_start",
+        "what jupyter_server does for a kernel that finished starting (port record, activity "
+        "watch, the handler of its death), done for a kernel taken back as for a new one",
+    ),
 )
+
+
+def restore_launch_arguments(km: KernelManager, arguments: dict[str, Any]) -> None:
+    """Give a kernel taken back the launch arguments its restarts will use."""
+    km._launch_args = arguments
+
+
+async def register_adopted_kernel(mkm: MappingKernelManager, kernel_id: str, km: Any) -> None:
+    """Add a running kernel, taken back under its own id, to jupyter_server's kernel map."""
+    km._attempted_start = True
+    if not km.ready.done():
+        km.ready.set_result(None)
+    mkm._kernels[kernel_id] = km
+    mkm._kernel_connections[kernel_id] = 0
+    await mkm._finish_kernel_start(kernel_id)
 
 
 class HookedKernelManager(ServerKernelManager):

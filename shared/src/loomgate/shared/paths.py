@@ -14,6 +14,7 @@ DEFAULT_PORT = 8787
 GATEWAY_FILE = "gateway.json"  # how local clients find the running gateway
 LOG_FILE = "gateway.log"  # the gateway's own log
 DAEMON_LOG = "gateway.stdout.log"  # what an autostarted gateway prints before its log is open
+TOKEN_FILE = "token"  # the local gateway's token, kept across restarts (clients need nothing new)
 
 
 class GatewayFile(TypedDict):
@@ -86,3 +87,23 @@ def read_gateway_file(directory: Path) -> GatewayFile | None:
         pid=int(data["pid"]),
         version=str(data.get("version", "")),
     )
+
+
+def read_token_file(directory: Path) -> str | None:
+    """Return the token kept in the state dir, or None (absent, unreadable or empty)."""
+    try:
+        token = (directory / TOKEN_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return token or None
+
+
+def write_token_file(directory: Path, token: str) -> None:
+    """Keep `token` in the state dir (mode 0600) for the gateway's later starts."""
+    ensure_private_dir(directory)
+    path = directory / TOKEN_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    tmp.replace(path)

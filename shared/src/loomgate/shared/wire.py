@@ -101,6 +101,17 @@ class Unstored(TypedDict):
     from_line: int
 
 
+class Gap(TypedDict):
+    """Output that may be missing: after `combined` line `after_line`, between two times.
+
+    No gateway listened in between (it was down); the kernel went on and was taken back.
+    """
+
+    after_line: int
+    since: float
+    until: float
+
+
 class StreamSize(TypedDict):
     """How much one stream holds."""
 
@@ -132,6 +143,7 @@ class _ExecutionBase(TypedDict):
     died: Death | None
     note: str | None
     unstored: Unstored | None
+    gaps: list[Gap]
     last_output: float
     silent_for: float
     streams: dict[StreamName, StreamSize]

@@ -67,6 +67,14 @@ def unstored_note(execution: wire.Execution) -> str:
     )
 
 
+def gap_note(gap: wire.Gap) -> str:
+    """Return the note on output the gateway may have missed (it was down; the cell ran on)."""
+    return (
+        f"[output after line {gap['after_line']:,} may be missing: no gateway listened for "
+        f"{format_elapsed(gap['until'] - gap['since'])} (it was down, then took the kernel back)]"
+    )
+
+
 def cell_header(execution: wire.Execution) -> str:
     """Return `In [N] (elapsed):`, with the end state when it is not a plain finish."""
     parts = [format_elapsed(execution["elapsed"])]
@@ -83,13 +91,16 @@ def render_cell(
     limits = limits or OutputLimits()
     number = execution["number"]
     head, tail = fit(output.head, output.tail, limits)
+    missing: dict[int, list[str]] = {}  # notes of output the gateway missed, by the line before
+    for gap in execution["gaps"]:
+        missing.setdefault(gap["after_line"], []).append(gap_note(gap))
     blocks: list[Block] = []
-    text: list[str] = [cell_header(execution)]
+    text: list[str] = [cell_header(execution), *missing.pop(0, [])]
     shown = len(head) + len(tail)
-    gap_after = head[-1]["n"] if head else 0
+    head_end = head[-1]["n"] if head else 0
     for position, line in enumerate(head + tail):
         if tail and position == len(head) and shown < output.total:
-            first = gap_after + 1
+            first = head_end + 1
             last = tail[0]["n"] - 1
             text.append(omission_line(number, first, last, output.total))
         following = (head + tail)[position + 1] if position + 1 < shown else None
@@ -100,10 +111,12 @@ def render_cell(
             text = []
         elif piece is not None:
             text.append(piece)
+        text.extend(missing.pop(line["n"], []))
     if not tail and shown < output.total:
-        text.append(omission_line(number, gap_after + 1, output.total, output.total))
+        text.append(omission_line(number, head_end + 1, output.total, output.total))
     if unstored_note(execution):
         text.append(unstored_note(execution))
+    text.extend(note for notes in missing.values() for note in notes)  # in omitted lines
     if text:
         blocks.append("\n".join(text))
     return [b for b in blocks if not (isinstance(b, str) and not b)]
@@ -180,6 +193,7 @@ def render_running(execution: wire.Execution, last: Sequence[wire.Line]) -> str:
         lines.append("No output yet.")
     if unstored_note(execution):
         lines.append(unstored_note(execution))
+    lines.extend(gap_note(gap) for gap in execution["gaps"])
     if execution["state"] == "awaiting_input":
         lines.append(f'Answer with send_input(value="…", execution={number}), or interrupt().')
     else:
@@ -274,6 +288,7 @@ def render_execution_status(execution: wire.Execution) -> str:
     lines.append(f"streams: {sizes or 'no output'}")
     if unstored_note(execution):
         lines.append(unstored_note(execution))
+    lines.extend(gap_note(gap) for gap in execution["gaps"])
     if execution["rich"]:
         lines.append(f"rich outputs: {len(execution['rich'])}")
     lines.append("code:")

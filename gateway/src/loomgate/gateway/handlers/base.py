@@ -34,6 +34,7 @@ def endpoint(method: Method) -> Method:
     @functools.wraps(method)
     async def wrapper(self: LoomHandler, *args: Any, **kwargs: Any) -> None:
         try:
+            await self.registry.ready.wait()  # kernels left running are being taken back
             await method(self, *args, **kwargs)
         except GatewayError as e:
             self.reply(e.to_json(), e.status)

@@ -7,6 +7,7 @@ import os
 from loomgate.gateway.errors import BadRequest
 from loomgate.gateway.handlers.base import LoomHandler, endpoint
 from loomgate.shared import wire
+from loomgate.shared.echo import echo
 
 PROTOCOL_VERSION = 1
 CAPABILITIES = [
@@ -125,3 +126,19 @@ class ResetHandler(LoomHandler):
         await self.registry.reset(kernel)
         killed = running.summary() if running is not None else None
         self.reply(wire.ResetReply(kernel=kernel.model(), killed=killed))
+
+
+class ShutdownHandler(LoomHandler):
+    """POST /api/loomgate/shutdown {"kernels": "stop"|"keep"}: stop the gateway."""
+
+    @endpoint
+    async def post(self) -> None:
+        """Stop the gateway once this answer is sent; its kernels stop or keep running."""
+        kernels = self.arg("kernels", self.body()) or "stop"
+        if kernels not in ("stop", "keep"):
+            raise BadRequest(f"kernels must be 'stop' or 'keep', not {echo(kernels)}")
+        self.registry.stop_kernels_on_exit = kernels == "stop"
+        serverapp = self.serverapp
+        assert serverapp is not None
+        self.reply({"stopping": True, "kernels": kernels}, 202)
+        serverapp.io_loop.add_callback(serverapp.stop)

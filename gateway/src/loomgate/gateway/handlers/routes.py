@@ -19,6 +19,7 @@ from loomgate.gateway.handlers.kernels import (
     KernelHandler,
     KernelsHandler,
     ResetHandler,
+    ShutdownHandler,
 )
 
 
@@ -39,4 +40,5 @@ def routes(base: str = "/api/loomgate") -> list[tuple[str, type[APIHandler]]]:
         (execution + r"/input", InputHandler),
         (kernel + r"/search", SearchHandler),
         (base + r"/events", EventsHandler),
+        (base + r"/shutdown", ShutdownHandler),
     ]

@@ -1,4 +1,4 @@
-"""The gateway's own ZMQ connections to one kernel process: IOPub, shell and stdin."""
+"""The gateway's own ZMQ connections to one kernel process: IOPub, shell, stdin, control."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def channel_url(info: dict[str, Any], channel: str) -> str:
 
 
 class KernelChannels:
-    """IOPub subscriber plus a shell/stdin pair sharing one identity (so input_request finds us).
+    """IOPub subscriber, a shell/stdin pair sharing one identity (so input_request finds us),
+    and a control socket for the requests a busy kernel must still answer.
 
     The IOPub socket is opened as soon as the kernel process is launched, and `confirm()` proves
     the subscription is live before anything is executed: a late ZMQ subscriber misses messages.
@@ -41,13 +42,16 @@ class KernelChannels:
         self._replies: dict[str, asyncio.Future[Message]] = {}
         self._probes: set[str] = set()
         self._iopub_seen: asyncio.Future[None] | None = None
+        self._idle_waiters: dict[str, asyncio.Future[None]] = {}
         self.iopub: ZMQStream = km.connect_iopub()
         self.shell: ZMQStream = km.connect_shell(identity=identity)
+        self.control: ZMQStream = km.connect_control()
         self.stdin, self._stdin_monitor = self._monitored_stdin(km, identity)
         self._stdin_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._stdin_monitor.on_recv(self._stdin_event)
         self.iopub.on_recv(self._receiver(self._iopub_message))
-        self.shell.on_recv(self._receiver(self._shell_message))
+        self.shell.on_recv(self._receiver(self._reply))
+        self.control.on_recv(self._receiver(self._reply))
         self.stdin.on_recv(self._receiver(on_stdin))
 
     @staticmethod
@@ -94,21 +98,32 @@ class KernelChannels:
         return receive
 
     def _iopub_message(self, msg: Message) -> None:
-        if self._probes and msg["parent_header"].get("msg_id") in self._probes:
+        parent_id = msg["parent_header"].get("msg_id")
+        if self._probes and parent_id in self._probes:
             if self._iopub_seen is not None and not self._iopub_seen.done():
                 self._iopub_seen.set_result(None)
             return
+        if parent_id in self._idle_waiters:
+            if (
+                msg["header"]["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"
+            ):
+                waiter = self._idle_waiters.pop(parent_id)
+                if not waiter.done():
+                    waiter.set_result(None)
+            return
         self._on_iopub(msg)
 
-    def _shell_message(self, msg: Message) -> None:
+    def _reply(self, msg: Message) -> None:
         future = self._replies.pop(msg["parent_header"].get("msg_id", ""), None)
         if future is not None and not future.done():
             future.set_result(msg)
 
     def _send_expecting_reply(
-        self, msg_type: str, content: dict[str, Any]
+        self, msg_type: str, content: dict[str, Any], stream: ZMQStream | None = None
     ) -> tuple[str, asyncio.Future[Message]]:
-        msg = self.send_shell(msg_type, content)
+        msg = self.session.msg(msg_type, content)
+        self.session.send(stream or self.shell, msg)
         msg_id = msg["header"]["msg_id"]
         future = self._replies[msg_id] = asyncio.get_running_loop().create_future()
         return msg_id, future
@@ -125,7 +140,8 @@ class KernelChannels:
         """Return a kernel_info reply once IOPub is proven subscribed (messages reach us).
 
         Like jupyter_server's nudge: keep sending kernel_info requests until one reply has come
-        back on shell and IOPub has delivered a message caused by one of them.
+        back and IOPub has delivered a message caused by one of them. They go on the control
+        channel, which a kernel answers even while a cell runs (a kernel taken back mid-cell).
         """
         loop = asyncio.get_running_loop()
         self._iopub_seen = loop.create_future()
@@ -135,7 +151,7 @@ class KernelChannels:
             while loop.time() < deadline:
                 if not alive():
                     raise RuntimeError("the kernel process exited while starting")
-                msg_id, future = self._send_expecting_reply("kernel_info_request", {})
+                msg_id, future = self._send_expecting_reply("kernel_info_request", {}, self.control)
                 self._probes.add(msg_id)
                 replies.append(future)
                 pending: list[asyncio.Future[Any]] = [*replies, self._iopub_seen]
@@ -152,6 +168,19 @@ class KernelChannels:
                 future.cancel()
             self._probes.clear()
         raise TimeoutError(f"the kernel did not answer kernel_info within {timeout:.0f} s")
+
+    async def drain(self) -> None:
+        """Return once the kernel has finished everything sent to it before this call.
+
+        A silent, empty execute queues behind them on shell; its IOPub `idle` comes after every
+        message they caused, on the same socket.
+        """
+        content = {"code": "", "silent": True, "store_history": False, "allow_stdin": False}
+        msg = self.session.msg("execute_request", content)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters[msg["header"]["msg_id"]] = waiter
+        self.session.send(self.shell, msg)
+        await waiter
 
     def send_shell(self, msg_type: str, content: dict[str, Any]) -> Message:
         """Send a shell request and return the message sent (its header has the msg_id)."""
@@ -170,9 +199,13 @@ class KernelChannels:
             self._stdin_monitor.close(linger=0)
 
     def close(self) -> None:
-        """Close all three sockets."""
+        """Close every socket; whoever waits on this kernel's messages stops waiting."""
         self._stop_monitor()
-        for stream in (self.iopub, self.shell, self.stdin):
+        waiters: list[asyncio.Future[Any]] = [*self._idle_waiters.values(), *self._replies.values()]
+        for waiter in waiters:
+            waiter.cancel()
+        self._idle_waiters.clear()
+        for stream in (self.iopub, self.shell, self.stdin, self.control):
             if not stream.closed():
                 stream.on_recv(None)
                 stream.close(linger=0)

@@ -21,11 +21,14 @@ from loomgate.gateway.errors import (
     Unavailable,
 )
 from loomgate.gateway.events import EventBus
+from loomgate.gateway.kernels import adoption, resident
 from loomgate.gateway.kernels.kernel import LoomKernel
+from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
-from loomgate.shared.wire import LIFETIMES
+from loomgate.shared.wire import LIFETIMES, Death
 
+RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
 DEFAULT_GRACE_SECONDS = 600.0
 DEFAULT_RETENTION_DAYS = 7.0
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -55,7 +58,7 @@ class KernelRegistry:
         log: logging.Logger,
     ) -> None:
         self.mkm = mkm
-        self.root = state_dir / "kernels"
+        self.root = state_dir / RECORDS_DIR
         self.events = events
         self.grace_seconds = grace_seconds
         self.retention_seconds = retention_seconds
@@ -64,6 +67,11 @@ class KernelRegistry:
         self.stores: dict[str, RecordStore] = {}
         self._intents: dict[str, dict[str, Any]] = {}
         self._grace_tasks: dict[str, asyncio.Task[None]] = {}
+        self._left_running: list[RecordStore] = []
+        # `loomgate gateway stop` sets this; any other exit leaves the kernels running.
+        self.stop_kernels_on_exit = False
+        # Set once the kernels an earlier gateway left running have been taken back (or not).
+        self.ready = asyncio.Event()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._load_archive()
 
@@ -80,12 +88,44 @@ class KernelRegistry:
                 self.log.warning("Skipping unreadable kernel records in %s: %s", child, e)
                 continue
             if store.meta.get("ended") is None:
+                if resident.exists(child):
+                    self.stores[store.kernel_id] = store
+                    self._left_running.append(store)  # taken back, or not, in take_back()
+                    continue
                 store.all()  # loading marks the records that were running `lost`
                 store.mark_ended()
             if now - float(store.meta["ended"]) > self.retention_seconds:
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             self.stores[store.kernel_id] = store
+
+    async def take_back(self) -> None:
+        """Take back the kernels an earlier gateway left running; then serve requests."""
+        try:
+            await adoption.take_back(self, self._left_running)
+        finally:
+            self._left_running = []
+            self.ready.set()
+
+    def leave_all(self) -> int:
+        """Let go of every live kernel without ending it (the gateway exits); return how many."""
+        for task in self._grace_tasks.values():
+            task.cancel()
+        self._grace_tasks.clear()
+        kernels = list(self.live.values())
+        for kernel in kernels:
+            kernel.leave()
+        return len(kernels)
+
+    def ended_while_away(self, store: RecordStore, reason: str) -> None:
+        """Note that a kernel left running by an earlier gateway is gone (its records stay)."""
+        running = store.running_when_left()
+        if running is not None:
+            died = Death(reason=reason, restarted=False)
+            running.end_unseen("died", "the kernel process is gone", died=died)
+        store.mark_ended()
+        resident.remove(store.directory)
+        self.log.warning("Kernel %s is gone: %s", store.kernel_id, reason)
 
     def purge_expired(self) -> None:
         """Delete records of kernels that ended longer ago than the retention period."""
@@ -125,7 +165,8 @@ class KernelRegistry:
             await self._discard_process(km)
             raise
         self.stores[km.kernel_id] = store
-        kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log)
+        launch = ResidentLaunch(cwd=intent.get("cwd"), env=intent.get("env") or {})
+        kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log, launch)
         try:
             await kernel.process_started()
         except Exception:
@@ -134,9 +175,13 @@ class KernelRegistry:
             kernel.store.mark_ended()
             await self._discard_process(km)
             raise
-        km.add_restart_callback(lambda: kernel.process_died(restarting=True), "restart")
-        km.add_restart_callback(lambda: self._process_dead(kernel), "dead")
-        if kernel.lifetime == "conversation":
+        self.wire_up(kernel)
+
+    def wire_up(self, kernel: LoomKernel) -> None:
+        """Follow a live kernel's deaths and restarts, and start a lone conversation's grace."""
+        kernel.km.add_restart_callback(lambda: kernel.process_died(restarting=True), "restart")
+        kernel.km.add_restart_callback(lambda: self._process_dead(kernel), "dead")
+        if kernel.lifetime == "conversation" and kernel.holders == 0:
             self._schedule_release(kernel)
 
     async def _discard_process(self, km: Any) -> None:
@@ -162,6 +207,7 @@ class KernelRegistry:
         if task is not None:
             task.cancel()
         kernel.store.mark_ended()
+        resident.remove(kernel.store.directory)
         kernel.process_gone()
         self.events.kernel(kernel.id, "stopped", kernel.model())
 
@@ -257,7 +303,12 @@ class KernelRegistry:
             kwargs["env"] = {**os.environ, **env}
         probe_writable(self.root)
         kernel_id = str(uuid.uuid4())
-        self._intents[kernel_id] = {"name": name, "lifetime": lifetime, "cwd": kwargs.get("cwd")}
+        self._intents[kernel_id] = {
+            "name": name,
+            "lifetime": lifetime,
+            "cwd": kwargs.get("cwd"),
+            "env": env or {},
+        }
         try:
             await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
         except GatewayError:

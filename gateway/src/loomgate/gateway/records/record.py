@@ -18,6 +18,7 @@ from loomgate.shared.wire import (
     STREAMS,
     Execution,
     ExecutionState,
+    Gap,
     OutputKind,
     Returned,
     StreamName,
@@ -45,7 +46,8 @@ class ExecutionRecord:
     ) -> None:
         self.directory = directory
         self.meta = meta
-        meta.setdefault("unstored", None)  # records written before it existed
+        meta.setdefault("unstored", None)  # records written before these fields existed
+        meta.setdefault("gaps", [])
         self.streams: dict[str, OutputStream] = {}
         self.rich = RichOutputs(directory, meta.pop("rich", []))
         self.last_output: float = meta.get("last_output") or meta["started"]
@@ -83,24 +85,38 @@ class ExecutionRecord:
             "died": None,
             "note": None,
             "unstored": None,
+            "gaps": [],
         }
         record = cls(directory, meta, on_storage_error)
         record._store(lambda: directory.mkdir(parents=True, exist_ok=True))
         return record
 
     @classmethod
-    def load(cls, directory: Path) -> ExecutionRecord:
-        """Return the record stored in `directory`; one that was still running is now `lost`."""
+    def load(cls, directory: Path, *, running_ok: bool = False) -> ExecutionRecord:
+        """Return the record stored in `directory`.
+
+        One that was still running is now `lost`, unless `running_ok` (its kernel is being
+        taken back, and decides).
+        """
         meta = json.loads((directory / "record.json").read_text(encoding="utf-8"))
         meta["rich"] = RichOutputs.read_index(directory)
         record = cls(directory, meta)
-        if record.state not in FINAL_STATES:
-            record.meta["streams"] = record.stream_sizes()
-            record.meta["state"] = "lost"
-            record.meta["note"] = "the gateway stopped while this execution ran"
-            record.meta["input"] = None
-            record.save()
+        if not record.final and not running_ok:
+            record.end_unseen("lost", "the gateway stopped while this execution ran")
         return record
+
+    def end_unseen(self, state: ExecutionState, note: str, **details: Any) -> None:
+        """End a record whose end no gateway saw (it was away): `lost`, or `died`."""
+        self.meta["streams"] = self.stream_sizes()
+        self.meta.update(state=state, note=note, input=None, **details)
+        self.meta["finished"] = self.last_output
+        self.save()
+
+    def note_gap(self, until: float) -> None:
+        """Note that output after the last stored line, up to `until`, may be missing."""
+        gap = Gap(after_line=self.log("combined").count, since=self.last_output, until=until)
+        self.meta["gaps"] = [*self.meta["gaps"], gap]
+        self.save()
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -361,6 +377,7 @@ class ExecutionRecord:
             died=meta["died"],
             note=meta["note"],
             unstored=meta.get("unstored"),
+            gaps=list(meta["gaps"]),
             last_output=self.last_output,
             silent_for=max(0.0, now - self.last_output),
             streams=self.stream_sizes(),

@@ -97,12 +97,12 @@ class RecordStore:
         log.warning("Records in %s can be stored again", self.directory)
         self.storage_error = None
 
-    def _loaded(self) -> dict[int, ExecutionRecord]:
+    def _loaded(self, *, running_ok: bool = False) -> dict[int, ExecutionRecord]:
         if self._records is None:
             records: dict[int, ExecutionRecord] = {}
             for child in self.directory.iterdir():
                 if child.name.isdigit() and (child / "record.json").exists():
-                    record = ExecutionRecord.load(child)
+                    record = ExecutionRecord.load(child, running_ok=running_ok)
                     records[record.number] = record
             self._records = dict(sorted(records.items()))
             if records:
@@ -137,6 +137,17 @@ class RecordStore:
     def all(self) -> list[ExecutionRecord]:
         """Return every record, oldest first."""
         return list(self._loaded().values())
+
+    def running_when_left(self) -> ExecutionRecord | None:
+        """Return the execution that was running when the last gateway went away, if any.
+
+        Only for a kernel being taken back: its records load with that one still running (an
+        older unfinished one, which cannot be, is `lost`).
+        """
+        unfinished = [r for r in self._loaded(running_ok=True).values() if not r.final]
+        for stale in unfinished[:-1]:
+            stale.end_unseen("lost", "the gateway stopped while this execution ran")
+        return unfinished[-1] if unfinished else None
 
     def mark_ended(self) -> None:
         """Note that the kernel is gone (its records stay for the retention period)."""

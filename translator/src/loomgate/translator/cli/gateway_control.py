@@ -1,4 +1,5 @@
-"""`loomgate gateway start|stop|status|logs`: the local gateway as a person controls it."""
+"""`loomgate gateway …`: the local gateway as a person controls it: start, stop, restart,
+status, logs, and running it as a service."""
 
 from __future__ import annotations
 
@@ -6,67 +7,88 @@ import argparse
 import asyncio
 import dataclasses
 import os
-import signal
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from loomgate.shared.paths import (
     DEFAULT_HOST,
     GATEWAY_FILE,
     LOG_FILE,
+    GatewayFile,
     read_gateway_file,
     state_dir,
 )
 from loomgate.translator.cli.errors import UsageError
+from loomgate.translator.cli.service import install_service
 from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.local_gateway import gateway_command, process_alive
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.presentation import format_elapsed
 
-STOP_TIMEOUT = 30.0
+STOP_TIMEOUT = 60.0  # stopping the kernels too can take a while
 
 
 def control_gateway(args: argparse.Namespace) -> int:
-    """Start, stop, inspect or tail the local gateway; return the exit status."""
+    """Start, stop, restart, inspect or tail the local gateway; return the exit status."""
     directory = state_dir()
+    if args.action == "install-service":
+        return install_service(directory, args.port, print_only=args.print)
     info = read_gateway_file(directory)
-    running = info is not None and process_alive(info["pid"])
+    running = info if info is not None and process_alive(info["pid"]) else None
     if args.action == "status":
-        if not running or info is None:
+        if running is None:
             print("no local gateway is running")
             return 1
         started = (directory / GATEWAY_FILE).stat().st_mtime
-        kernels = asyncio.run(count_kernels(info["url"], info["token"]))
+        kernels = asyncio.run(count_kernels(running["url"], running["token"]))
         print(
-            f"url: {info['url']}\npid: {info['pid']}\nversion: {info['version']}\n"
+            f"url: {running['url']}\npid: {running['pid']}\nversion: {running['version']}\n"
             f"uptime: {format_elapsed(time.time() - started)}\nkernels: {kernels}\n"
             f"state dir: {directory}"
         )
         return 0
     if args.action == "logs":
         return show_logs(directory / LOG_FILE, follow=args.follow)
-    if args.action == "stop":
-        if not running or info is None:
+    if args.action in ("stop", "restart"):
+        keep = args.keep_kernels or args.action == "restart"
+        if running is None:
             print("no local gateway is running")
+            if args.action == "stop":
+                return 0
+        else:
+            stop(running, keep_kernels=keep)
+        if args.action == "stop":
             return 0
-        os.kill(info["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while process_alive(info["pid"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if process_alive(info["pid"]):
-            print(f"loomgate: the gateway (pid {info['pid']}) did not stop", file=sys.stderr)
-            return 2
-        print(f"stopped the gateway at {info['url']} (its kernels are shut down)")
-        return 0
-    if running and info is not None:
-        print(f"a gateway is already running at {info['url']} (pid {info['pid']})")
+        port = args.port or (urlsplit(running["url"]).port if running else None)
+        return asyncio.run(start_in_background(port, args.no_autostart))
+    if running is not None:
+        print(f"a gateway is already running at {running['url']} (pid {running['pid']})")
         return 0
     if args.foreground:
         command = gateway_command(port=args.port or None, state_dir=directory)
         os.execv(command[0], command)
     return asyncio.run(start_in_background(args.port, args.no_autostart))
+
+
+def stop(info: GatewayFile, *, keep_kernels: bool) -> None:
+    """Stop the gateway `info` names and wait until it has exited (UsageError if it does not)."""
+    asyncio.run(request_shutdown(info, keep_kernels=keep_kernels))
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while process_alive(info["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if process_alive(info["pid"]):
+        raise UsageError(f"the gateway (pid {info['pid']}) did not stop within {STOP_TIMEOUT:g} s")
+    kernels = "its kernels keep running" if keep_kernels else "its kernels are shut down"
+    print(f"stopped the gateway at {info['url']} ({kernels})")
+
+
+async def request_shutdown(info: GatewayFile, *, keep_kernels: bool) -> None:
+    """Ask the gateway to stop, ending or keeping its kernels."""
+    async with GatewayClient(info["url"], info["token"]) as client:
+        await client.shutdown(keep_kernels=keep_kernels)
 
 
 async def count_kernels(url: str, token: str) -> int:

@@ -77,10 +77,20 @@ def parser() -> argparse.ArgumentParser:
     stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
     stop.add_argument("kernel", help="kernel name or id prefix")
     gateway = commands.add_parser("gateway", help="control the local gateway")
-    gateway.add_argument("action", choices=["start", "stop", "status", "logs"])
+    gateway.add_argument(
+        "action", choices=["start", "stop", "restart", "status", "logs", "install-service"]
+    )
     gateway.add_argument("--port", type=int, help="port for start (default 8787)")
     gateway.add_argument("--foreground", action="store_true", help="start: stay attached")
+    gateway.add_argument(
+        "--keep-kernels",
+        action="store_true",
+        help="stop: leave the kernels running for the next start (restart always does)",
+    )
     gateway.add_argument("--follow", "-f", action="store_true", help="logs: keep following")
+    gateway.add_argument(
+        "--print", action="store_true", help="install-service: print the unit, write nothing"
+    )
     return top
 
 

@@ -91,6 +91,10 @@ class GatewayClient(GatewayHttp):
         """Return the kernel once its new process is ready, and the execution it killed."""
         return cast(wire.ResetReply, await self.request("POST", f"kernels/{quoted(ref)}/reset"))
 
+    async def shutdown(self, *, keep_kernels: bool) -> None:
+        """Ask the gateway to stop once it has answered, ending its kernels or keeping them."""
+        await self.request("POST", "shutdown", body={"kernels": "keep" if keep_kernels else "stop"})
+
     # -- executions --------------------------------------------------------------------------
 
     async def submit(

@@ -18,6 +18,7 @@ from loomgate.translator.client.transport import (
     PlainHttpPool,
     PlainResponse,
     TransportFailure,
+    causes,
     connect_reason,
     decode_events,
     httpx_failure,
@@ -197,7 +198,13 @@ class GatewayHttp:
                 f"{self.where} did not answer within {read_timeout:g} s", code="timeout"
             )
         reason, advice = connect_reason(error)
-        return GatewayError(f"cannot reach {self.where} ({reason}); {advice}", code="unreachable")
+        # Refused: the request never reached a gateway, so sending it again cannot repeat it.
+        refused = any(isinstance(cause, ConnectionRefusedError) for cause in causes(error))
+        return GatewayError(
+            f"cannot reach {self.where} ({reason}); {advice}",
+            code="unreachable",
+            details={"refused": refused},
+        )
 
     def _decode(
         self, response: httpx.Response | PlainResponse, method: str, path: str

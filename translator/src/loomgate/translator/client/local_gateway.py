@@ -27,6 +27,7 @@ from loomgate.shared.paths import state_dir as default_state_dir
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.http_session import READ_TIMEOUT
+from loomgate.translator.client.selection import LOCAL_URL
 from loomgate.translator.client.target import GatewayTarget
 
 LOCK_FILE = "autostart.lock"
@@ -183,8 +184,13 @@ def gateway_command(
 
 
 async def start_daemon(directory: Path, target: GatewayTarget) -> int:
-    """Return the pid of a newly started, detached gateway for `target` (host and port)."""
-    parts = urlsplit(target.url)
+    """Return the pid of a newly started, detached gateway for `target` (host and port).
+
+    A gateway that died without cleaning up left its gateway.json: unless `target` names an
+    address of its own, the new one starts at that one, where its clients look for it.
+    """
+    died = read_gateway_file(directory) if target.url == LOCAL_URL else None
+    parts = urlsplit(died["url"] if died is not None else target.url)
     host = parts.hostname or "127.0.0.1"
     command = gateway_command(host=host, port=parts.port or DEFAULT_PORT, state_dir=directory)
     cwd = str(Path.home()) if Path.home().is_dir() else str(directory)

@@ -79,6 +79,31 @@ class Conversation:
             request_timeout=self.settings.request_timeout,
         )
 
+    async def revive(self, error: GatewayError) -> bool:
+        """Start the local gateway again after it died under this conversation; return whether.
+
+        Only for the local gateway with autostart, and only when the request was refused (it
+        never reached a gateway, so the caller may send it again). The restarted gateway takes
+        back the kernels, so the conversation goes on with the same kernel.
+        """
+        client = self.client
+        refused = error.code == "unreachable" and error.details.get("refused")
+        if client is None or not client.local or not self.settings.autostart or not refused:
+            return False
+        target = select_gateway(self.settings.gateway, self.settings.env)
+        revived = await open_client(
+            target, autostart=True, request_timeout=self.settings.request_timeout
+        )
+        if revived.url == client.url:
+            await revived.aclose()  # the old client reaches it; its hold reconnects by itself
+            return True
+        self._clients[target_key(target)] = revived
+        await client.aclose()
+        self.client = revived
+        if self.kernel is not None:
+            await self._bind(revived, self.kernel)
+        return True
+
     # -- kernels ------------------------------------------------------------------------------
 
     async def kernel_ref(self, explicit: str | None) -> tuple[GatewayClient, str]:

@@ -53,7 +53,12 @@ def tool(fn: Tool) -> Tool:
         try:
             if ctx.request_state:  # the host answered an input dialog this tool asked for
                 return await CellFollower(conversation_of(ctx)).resume(ctx)
-            return await fn(*args, ctx=ctx, **kwargs)
+            try:
+                return await fn(*args, ctx=ctx, **kwargs)
+            except GatewayError as e:
+                if not await conversation_of(ctx).revive(e):
+                    raise
+            return await fn(*args, ctx=ctx, **kwargs)  # once more, on the revived gateway
         except NeedsInput as needs:
             return needs.result
         except (ToolFailure, GatewayError, GatewayConfigError) as e:

@@ -1,0 +1,159 @@
+"""Residency benchmark: how long a restarted gateway takes to take back the kernels it left.
+
+Run: `uv run python -m bench.residency_bench [--counts 1,10,50] [--rounds 3] [--out FILE.md]`
+
+For each count N: start a gateway, create N kernels (each runs one cell), SIGKILL the gateway,
+start it again and time three moments from the spawn: `gateway.json` written (listening),
+the first kernel listing answered (it waits until every kernel is taken back), and the floor,
+the same start with no kernel to take back, measured in the same round. Then the translator:
+a `loomgate-mcp` whose local gateway is SIGKILLed, time of its next run_cell (it starts the
+gateway again, which takes the kernel back), against a cold autostart with nothing to take back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from mcp import Client, StdioServerParameters
+
+from bench.gateway_bench import publish
+from loomgate.shared.paths import GATEWAY_FILE, read_gateway_file
+from loomgate.translator.client.local_gateway import open_local_client
+from loomgate.translator.client.target import GatewayTarget
+from loomgate.translator.mcp_server.settings import Settings
+from tests.support.gateways import GatewayProcess, free_port, stop_local_gateway, wait_gone
+from tests.support.translators import TRANSLATOR
+
+API = "/api/loomgate/kernels"
+
+
+def timed_start(gateway: GatewayProcess) -> tuple[float, float, int]:
+    """Start `gateway`; return seconds from spawn to listening and to every kernel taken back,
+    and how many live kernels it then lists."""
+    began = time.perf_counter()
+    gateway.start()  # returns once gateway.json exists and /info answers
+    listening = time.perf_counter() - began
+    r = httpx.get(f"{gateway.url}{API}", headers=gateway.headers, timeout=120)
+    r.raise_for_status()
+    ready = time.perf_counter() - began
+    return listening, ready, sum(1 for kernel in r.json()["kernels"] if kernel["alive"])
+
+
+async def adoption_round(directory: Path, count: int) -> tuple[float, float, float]:
+    """Return (floor, listening, all taken back) in seconds for `count` kernels."""
+    floor = GatewayProcess(directory / "floor")
+    try:
+        _, floor_ready, _ = timed_start(floor)
+    finally:
+        floor.stop()
+    gateway = GatewayProcess(directory / f"kernels-{count}")
+    try:
+        gateway.start()
+        async with httpx.AsyncClient(
+            base_url=gateway.url, headers=gateway.headers, timeout=300
+        ) as http:
+            for i in range(count):
+                r = await http.post(API, json={"name": f"k{i}"})
+                r.raise_for_status()
+                await http.post(f"{API}/k{i}/executions", json={"code": f"v = {i}", "wait": 60})
+        gateway.kill()
+        listening, ready, alive = timed_start(gateway)
+        assert alive == count, f"took back {alive} of {count}"
+    finally:
+        gateway.stop()
+    return floor_ready, listening, ready
+
+
+async def translator_round(directory: Path) -> tuple[float, float]:
+    """Return (cold autostart, call after a gateway SIGKILL) in seconds for one translator."""
+    os.environ["LOOMGATE_STATE_DIR"] = str(directory)
+    target = GatewayTarget(f"http://127.0.0.1:{free_port()}", None, True, None, True)
+    began = time.perf_counter()
+    client = await open_local_client(target, autostart=True)
+    cold = time.perf_counter() - began
+    await client.aclose()
+    params = StdioServerParameters(
+        command=TRANSLATOR[0], args=[*TRANSLATOR[1:], *Settings().argv()], env=dict(os.environ)
+    )
+    try:
+        async with Client(params) as mcp:
+            first = await mcp.call_tool("run_cell", {"code": "x = 1"})
+            assert not first.is_error
+            info = read_gateway_file(directory)
+            assert info is not None
+            os.kill(info["pid"], signal.SIGKILL)
+            wait_gone({info["pid"]}, 30)
+            began = time.perf_counter()
+            after = await mcp.call_tool("run_cell", {"code": "x + 1"})
+            carried = time.perf_counter() - began
+            assert not after.is_error and after.structured_content["state"] == "completed"
+            await mcp.call_tool("stop_kernel", {"kernel": after.structured_content["kernel"]})
+    finally:
+        stop_local_gateway(directory)
+        (directory / GATEWAY_FILE).unlink(missing_ok=True)
+    return cold, carried
+
+
+def spread(values: list[float]) -> str:
+    """Return a median with the range, in seconds."""
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
+
+
+async def main() -> None:
+    """Run the rounds and print (and optionally write) the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--counts", default="1,10,50")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    counts = [int(c) for c in args.counts.split(",")]
+    lines = [
+        f"## Kernels taken back after a gateway SIGKILL ({args.rounds} rounds; median, range)",
+        "",
+        "| kernels | floor: start → listening and serving, nothing to take back "
+        "| start → listening | start → all taken back | taking back alone |",
+        "|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for count in counts:
+            floors, listens, readies = [], [], []
+            for round_ in range(args.rounds):
+                floor, listening, ready = await adoption_round(
+                    Path(tmp) / f"{count}-{round_}", count
+                )
+                floors.append(floor)
+                listens.append(listening)
+                readies.append(ready)
+            alone = [ready - listening for ready, listening in zip(readies, listens, strict=True)]
+            lines.append(
+                f"| {count} | {spread(floors)} | {spread(listens)} | {spread(readies)} | "
+                f"{spread(alone)} |"
+            )
+        colds, carried = [], []
+        for round_ in range(args.rounds):
+            cold, after = await translator_round(Path(tmp) / f"translator-{round_}")
+            colds.append(cold)
+            carried.append(after)
+    lines += [
+        "",
+        "## A translator whose local gateway was SIGKILLed",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| floor: autostart of the local gateway, nothing to take back | {spread(colds)} |",
+        "| next run_cell: gateway started again, kernel taken back, cell run | "
+        f"{spread(carried)} |",
+    ]
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

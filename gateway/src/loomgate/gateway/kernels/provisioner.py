@@ -1,0 +1,179 @@
+"""The kernel provisioner that makes kernels outlive their gateway, and takes them back after.
+
+A jupyter_client kernel provisioner (entry point `loomgate-resident`, the gateway's default):
+it launches the local kernel process so that the gateway's exit, even by SIGKILL, does not end
+it (no parent-death watch, no inherited pipes), records who that process is (pid, start time,
+boot), and, loaded back from that record by a later gateway, signals and polls it by pid only
+while the pid still belongs to that very process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.connect import KernelConnectionInfo
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+
+from loomgate.gateway.kernels.process_identity import ProcessIdentity
+
+PROVISIONER_NAME = "loomgate-resident"
+# ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.
+PARENT_VARIABLE = "JPY_PARENT_PID"
+
+
+class ResidentProvisioner(LocalProvisioner):
+    """LocalProvisioner whose kernels survive the gateway and can be adopted by the next one."""
+
+    identity: ProcessIdentity | None = None
+    log_path: Path | None = None
+
+    @property
+    def adopted(self) -> bool:
+        """Return whether the process was launched by an earlier gateway (not our child)."""
+        return self.process is None and self.identity is not None
+
+    @property
+    def has_process(self) -> bool:
+        """Return whether there is a kernel process to manage (our child, or adopted)."""
+        return self.process is not None or (self.adopted and self._is_ours())
+
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        """Prepare the launch: no parent-death watch, no pipes shared with the gateway."""
+        env = dict(kwargs.get("env") or os.environ)
+        env.pop(PARENT_VARIABLE, None)
+        kwargs["env"] = env
+        kwargs["independent"] = True
+        launch: dict[str, Any] = await super().pre_launch(**kwargs)
+        return launch
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        """Launch the kernel with stdin on /dev/null and its output in a log of its own."""
+        self.log_path = self._output_log()
+        with self.log_path.open("ab") as output:
+            kwargs.update(stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+            info = await super().launch_kernel(cmd, **kwargs)
+        self.log_path.chmod(0o600)
+        self.identity = ProcessIdentity.of(self.pid)
+        return info
+
+    def _output_log(self) -> Path:
+        """Return where the kernel's own stdout and stderr go: beside its connection file."""
+        assert self.parent is not None
+        connection_file = Path(self.parent.connection_file)
+        return connection_file.with_name(connection_file.stem + ".log")
+
+    # -- persistence --------------------------------------------------------------------------
+
+    async def get_provisioner_info(self) -> dict[str, Any]:
+        """Return what a later gateway needs to find this process again (JSON-safe)."""
+        info: dict[str, Any] = await super().get_provisioner_info()
+        info["connection_info"] = json_safe(info.get("connection_info") or {})
+        info["identity"] = self.identity.to_json() if self.identity is not None else None
+        info["log_path"] = str(self.log_path) if self.log_path is not None else None
+        return info
+
+    async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
+        """Take back a process an earlier gateway launched (checked with `is_ours`)."""
+        await super().load_provisioner_info(provisioner_info)
+        identity = provisioner_info.get("identity")
+        self.identity = ProcessIdentity.from_json(identity) if identity else None
+        log_path = provisioner_info.get("log_path")
+        self.log_path = Path(log_path) if log_path else None
+
+    def _is_ours(self) -> bool:
+        """Return whether the recorded pid is still the process this provisioner launched."""
+        return self.identity is not None and self.identity.is_alive()
+
+    def is_ours(self) -> bool:
+        """Return whether the kernel process is alive and is the one recorded (not a reused pid)."""
+        if self.process is not None:
+            return self.process.poll() is None
+        return self._is_ours()
+
+    def ending(self) -> str:
+        """Return a sentence saying how the kernel process ended."""
+        if self.process is not None:
+            return exit_reason(self.process.poll())
+        return (
+            "the kernel process ended (its exit status is unknown: this gateway took it "
+            "back from an earlier one)"
+        )
+
+    # -- the process, by pid when it is not our child -----------------------------------------
+
+    async def poll(self) -> int | None:
+        """Return None while the kernel runs, else its exit status (-1 if unknown)."""
+        if not self.adopted:
+            status: int | None = await super().poll()
+            return status
+        return None if self._is_ours() else -1
+
+    async def wait(self) -> int | None:
+        """Return the exit status once the kernel process has ended (-1 if unknown)."""
+        if not self.adopted:
+            status: int | None = await super().wait()
+            return status
+        assert self.identity is not None
+        await self.identity.ended()
+        return -1
+
+    async def send_signal(self, signum: int) -> None:
+        """Signal the kernel's process group, only if the pid is still that kernel."""
+        if not self.adopted:
+            await super().send_signal(signum)
+            return
+        if not self._is_ours():
+            return  # never signal a pid that now belongs to another process
+        assert self.pid is not None
+        try:
+            os.killpg(self.pgid or self.pid, signum)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            os.kill(self.pid, signum)
+
+    async def kill(self, restart: bool = False) -> None:
+        """Kill the kernel (its process group)."""
+        if not self.adopted:
+            await super().kill(restart=restart)
+            return
+        await self.send_signal(signal.SIGKILL)
+
+    async def terminate(self, restart: bool = False) -> None:
+        """Terminate the kernel (its process group)."""
+        if not self.adopted:
+            await super().terminate(restart=restart)
+            return
+        await self.send_signal(signal.SIGTERM)
+
+    async def cleanup(self, restart: bool = False) -> None:
+        """Forget the process once it is gone (a restart launches a new one)."""
+        await super().cleanup(restart=restart)
+        if self.adopted and not self._is_ours():
+            self.identity = None
+
+
+def exit_reason(returncode: int | None) -> str:
+    """Return a sentence saying how a kernel process ended."""
+    if returncode is None:
+        return "the kernel process stopped responding"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the kernel process was killed by {name}"
+    return f"the kernel process exited with code {returncode}"
+
+
+def json_safe(value: Any) -> Any:
+    """Return `value` with bytes (a connection key) as text, for a JSON file."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    return value

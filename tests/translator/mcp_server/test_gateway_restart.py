@@ -1,0 +1,66 @@
+"""A running `loomgate-mcp` carries on when its local gateway dies: the next call starts the
+gateway again, which takes back the conversation's kernel, variables intact."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from loomgate.shared.paths import read_gateway_file
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.local_gateway import open_local_client
+from loomgate.translator.client.target import GatewayTarget
+from loomgate.translator.mcp_server.settings import Settings
+from tests.support.gateways import free_port, stop_local_gateway, wait_gone
+from tests.support.holds import wait_for_holders
+from tests.support.mcp_clients import text
+from tests.support.translators import TRANSLATOR
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A state dir of the test's own; its gateway and kernels are stopped afterwards."""
+    directory = tmp_path / "state"
+    monkeypatch.setenv("LOOMGATE_STATE_DIR", str(directory))
+    try:
+        yield directory
+    finally:
+        stop_local_gateway(directory)
+
+
+async def test_the_next_call_after_a_gateway_sigkill_succeeds(state: Path) -> None:
+    # The local gateway, started as autostart does, on a port of the test's own.
+    started = await open_local_client(
+        GatewayTarget(f"http://127.0.0.1:{free_port()}", None, True, None, True), autostart=True
+    )
+    await started.aclose()
+    translator = StdioServerParameters(
+        command=TRANSLATOR[0],
+        args=[*TRANSLATOR[1:], *Settings().argv()],  # the local gateway, autostart on
+        env=dict(os.environ),
+    )
+    async with Client(translator) as mcp:
+        first = await mcp.call_tool("run_cell", {"code": "x = 5\nx"})
+        assert text(first).endswith("Out[1]: 5")
+        kernel = first.structured_content["kernel"]  # type: ignore[index]
+        died = read_gateway_file(state)
+        assert died is not None
+        os.kill(died["pid"], signal.SIGKILL)
+        assert not wait_gone({died["pid"]}, 30)
+
+        after = await mcp.call_tool("run_cell", {"code": "x + 1"})
+        assert not after.is_error, text(after)
+        assert text(after).endswith("Out[2]: 6")
+        assert after.structured_content["kernel"] == kernel  # type: ignore[index]
+        revived = read_gateway_file(state)
+        assert revived is not None and revived["pid"] != died["pid"]
+        assert revived["url"] == died["url"]  # started again where its clients look for it
+        assert revived["token"] == died["token"]  # so they need nothing new
+        async with GatewayClient(revived["url"], revived["token"]) as watcher:
+            await wait_for_holders(watcher, kernel, 1)  # the conversation's hold is back
+        await mcp.call_tool("stop_kernel", {"kernel": kernel})
