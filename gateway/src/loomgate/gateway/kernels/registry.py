@@ -101,9 +101,17 @@ class KernelRegistry:
 
     async def take_back(self) -> None:
         """Take back the kernels an earlier gateway left running; then serve requests."""
+        began = time.monotonic()
         try:
             await adoption.take_back(self, self._left_running)
         finally:
+            if self._left_running:
+                self.log.info(
+                    "Took back %d of %d kernels in %.3f s",
+                    sum(1 for store in self._left_running if store.kernel_id in self.live),
+                    len(self._left_running),
+                    time.monotonic() - began,
+                )
             self._left_running = []
             self.ready.set()
 
