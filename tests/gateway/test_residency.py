@@ -157,14 +157,17 @@ async def test_five_kernels_survive_a_gateway_sigkill(
         assert any(m["header"]["msg_type"] == "execute_result" for m in iopub)
 
 
-async def test_sigterm_keeps_kernels_and_stop_ends_them(fresh_gateway: GatewayProcess) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_keeps_kernels_and_stop_ends_them(
+    fresh_gateway: GatewayProcess, signum: int
+) -> None:
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         await created(http, name="kept")
         await run(http, "kept", "value = 7")
     [pid] = fresh_gateway.kernel_pids()
-    fresh_gateway.signal(signal.SIGTERM)
-    assert ProcessIdentity.of(pid) is not None, "SIGTERM must leave the kernel running"
+    fresh_gateway.signal(signum)  # one signal stops it: no y/n prompt
+    assert ProcessIdentity.of(pid) is not None, "a signal must leave the kernel running"
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         assert await output(http, "kept", "value") == "7"
