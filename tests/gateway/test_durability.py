@@ -129,15 +129,21 @@ async def test_persistent_kernel_ignores_holders(fresh_gateway: GatewayProcess) 
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         r = await http.post(API, json={"name": "keeper"})
-        kernel = r.json()["kernel"]["id"]
-        async with events(http, kernel, hold=True):
-            pass
-        async with events(http, kernel) as stream:
-            r = await http.post(f"{API}/{kernel}/executions", json={"code": "1", "wait": 30})
-            assert r.json()["execution"]["state"] == "completed"
-            await next_event(stream, "execution")
+        keeper = r.json()["kernel"]["id"]
+        r = await http.post(API, json={"lifetime": "conversation"})
+        control = r.json()["kernel"]["id"]
+        async with events(http) as watcher:
+            async with events(http, keeper, hold=True):
+                pass  # the persistent kernel's last holder goes first
+            async with events(http, control, hold=True):
+                pass
+            # The conversation kernel, released after it, stops once the grace has passed on
+            # the gateway's own clock: the persistent one has been alone longer than that.
+            await next_event(watcher, "kernel", kernel_id=control, phase="stopped")
         r = await http.get(f"{API}/keeper")
         assert r.json()["kernel"]["alive"] is True
+        r = await http.post(f"{API}/keeper/executions", json={"code": "1", "wait": 30})
+        assert r.json()["execution"]["state"] == "completed"
 
 
 async def test_create_or_get_by_name(http: httpx.AsyncClient) -> None:

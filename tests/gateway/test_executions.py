@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 
 import httpx
 import pytest
@@ -80,7 +81,11 @@ async def test_busy_refusal_names_running_execution(http: httpx.AsyncClient, ker
     assert r.status_code == 409
     assert r.json()["error"] == "busy"
     assert r.json()["running"] == running
-    assert str(running) in r.json()["message"]
+    named = re.fullmatch(
+        r"kernel is busy running execution (\d+); wait for it, or interrupt it",
+        r.json()["message"],
+    )
+    assert named is not None and int(named[1]) == running, r.json()["message"]
     r = await http.post(f"{API}/{kernel}/interrupt")
     assert r.status_code == 200
     r = await http.get(f"{API}/{kernel}/executions/{running}", params={"wait": 30})

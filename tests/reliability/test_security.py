@@ -38,11 +38,13 @@ ENDPOINTS = [
     ("GET", "/api/loomgate/kernels/{k}/executions"),
     ("GET", "/api/loomgate/kernels/{k}/executions/1"),
     ("GET", "/api/loomgate/kernels/{k}/executions/1/streams/combined"),
+    ("GET", "/api/loomgate/kernels/{k}/executions/1/rich/0"),
     ("POST", "/api/loomgate/kernels/{k}/executions/1/input"),
     ("GET", "/api/loomgate/kernels/{k}/search?query=x"),
     ("POST", "/api/loomgate/kernels/{k}/interrupt"),
     ("POST", "/api/loomgate/kernels/{k}/reset"),
     ("GET", "/api/loomgate/events"),
+    ("POST", "/api/loomgate/shutdown"),
 ]
 
 
@@ -167,9 +169,15 @@ async def test_tokens_absent_from_replies_and_logs(
                     replies.append(text(await mcp.call_tool(*call)))
                 await stop_conversation_kernel(mcp)
     assert any("token" in reply and "refused" in reply for reply in replies[len(calls) :])
+    # Make the gateway log its own token: a request whose path holds it is logged (404).
+    async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.headers) as http:
+        probe = await http.get(f"/api/loomgate/kernels/{gateway.token}/executions")
+        assert probe.status_code == 404
     scanned = [*replies]
     logs += [gateway.state_dir / LOG_FILE, gateway.state_dir.parent / "state.stderr"]
     scanned += [path.read_text(errors="replace") for path in logs]
+    for log in scanned[-2:]:  # both gateway logs wrote the line, with the token redacted
+        assert "404 GET /api/loomgate/kernels/<token>/executions" in log
     for token in (gateway.token, wrong):
         assert all(token not in chunk for chunk in scanned)
     figure(

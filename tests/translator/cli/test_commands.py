@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from loomgate.shared.paths import DAEMON_LOG
 from tests.support.gateways import GatewayProcess, alive, child_pids, free_port, wait_gone
 from tests.support.sse import events, next_event
 
@@ -137,8 +138,16 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         assert "kernels: 0" in out
         status, out, _ = await loomgate(env, "run", "kept = 'across restarts'")
         assert status == 0
+        # The gateway logs a request whose path holds its token (404), redacted in both logs.
+        async with httpx.AsyncClient(base_url=info["url"]) as anon:
+            headers = {"Authorization": f"token {info['token']}"}
+            probe = await anon.get(f"/api/loomgate/kernels/{info['token']}", headers=headers)
+            assert probe.status_code == 404
         status, out, _ = await loomgate(env, "gateway", "logs")
-        assert status == 0 and info["token"] not in out
+        assert status == 0 and "404 GET /api/loomgate/kernels/<token>" in out
+        daemon_log = (state / DAEMON_LOG).read_text()
+        assert "404 GET /api/loomgate/kernels/<token>" in daemon_log
+        assert info["token"] not in out and info["token"] not in daemon_log
         kernels = child_pids(info["pid"])
         assert kernels, "the daemon should be running the default kernel"
 

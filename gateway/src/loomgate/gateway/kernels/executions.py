@@ -7,6 +7,7 @@ record), cells submitted but not yet started, and pending input() requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from typing import Any
@@ -56,8 +57,16 @@ class ExecutionTracker:
         if record.state == "awaiting_input":
             self._input_requests[record.number] = {}  # ipykernel takes any input_reply
 
-    def refuse_if_busy(self) -> None:
-        """Raise Busy, naming the running execution, if a cell runs or is starting."""
+    async def refuse_if_busy(self, start_timeout: float) -> None:
+        """Raise Busy, naming the running execution, if a cell runs or is starting.
+
+        A cell another client just sent has no number until the kernel starts it: the refusal
+        waits for that (a few ms, at most `start_timeout`), so that it can name it.
+        """
+        if self.current is None and self._submissions:
+            starting = next(iter(self._submissions.values()))
+            with contextlib.suppress(Exception):  # it never started: refused without a number
+                await asyncio.wait_for(asyncio.shield(starting), start_timeout)
         if self.current is not None:
             number = self.current.number
             raise Busy(

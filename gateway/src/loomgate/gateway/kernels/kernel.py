@@ -251,7 +251,7 @@ class LoomKernel:
                 await asyncio.wait_for(self._settled.wait(), START_TIMEOUT)
         if self.phase != "ready" or self.channels is None:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
-        self.executions.refuse_if_busy()
+        await self.executions.refuse_if_busy(START_TIMEOUT)
         self.store.check_writable()  # never run a cell whose record cannot be kept
         msg = self.channels.send_shell("execute_request", cell_content(code))
         future = self.executions.expect(msg["header"]["msg_id"])
