@@ -186,6 +186,23 @@ async def translator(own_gateway: GatewayProcess, tmp_path: Path) -> AsyncIterat
             await stop_conversation_kernel(client)
 
 
+# How each tool's valid reply begins: a result must be that tool's kind of answer.
+CELL = r"In \[\d+\] (\(.*\):|is still running|is waiting for )"
+VALID_REPLY = {
+    "run_cell": CELL,
+    "wait": CELL,
+    "send_input": CELL,
+    "interrupt": CELL,
+    "read_output": r"In \[\d+\] \w+( is empty\.|, lines [\d,]+–[\d,]+ of | has [\d,]+ lines)",
+    "search_output": r"(No lines match .*\.|\d+ match(es)? for .*:)",
+    "status": r"(Kernel \S+ \[[0-9a-f]{8}\] on |In \[\d+\]: \w+, elapsed )",
+    "list_kernels": r"(Kernels on .*:|No kernels on .*\.)",
+    "connect": r"(Created|Connected to) kernel \S+ on ",
+    "reset": r"Kernel \S+ was reset: its variables are gone; records and numbering are kept\.",
+    "stop_kernel": r"Stopped kernel \S+; its records stay readable\.",
+}
+
+
 def check_reply(result: Any, token: str, call: tuple[str, dict[str, Any]]) -> str:
     """Assert that `result` is a clear error or a valid result; return "error" or "result"."""
     reply = text(result)
@@ -195,7 +212,7 @@ def check_reply(result: Any, token: str, call: tuple[str, dict[str, Any]]) -> st
         assert reply and len(reply) <= 1000 and reply.count("\n") <= 2, where
         assert "Traceback" not in reply, where
         return "error"
-    assert result.content, where
+    assert re.match(VALID_REPLY[call[0]], reply.split("\n", 1)[0]), where
     assert result.structured_content is not None, where
     return "result"
 
@@ -249,11 +266,12 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 # What reading the stored output back must show: (read_output arguments, expected text).
+# A read of what each hostile cell stored, text it must show, and text a search must find.
 STORED = {
-    "binary garbage": ({"lines": "1:"}, "0123456789:;<=>?@ABC"),
-    "invalid UTF-8": ({"lines": "1:"}, "lone surrogates"),
-    "10 MB single line": ({"lines": "1:1", "max_chars": 10}, "1│yyyyyyyyyy"),
-    "1,000 images": ({"lines": "-1:"}, "1000│"),
+    "binary garbage": ({"lines": "1:"}, "0123456789:;<=>?@ABC", "0123456789:;<=>?@ABC"),
+    "invalid UTF-8": ({"lines": "1:"}, "lone surrogates", "lone surrogates"),
+    "10 MB single line": ({"lines": "1:1", "max_chars": 10}, "1│yyyyyyyyyy", "yyyyyyyyyy"),
+    "1,000 images": ({"lines": "-1:"}, "1000│", "Image object"),
 }
 HOSTILE_CELLS = {
     "binary garbage": "import os\nos.write(1, bytes(range(256)) * 64 + b'\\n')\n"
@@ -289,11 +307,14 @@ async def hostile_output(mcp: Client, kind: str, figure: Figure) -> None:
     assert len(images) <= 20
     status = await mcp.call_tool("status", {})
     assert not status.is_error, text(status)
-    arguments, expected = STORED[kind]
+    arguments, expected, query = STORED[kind]
     read = await mcp.call_tool("read_output", arguments)
     assert not read.is_error and expected in text(read), text(read)[:500]
-    found = await mcp.call_tool("search_output", {"query": "y", "max_matches": 1})
-    assert not found.is_error
+    found = await mcp.call_tool(
+        "search_output", {"query": query, "mode": "literal", "max_matches": 1}
+    )
+    assert found.structured_content["matches"] == 1, text(found)[:500]
+    assert query in found.structured_content["hits"][0]["text"]
     after = await mcp.call_tool("run_cell", {"code": "'still fine'"})
     assert text(after).endswith("'still fine'"), text(after)
     figure(

@@ -41,8 +41,7 @@ async def killable(gateway: GatewayProcess) -> AsyncIterator[tuple[Client, int]]
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(BaseException):  # its server is gone
-            await session.__aexit__(None, None, None)
+        await session.__aexit__(None, None, None)  # closing on a server that is gone is clean
 
 
 async def test_translator_killed_mid_cell(
@@ -134,6 +133,7 @@ async def test_gateway_killed_and_restarted(tmp_path: Path, figure: Figure) -> N
             down = await asyncio.wait_for(finished.call_tool("status", {}), CALL_TIMEOUT)
             error_seconds = time.monotonic() - began
             assert down.is_error and "cannot reach the gateway" in text(down), text(down)
+            assert error_seconds < 1, "a refused connection fails at once"
             assert token not in text(down)
 
             gateway.start()
@@ -182,15 +182,22 @@ async def test_frozen_gateway(tmp_path: Path, figure: Figure) -> None:
             gateway.proc.send_signal(signal.SIGSTOP)
             try:
                 waits = []
-                for tool, arguments in [
-                    ("status", {}),
-                    ("read_output", {"execution": 1}),
-                    ("wait", {"execution": 1, "timeout_seconds": 1}),
+                # (tool, arguments, its bound: the request timeout, or a long-poll's wait plus
+                # at most that timeout again)
+                for tool, arguments, bound in [
+                    ("status", {}, 3),
+                    ("read_output", {"execution": 1}, 3),
+                    ("wait", {"execution": 1, "timeout_seconds": 1}, 4),
                 ]:
                     began = time.monotonic()
                     frozen = await asyncio.wait_for(mcp.call_tool(tool, arguments), CALL_TIMEOUT)
-                    waits.append(time.monotonic() - began)
-                    assert frozen.is_error and "did not answer within" in text(frozen), text(frozen)
+                    waited = time.monotonic() - began
+                    waits.append(waited)
+                    assert frozen.is_error, text(frozen)
+                    assert text(frozen) == (
+                        f"the gateway at {gateway.url} did not answer within {bound} s"
+                    )
+                    assert bound <= waited < bound + 2, waited  # not hanging to the next limit
             finally:
                 gateway.proc.send_signal(signal.SIGCONT)
             thawed = await mcp.call_tool("read_output", {"execution": 1})

@@ -62,13 +62,15 @@ async def test_state_across_runs_and_exit_codes(gateway: GatewayProcess, tmp_pat
         status, out, _ = await loomgate(env, "run", "1/0")
         assert status == 1 and "ZeroDivisionError" in out
         status, out, _ = await loomgate(env, "run", "--json", "6 * 7")
+        assert status == 0
         record = json.loads(out)
         assert record["execution"]["state"] == "completed"
         assert [line["text"] for line in record["lines"]] == ["42"]
         status, out, _ = await loomgate(env, "kernels", "--json")
-        assert any(k["name"] == "default" for k in json.loads(out))
+        assert status == 0 and any(k["name"] == "default" for k in json.loads(out))
     finally:
-        await loomgate(env, "stop", "default")
+        status, out, _ = await loomgate(env, "stop", "default")
+    assert (status, out) == (0, "stopped default\n")
 
 
 async def test_usage_and_connection_errors_exit_2(tmp_path: Path) -> None:
@@ -208,9 +210,10 @@ async def test_output_search_wait_interrupt_reset(
 ) -> None:
     env = cli_env(gateway, tmp_path)
     k = ["--kernel", live_kernel]
-    await loomgate(env, "run", *k, "for i in range(1, 31): print(f'row {i}')")
+    status, _, _ = await loomgate(env, "run", *k, "for i in range(1, 31): print(f'row {i}')")
+    assert status == 0
     status, out, _ = await loomgate(env, "output", *k, "1", "--lines", "29:")
-    assert out.strip().split("\n") == [
+    assert status == 0 and out.strip().split("\n") == [
         "In [1] combined, lines 29–30 of 30:",
         "29│row 29",
         "30│row 30",
@@ -232,11 +235,12 @@ async def test_output_search_wait_interrupt_reset(
         try:
             await next_event(stream, "execution")  # the cell has started
             status, out, _ = await loomgate(env, "interrupt", *k)
-            assert out.strip() == "interrupted In [2]"
+            assert (status, out) == (0, "interrupted In [2]\n")
             status, out, _ = await loomgate(env, "wait", *k, "2")
             assert status == 1 and out.startswith("In [2] (") and "KeyboardInterrupt" in out
         finally:
             await asyncio.wait_for(background.communicate(), 60)
+        assert background.returncode == 1  # the cell it ran was interrupted
     status, out, _ = await loomgate(env, "reset", *k)
     assert status == 0 and "records and numbering kept" in out
 

@@ -119,7 +119,9 @@ async def test_a_terminal_stdin_is_served_by_the_sdk_transport(gateway: GatewayP
             assert len((await reply(process.stdout, 2))["result"]["tools"]) == 11
             os.close(controller)  # the terminal hangs up: the process ends (EIO on its read)
             controller = -1
-            await asyncio.wait_for(process.wait(), 30)
+            status = await asyncio.wait_for(process.wait(), 30)
+            assert process.stderr is not None
+            assert status == 0, (await process.stderr.read()).decode()
     finally:
         if controller >= 0:
             os.close(controller)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
 import socket
@@ -133,6 +134,17 @@ class Wire(asyncio.Protocol):
             self._transport.close()
 
 
+def hung_up(error: BaseException) -> bool:
+    """Return whether `error` (or every error it groups) is a terminal's hang-up (EIO).
+
+    A terminal that closes makes reads fail with EIO: the host has gone, as at end of input.
+    """
+    grouped = getattr(error, "exceptions", None)
+    if grouped:
+        return all(hung_up(inner) for inner in grouped)
+    return isinstance(error, OSError) and error.errno == errno.EIO
+
+
 def same_file(fd: int, other: int) -> bool:
     """Return whether two fds are one file (one socket serving as both stdin and stdout)."""
     a, b = os.fstat(fd), os.fstat(other)
@@ -168,7 +180,11 @@ async def wire_streams(wire_in: int, wire_out: int) -> AsyncIterator[tuple[PipeL
 async def serve_stdio(server: MCPServer[Any]) -> None:
     """Serve `server` on the host's stdin/stdout until the host closes stdin."""
     if not (pipe_like(0) and pipe_like(1)):
-        await server.run_stdio_async()
+        try:
+            await server.run_stdio_async()
+        except Exception as e:  # the SDK's task group wraps its reader thread's error
+            if not hung_up(e):
+                raise
         return
     lowlevel = lowlevel_server(server)
     with claimed_stdio() as (wire_in, wire_out):
