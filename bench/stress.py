@@ -1,8 +1,8 @@
 """Reliability report: run tests/reliability (optionally scaled up) and tabulate its figures.
 
 Run: `uv run python -m bench.stress` regenerates docs/reliability.md (the suite as CI runs it).
-`uv run python -m bench.stress --scale 10` runs the longer versions (ten times the cells,
-calls and races) and writes bench/results/stress-x10.md.
+`uv run python -m bench.stress --scale N` runs the longer versions (N times the cells, calls
+and races) and writes bench/results/stress-xN.md.
 """
 
 from __future__ import annotations

@@ -12,12 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import gateways, translators
+from tests.support import gateways, terminals, translators
+from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
 
 # Fixtures that start processes, and modules whose use in a test module means it starts some.
 PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway"})
-SPAWNING_MODULES = (subprocess, gateways, translators)
+SPAWNING_MODULES = (subprocess, gateways, terminals, translators)
 SPAWNING_NAMES = frozenset(module.__name__ for module in SPAWNING_MODULES)
 
 
@@ -73,6 +74,12 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     config.mkdir(parents=True)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config.parent))
     return config
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Gate:
+    """A gate a cell can block on until the test opens it."""
+    return Gate(tmp_path)
 
 
 @pytest.fixture(scope="session")

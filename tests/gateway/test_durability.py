@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, alive, wait_gone
 from tests.support.sse import events, next_event
 
@@ -101,23 +102,36 @@ async def test_kernel_death_mid_cell(
     assert await kernel_pid(http, kernel) != pid
 
 
-async def test_conversation_kernel_stops_after_grace(fresh_gateway: GatewayProcess) -> None:
+async def test_conversation_kernel_stops_after_grace(
+    fresh_gateway: GatewayProcess, gate: Gate
+) -> None:
     fresh_gateway.extra_args = ["--conversation-grace", "1"]
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         r = await http.post(API, json={"lifetime": "conversation", "name": "conv"})
         kernel = r.json()["kernel"]["id"]
+        r = await http.post(API, json={"lifetime": "conversation"})
+        control = r.json()["kernel"]["id"]
         pid = await kernel_pid(http, kernel)
         async with events(http) as watcher:
-            async with events(http, kernel, hold=True):
+            # Left in reverse order: the control kernel's holder goes last.
+            async with events(http, control, hold=True), events(http, kernel, hold=True):
                 r = await http.get(f"{API}/{kernel}")
                 assert r.json()["kernel"]["holders"] == 1
-                code = "import time; time.sleep(3); print('finished')"
+                code = f"{gate.wait}\nprint('finished')"
                 r = await http.post(f"{API}/{kernel}/executions", json={"code": code})
-            # Holder gone: grace (1 s) passes while the cell still runs; the stop waits for it.
+                number = r.json()["execution"]["number"]
+            # The control kernel, released after it, stops once the grace has passed on the
+            # gateway's clock; the running cell keeps the other one alive past its grace.
+            await next_event(watcher, "kernel", kernel_id=control, phase="stopped")
+            r = await http.get(f"{API}/{kernel}/executions/{number}")
+            assert r.json()["execution"]["state"] == "running"
+            r = await http.get(f"{API}/{kernel}")
+            assert r.json()["kernel"]["alive"] is True
+            gate.open()
             event = await next_event(watcher, "kernel", kernel_id=kernel, phase="stopped")
         assert event["kernel"]["state"] in ("dead", "gone")
-        r = await http.get(f"{API}/{kernel}/executions/latest", params={"head": 5})
+        r = await http.get(f"{API}/{kernel}/executions/{number}", params={"head": 5})
         execution = r.json()["execution"]
         assert execution["state"] == "completed"
         assert [x["text"] for x in execution["output"]["head"]] == ["finished"]
@@ -188,6 +202,25 @@ def fragile_kernel_spec(root: Path) -> Path:
     kernel_json = {"argv": argv, "display_name": "fragile", "language": "python"}
     (spec / "kernel.json").write_text(json.dumps(kernel_json))
     return root
+
+
+async def test_a_kernel_stopped_while_it_restarts_leaves_no_process(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"name": "stopped-mid-restart"})
+        kernel = r.json()["kernel"]["id"]
+        async with events(http, kernel) as stream:
+            code = "import os\nprint('going', flush=True)\nos._exit(1)"
+            await http.post(f"{API}/{kernel}/executions", json={"code": code})
+            await next_event(stream, "kernel", phase="restarting")
+            r = await http.delete(f"{API}/{kernel}")
+            assert r.status_code == 200, r.text
+        r = await http.get(f"{API}/{kernel}")
+        assert r.json()["kernel"]["state"] == "gone"
+    # Also the process the restart was starting: stop() fails on any kernel left running.
+    fresh_gateway.stop()
 
 
 async def test_kernel_that_cannot_restart_is_reported_dead(

@@ -8,6 +8,7 @@ import re
 import httpx
 import pytest
 
+from tests.support.gates import Gate
 from tests.support.sse import events, next_event
 
 API = "/api/loomgate/kernels"
@@ -109,6 +110,31 @@ async def test_interrupt_right_after_submit_is_never_lost(
         assert r.json()["execution"]["state"] == "interrupted", r.json()
 
 
+async def test_a_cell_that_catches_the_interrupt_completes(
+    http: httpx.AsyncClient, kernel: str, gate: Gate
+) -> None:
+    code = (
+        "try:\n"
+        "    print('ready', flush=True)\n"
+        f"    {gate.wait}\n"
+        "except KeyboardInterrupt:\n"
+        "    print('caught')\n"
+        "'done'"
+    )
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": code})
+    number = r.json()["execution"]["number"]
+    r = await http.get(
+        f"{API}/{kernel}/executions/{number}", params={"wait": 30, "until_silent": 0.2, "head": 5}
+    )
+    assert texts(r.json()["execution"]) == ["ready"]
+    r = await http.post(f"{API}/{kernel}/interrupt")
+    assert r.status_code == 200
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 5})
+    execution = r.json()["execution"]
+    assert (execution["state"], execution["note"]) == ("completed", None)
+    assert texts(execution) == ["ready", "caught", "'done'"]
+
+
 async def test_interrupt_with_nothing_running_is_a_conflict(
     http: httpx.AsyncClient, kernel: str
 ) -> None:
@@ -129,14 +155,35 @@ async def test_reset_keeps_records_and_numbering(http: httpx.AsyncClient, kernel
     execution = await run(http, kernel, "x")
     assert execution["number"] == running + 1
     assert execution["error"]["name"] == "NameError"
-    assert any(f"Cell In[{running + 1}]" in line for line in texts(execution))
-    execution = await run(http, kernel, "41 + 1")
-    assert execution["number"] == running + 2
-    assert texts(await run(http, kernel, f"_{running + 2}, In[{running + 2}]")) == [
-        "(42, '41 + 1')"
-    ]
+    await assert_ipython_counts_from(http, kernel, running + 2)
     r = await http.get(f"{API}/{kernel}/executions/1/streams/combined")
     assert r.status_code == 200
+
+
+async def test_ipython_numbering_continues_after_a_kernel_death(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    await run(http, kernel, "1")
+    # Flushing first: a kernel that exits at once may never send the cell's execute_input.
+    died = await run(http, kernel, "import os\nprint('going', flush=True)\nos._exit(1)")
+    assert died["state"] == "died"
+    await assert_ipython_counts_from(http, kernel, died["number"] + 1)
+
+
+async def assert_ipython_counts_from(http: httpx.AsyncClient, kernel: str, number: int) -> None:
+    """Check that IPython itself numbers the next cells from `number`: its traceback's
+    `Cell In[N]`, `Out[N]`, `_N`, `In[N]` and its own execution counter."""
+    failed = await run(http, kernel, "1 / 0")
+    assert failed["number"] == number
+    cells = [line for line in texts(failed) if line.startswith("Cell In[")]
+    assert cells == [f"Cell In[{number}], line 1"], texts(failed)
+    shown = await run(http, kernel, "41 + 1")
+    assert shown["number"] == number + 1
+    n = number + 1
+    seen = await run(http, kernel, f"Out[{n}], _{n}, In[{n}], get_ipython().execution_count")
+    assert seen["number"] == number + 2
+    # Inside cell N a fresh ipykernel's counter already reads N + 1; so must a seeded one's.
+    assert texts(seen) == [f"(42, 42, '41 + 1', {number + 3})"]
 
 
 async def test_input_answered_through_endpoint(http: httpx.AsyncClient, kernel: str) -> None:
@@ -174,18 +221,17 @@ async def test_input_when_not_waiting_is_a_conflict(http: httpx.AsyncClient, ker
 
 
 async def test_long_poll_returns_on_completion_and_on_silence(
-    http: httpx.AsyncClient, kernel: str
+    http: httpx.AsyncClient, kernel: str, gate: Gate
 ) -> None:
-    r = await http.post(
-        f"{API}/{kernel}/executions",
-        json={"code": "import time\nprint('start', flush=True)\ntime.sleep(3)\nprint('end')"},
-    )
+    code = f"print('start', flush=True)\n{gate.wait}\nprint('end')"
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": code})
     number = r.json()["execution"]["number"]
     r = await http.get(
         f"{API}/{kernel}/executions/{number}", params={"wait": 30, "until_silent": 0.5}
     )
     assert r.json()["returned"] == "silent"
     assert r.json()["execution"]["state"] == "running"
+    gate.open()
     r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 5})
     assert r.json()["returned"] == "final"
     assert texts(r.json()["execution"]) == ["start", "end"]

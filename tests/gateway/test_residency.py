@@ -19,6 +19,7 @@ import pytest
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from loomgate.translator.client.local_gateway import gateway_command
+from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, free_port
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.sse import events, next_event
@@ -180,6 +181,29 @@ async def test_a_signal_keeps_kernels_and_stop_ends_them(
         assert await output(http, "kept", "value") == "7"
     fresh_gateway.stop()  # asserts that every kernel it ever ran is gone
     assert ProcessIdentity.of(pid) is None
+
+
+async def test_a_clean_shutdown_ends_running_cells_killed(
+    fresh_gateway: GatewayProcess, gate: Gate
+) -> None:
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        await created(http, name="busy")
+        r = await http.post(f"{API}/busy/executions", json={"code": gate.wait})
+        number = r.json()["execution"]["number"]
+        assert r.json()["execution"]["state"] == "running"
+        r = await http.post("/api/loomgate/shutdown", json={"kernels": "stop"})
+        assert r.status_code == 202
+    [pid] = fresh_gateway.kernel_pids()
+    fresh_gateway.proc.wait(30)  # type: ignore[union-attr]
+    assert ProcessIdentity.of(pid) is None
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.get(f"{API}/busy/executions/{number}")
+        execution = r.json()["execution"]
+        assert (execution["state"], execution["note"]) == ("killed", "the kernel was stopped")
+        r = await http.get(f"{API}/busy")
+        assert r.json()["kernel"]["alive"] is False
 
 
 async def test_a_reused_pid_is_never_signalled(

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.hold import Hold
+from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, free_port
 from tests.support.holds import wait_for_holders
 from tests.support.proxies import DropProxy
@@ -129,8 +130,8 @@ async def test_submit_read_search_rich(client: GatewayClient, kid: str) -> None:
     assert bundle["data"]["text/html"] == "<b>x</b>"
 
 
-async def test_long_poll_busy_interrupt(client: GatewayClient, kid: str) -> None:
-    started = await client.submit(kid, "import time\nprint('go', flush=True)\ntime.sleep(30)")
+async def test_long_poll_busy_interrupt(client: GatewayClient, kid: str, gate: Gate) -> None:
+    started = await client.submit(kid, f"print('go', flush=True)\n{gate.wait}")
     number = started["execution"]["number"]
     assert started["returned"] == "timeout"
     assert started["execution"]["state"] == "running"
@@ -159,9 +160,11 @@ async def test_long_poll_busy_interrupt(client: GatewayClient, kid: str) -> None
     assert nothing.value.code == "conflict"
 
 
-async def test_long_poll_until_final(client: GatewayClient, kid: str) -> None:
-    started = await client.submit(kid, "import time\ntime.sleep(0.5)\nprint('done')")
+async def test_long_poll_until_final(client: GatewayClient, kid: str, gate: Gate) -> None:
+    started = await client.submit(kid, f"{gate.wait}\nprint('done')")
     assert started["returned"] == "timeout"
+    assert started["execution"]["state"] == "running"
+    gate.open()
     ended = await client.execution(kid, started["execution"]["number"], wait=30, head=5)
     assert ended["returned"] == "final"
     assert texts(ended["execution"]["output"]["head"]) == ["done"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,11 @@ import pytest
 from loomgate.shared.paths import GatewayFile, read_gateway_file, write_gateway_file
 from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.errors import GatewayError
-from loomgate.translator.client.local_gateway import open_local_client
+from loomgate.translator.client.local_gateway import (
+    DAEMON_PREFIXES,
+    DAEMON_VARIABLES,
+    open_local_client,
+)
 from loomgate.translator.client.target import GatewayTarget
 from tests.support.gateways import (
     STOP_TIMEOUT,
@@ -177,15 +182,54 @@ async def test_connect_to_remote_targets(gateway: GatewayProcess, tmp_path: Path
     assert refused.value.code == "auth"
 
 
-async def test_autostarted_gateway_does_not_inherit_secrets(
+# What Jupyter and ipykernel themselves set in every kernel's environment (TERM=xterm-color).
+KERNEL_OWN = frozenset(
+    {"CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "GIT_PAGER", "MPLBACKEND", "PAGER", "TERM"}
+    | {"PYDEVD_USE_FRAME_EVAL", "JUPYTER_RUNTIME_DIR"}
+)
+PASSED = {
+    "LANG": "C.UTF-8",
+    "TZ": "Europe/Lisbon",
+    "PYTHONPATH": "/nonexistent/loomgate-test",
+    "LC_TIME": "C",
+    "XDG_DATA_DIRS": "/nonexistent/share",
+    "JUPYTER_PLATFORM_DIRS": "1",
+    "CONDA_DEFAULT_ENV": "base-test",
+    "UV_CACHE_DIR": "/nonexistent/uv",
+    "OPENBLAS_CORETYPE": "Haswell",
+}
+KEPT_OUT = {
+    "OPENAI_API_KEY": "sk-do-not-ship",
+    "AWS_SECRET_ACCESS_KEY": "do-not-ship",
+    "LOOMGATE_TOKEN": "do-not-ship",
+    "LOOMGATE_URL": "http://127.0.0.1:1",
+    "GITHUB_TOKEN": "do-not-ship",
+    "MY_LC_SETTING": "lookalike",  # an allowed prefix, but not at the start
+    "XDGX": "lookalike",
+    "PYTHONSTARTUP": "/nonexistent/startup.py",
+}
+
+
+async def test_autostarted_gateway_passes_exactly_the_allowlist(
     state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("LOOMGATE_TEST_SECRET", "do-not-ship")
+    for key, value in {**PASSED, **KEPT_OUT}.items():
+        monkeypatch.setenv(key, value)
     client = await open_local_client(local_target(free_port()), autostart=True)
     try:
         kernel = (await client.create_kernel())["kernel"]
-        code = "import os; (os.environ.get('LOOMGATE_TEST_SECRET'), 'PATH' in os.environ)"
+        code = "import os, json\nprint(json.dumps(dict(os.environ)))"
         response = await client.submit(kernel["id"], code, wait=60, head=5)
-        assert response["execution"]["output"]["head"][0]["text"] == "(None, True)"
+        seen = json.loads(response["execution"]["output"]["head"][0]["text"])
     finally:
         await client.aclose()
+    allowed = {
+        key: value
+        for key, value in os.environ.items()
+        if key in DAEMON_VARIABLES or key.startswith(DAEMON_PREFIXES)
+    }
+    assert {key: seen.get(key) for key in PASSED} == PASSED
+    assert not set(KEPT_OUT) & set(seen)
+    assert set(seen) - set(allowed) <= KERNEL_OWN, "beyond the allowlist"
+    unchanged = {key for key in allowed if key not in KERNEL_OWN}
+    assert {key: seen.get(key) for key in unchanged} == {key: allowed[key] for key in unchanged}

@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.types import ElicitResult
 
 from loomgate.translator.mcp_server.settings import Settings
+from tests.support.gates import Gate
 from tests.support.mcp_clients import conversation, stop_conversation_kernel, text
 
 PNG = (
@@ -65,13 +66,12 @@ async def test_busy_refusal_and_interrupt(connect_client: Any) -> None:
         assert again.is_error and "Nothing is running" in text(again)
 
 
-async def test_wait_outlasts_a_short_run_cell(connect_client: Any) -> None:
+async def test_wait_outlasts_a_short_run_cell(connect_client: Any, gate: Gate) -> None:
     async with conversation(connect_client) as mcp:
-        code = (
-            "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(1)"
-        )
+        code = f"print('tick', 0, flush=True)\n{gate.wait}\nprint('tick', 1)\nprint('tick', 2)"
         first = await run(mcp, code, wait_seconds=0.5)
         assert first.structured_content["state"] == "running"
+        gate.open()
         done = await mcp.call_tool("wait", {"execution": 1, "timeout_seconds": 60})
         assert text(done).split("\n")[1:] == ["tick 0", "tick 1", "tick 2"]
         assert done.structured_content["state"] == "completed"
@@ -292,23 +292,29 @@ async def test_unreachable_gateway_is_a_clear_error(
         assert settings.env["LOOMGATE_TOKEN"] not in text(result)
 
 
-async def test_wait_until_silent_returns_early(connect_client: Any) -> None:
+async def test_wait_until_silent_returns_early(connect_client: Any, gate: Gate) -> None:
     async with conversation(connect_client) as mcp:
-        code = "import time\nprint('burst', flush=True)\ntime.sleep(60)"
+        code = f"print('burst', flush=True)\n{gate.wait}"
         await run(mcp, code, wait_seconds=0.5)
         quiet = await mcp.call_tool("wait", {"timeout_seconds": 60, "until_silent_seconds": 1})
         assert quiet.structured_content["returned"] == "silent"
         assert quiet.structured_content["state"] == "running"
-        assert "burst" in text(quiet)
-        await mcp.call_tool("interrupt", {})
+        assert text(quiet).split("\n")[1:3] == ["Last lines:", "burst"]
+        gate.open()
+        done = await mcp.call_tool("wait", {"timeout_seconds": 60})
+        assert done.structured_content["state"] == "completed"
 
 
-async def test_cancelled_call_never_stops_the_cell(connect_client: Any) -> None:
+async def test_cancelled_call_never_stops_the_cell(connect_client: Any, gate: Gate) -> None:
     async with conversation(connect_client) as mcp:
         await run(mcp, "pass")
-        code = "import time\ntime.sleep(2)\nprint('survived')"
-        with anyio.move_on_after(0.5):
+        code = f"{gate.wait}\nprint('survived')"
+        with anyio.move_on_after(0.5) as cancelled:
             await run(mcp, code, wait_seconds=30)
+        assert cancelled.cancelled_caught
+        still = await mcp.call_tool("status", {"execution": 2})
+        assert still.structured_content["state"] == "running", text(still)
+        gate.open()
         done = await mcp.call_tool("wait", {"execution": 2, "timeout_seconds": 60})
         assert done.structured_content["state"] == "completed"
         assert text(done).endswith("survived")

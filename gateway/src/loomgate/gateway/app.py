@@ -150,6 +150,8 @@ class LoomgateServerApp(ServerApp):
         """
         registry: KernelRegistry | None = self.web_app.settings.get("loomgate_registry")
         if registry is None or registry.stop_kernels_on_exit:
+            if registry is not None:
+                await registry.settle_all()
             await super().cleanup_kernels()
             return
         left = registry.leave_all()

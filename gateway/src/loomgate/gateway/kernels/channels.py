@@ -188,6 +188,10 @@ class KernelChannels:
         self.session.send(self.shell, msg)
         return msg
 
+    def send_cell(self, content: dict[str, Any]) -> tuple[str, asyncio.Future[Message]]:
+        """Send an execute_request; return its msg_id and the future of its execute_reply."""
+        return self._send_expecting_reply("execute_request", content)
+
     def send_stdin(self, msg_type: str, content: dict[str, Any], parent: Message) -> None:
         """Send a stdin message (an input_reply) answering `parent`."""
         self.session.send(self.stdin, msg_type, content, parent=parent)

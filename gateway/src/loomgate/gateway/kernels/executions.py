@@ -21,6 +21,9 @@ from loomgate.gateway.records.store import RecordStore
 
 OUTPUT_EVENT_INTERVAL = 0.1
 RECENT_RECORDS = 16  # finished records still matched to late IOPub output by msg_id
+# How long a cell's idle status (IOPub) may wait for its execute_reply (shell), which ipykernel
+# sends first but which travels on another socket.
+REPLY_GRACE = 0.5
 
 
 class ExecutionTracker:
@@ -35,6 +38,8 @@ class ExecutionTracker:
         self.last_activity = time.time()
         self._recent: OrderedDict[str, ExecutionRecord] = OrderedDict()
         self._submissions: dict[str, asyncio.Future[ExecutionRecord]] = {}
+        self._replies: dict[str, asyncio.Future[Message]] = {}  # our cells' execute_replies
+        self._settling: set[asyncio.Task[None]] = set()
         self._input_requests: dict[int, Message] = {}
         self._output_events: dict[int, asyncio.TimerHandle] = {}
         self._early_input: dict[str, Message] = {}
@@ -45,8 +50,12 @@ class ExecutionTracker:
         """Return the id of the kernel these executions run on."""
         return self.store.kernel_id
 
-    def expect(self, msg_id: str) -> asyncio.Future[ExecutionRecord]:
-        """Return the future record of the cell sent as `msg_id` (set when it starts)."""
+    def expect(
+        self, msg_id: str, reply: asyncio.Future[Message]
+    ) -> asyncio.Future[ExecutionRecord]:
+        """Return the future record of the cell sent as `msg_id` (set when it starts); `reply`
+        is the future of its execute_reply."""
+        self._replies[msg_id] = reply
         future = self._submissions[msg_id] = asyncio.get_running_loop().create_future()
         return future
 
@@ -126,10 +135,7 @@ class ExecutionTracker:
             if idle and record is not None and not record.final:
                 error = record.meta["error"]
                 if error is None and record.meta.get("interrupt_requested"):
-                    # SIGINT that lands between execute_input and the cell's code is caught by
-                    # ipykernel itself: no traceback, no reply, but the cell did not run on.
-                    note = "interrupted before the cell's code could raise KeyboardInterrupt"
-                    self.finish(record, "interrupted", note=note)
+                    self._settle_interrupted(record)
                 elif error is None:
                     self.finish(record, "completed")
                 elif error["name"] == "KeyboardInterrupt":
@@ -188,8 +194,40 @@ class ExecutionTracker:
         if early_input is not None:
             self._await_input(record, early_input)
 
+    def _settle_interrupted(self, record: ExecutionRecord) -> None:
+        """End a cell that was interrupted yet raised nothing, as its execute_reply tells.
+
+        A cell that caught the KeyboardInterrupt and ended well replies `ok`: completed. A
+        SIGINT landing between execute_input and the cell's code is caught by ipykernel itself:
+        no traceback, no reply, and the cell did not run on: interrupted.
+        """
+        reply = self._replies.get(record.msg_id)
+
+        def settle() -> None:
+            if record.final:
+                return
+            if reply is not None and replied_ok(reply):
+                self.finish(record, "completed")
+                return
+            note = "interrupted before the cell's code could raise KeyboardInterrupt"
+            self.finish(record, "interrupted", note=note)
+
+        if reply is None or reply.done():
+            settle()
+            return
+
+        async def settle_after_reply() -> None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(reply), REPLY_GRACE)
+            settle()
+
+        task = asyncio.get_running_loop().create_task(settle_after_reply())
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
     def finish(self, record: ExecutionRecord, state: str, **details: Any) -> None:
         """End `record` in `state`, publish it, and put IPython's counter back if needed."""
+        self._replies.pop(record.msg_id, None)
         record.set_state(state, **details)  # type: ignore[arg-type]
         self._input_requests.pop(record.number, None)
         if self.current is record:
@@ -225,3 +263,8 @@ class ExecutionTracker:
         log = record.log("combined")
         tail = log.tail(1)
         self.events.output(self.kernel_id, record.number, log.total, tail[0].text if tail else "")
+
+
+def replied_ok(reply: asyncio.Future[Message]) -> bool:
+    """Return whether an execute_reply has arrived and says `ok`."""
+    return reply.done() and not reply.cancelled() and reply.result()["content"]["status"] == "ok"

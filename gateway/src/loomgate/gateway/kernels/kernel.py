@@ -243,18 +243,20 @@ class LoomKernel:
 
     # -- requests -----------------------------------------------------------------------------
 
+    async def settle(self) -> None:
+        """Return once a start or restart in progress has ended (or START_TIMEOUT passed)."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._settled.wait(), START_TIMEOUT)
+
     async def submit(self, code: str) -> ExecutionRecord:
         """Start `code` and return its record once the kernel has begun running it."""
-        if self.phase in ("starting", "restarting"):
-            # A start or restart takes seconds: wait for it rather than refuse the cell.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._settled.wait(), START_TIMEOUT)
+        await self.settle()  # a start or restart takes seconds: wait rather than refuse
         if self.phase != "ready" or self.channels is None:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
         await self.executions.refuse_if_busy(START_TIMEOUT)
         self.store.check_writable()  # never run a cell whose record cannot be kept
-        msg = self.channels.send_shell("execute_request", cell_content(code))
-        future = self.executions.expect(msg["header"]["msg_id"])
+        msg_id, reply = self.channels.send_cell(cell_content(code))
+        future = self.executions.expect(msg_id, reply)
         try:
             return await asyncio.wait_for(asyncio.shield(future), START_TIMEOUT)
         except asyncio.TimeoutError:

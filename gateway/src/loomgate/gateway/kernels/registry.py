@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -22,7 +23,7 @@ from loomgate.gateway.errors import (
 )
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels import adoption, resident
-from loomgate.gateway.kernels.kernel import LoomKernel
+from loomgate.gateway.kernels.kernel import START_TIMEOUT, LoomKernel
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
@@ -333,11 +334,28 @@ class KernelRegistry:
 
     async def stop(self, kernel: LoomKernel) -> None:
         """Shut the kernel down (its records stay)."""
+        await self.settle(kernel)
         await self.mkm.shutdown_kernel(kernel.id)
 
     async def reset(self, kernel: LoomKernel) -> None:
         """Restart the kernel process: state cleared, records and numbering kept."""
+        await self.settle(kernel)
         await self.mkm.restart_kernel(kernel.id, now=True)
+
+    async def settle(self, kernel: LoomKernel) -> None:
+        """Return once a start or restart of `kernel` in progress has ended.
+
+        jupyter_client cannot shut down or restart a kernel manager whose `ready` future is
+        still pending (InvalidStateError), and the process it is starting would be left behind.
+        """
+        await kernel.settle()
+        km = self.mkm.get_kernel(kernel.id)
+        with contextlib.suppress(Exception):  # a failed start: shutdown handles that itself
+            await asyncio.wait_for(asyncio.shield(km.ready), START_TIMEOUT)
+
+    async def settle_all(self) -> None:
+        """Return once no live kernel is starting or restarting."""
+        await asyncio.gather(*(self.settle(kernel) for kernel in list(self.live.values())))
 
     # -- holders and the conversation grace period --------------------------------------------
 

@@ -1,0 +1,208 @@
+"""Mutation testing (mutmut 3): do the fast tests notice when the code they cover is broken?
+
+Run: `uv run python -m bench.mutation [--module NAME ...] [--out FILE.md]` (all modules: about
+20 minutes on 2 cores). It writes bench/results/mutation.md: per module, the mutants killed,
+timed out (a hang the tests catch), survived, and each survivor's diff.
+
+Not in CI (too slow). Run it before resolving an issue that touches these modules. mutmut wants
+one source root, so the three packages' `src/loomgate` trees and `tests/` are staged into a work
+dir (default: a fresh temporary one) and mutated there; the checkout is never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from bench.gateway_bench import publish
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the translator depends on tomli there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("shared", "gateway", "translator")
+# Only tests that start no process: a mutant's tests run once per mutant.
+FAST_TESTS = ["-m", "not process", "-p", "no:cacheprovider", "-q"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Modules mutated together, and the fast tests that are meant to catch them."""
+
+    name: str
+    modules: tuple[str, ...]  # paths under src/loomgate
+    tests: tuple[str, ...]
+
+
+TARGETS = (
+    Target(
+        "terminal text",
+        ("gateway/records/terminal_text.py",),
+        ("tests/gateway/records/test_terminal_text.py",),
+    ),
+    Target(
+        "output log",
+        ("gateway/records/output_log.py",),
+        ("tests/gateway/records/test_output_log.py",),
+    ),
+    Target(
+        "line ranges",
+        ("gateway/records/line_range.py",),
+        ("tests/gateway/records/test_line_range.py",),
+    ),
+    Target("search", ("gateway/records/search.py",), ("tests/gateway/records/test_search.py",)),
+    Target(
+        "presentation",
+        ("translator/presentation.py", "translator/output_view.py"),
+        ("tests/translator/test_presentation.py",),
+    ),
+    Target(
+        "gateway selection (core)",
+        ("translator/client/selection.py", "translator/client/gateways_toml.py"),
+        ("tests/translator/client/test_selection.py",),
+    ),
+    Target(
+        "translator settings (core)",
+        ("translator/mcp_server/settings.py",),
+        ("tests/translator/mcp_server/test_settings.py",),
+    ),
+)
+
+STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"}
+TIMEOUT_CODES = {24, -24, 36, 152, 255}
+
+
+def stage(work: Path, targets: list[Target]) -> None:
+    """Copy the sources and tests into `work` and write its mutmut and pytest configuration."""
+    source = work / "src" / "loomgate"
+    source.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for package in PACKAGES:
+        tree = ROOT / package / "src" / "loomgate" / package
+        shutil.copytree(tree, source / package, ignore=ignore)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    mutmut = {
+        "source_paths": ["src"],
+        "only_mutate": [f"src/loomgate/{m}" for t in targets for m in t.modules],
+        "pytest_add_cli_args": FAST_TESTS,
+        "pytest_add_cli_args_test_selection": [test for t in targets for test in t.tests],
+        "use_git_change_detection": False,
+    }
+    lines = ["[tool.mutmut]", *toml_table(mutmut), "", "[tool.pytest.ini_options]"]
+    lines += toml_table(pytest_options["ini_options"])
+    (work / "pyproject.toml").write_text("\n".join(lines) + "\n")
+
+
+def toml_table(values: dict[str, object]) -> list[str]:
+    """Return `key = value` lines (strings, booleans, numbers and lists of them; JSON spells
+    those as TOML does, booleans aside)."""
+    return [
+        f"{key} = {json.dumps(value) if not isinstance(value, bool) else str(value).lower()}"
+        for key, value in values.items()
+    ]
+
+
+def outcome(code: int | None) -> str:
+    """Return what a mutant's exit code means."""
+    if code in TIMEOUT_CODES:
+        return "timeout"
+    if code is None:
+        return "not checked"
+    return STATUS_BY_EXIT_CODE.get(code, "suspicious")
+
+
+def results(work: Path, target: Target) -> tuple[dict[str, int], list[str]]:
+    """Return the count per outcome of `target`'s mutants, and its survivors' names."""
+    counts: dict[str, int] = {}
+    survivors: list[str] = []
+    for module in target.modules:
+        meta = work / "mutants" / "src" / "loomgate" / f"{module}.meta"
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        for name, code in sorted(codes.items()):
+            status = outcome(code)
+            counts[status] = counts.get(status, 0) + 1
+            if status == "survived":
+                survivors.append(name)
+    return counts, survivors
+
+
+def diff_of(work: Path, mutant: str) -> str:
+    """Return mutmut's diff of one mutant."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "mutmut", "show", mutant],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return shown.stdout.strip()
+
+
+def report(work: Path, targets: list[Target], seconds: float) -> list[str]:
+    """Return the Markdown report of a finished run in `work`."""
+    lines = [
+        "## Mutation testing (mutmut)",
+        "",
+        f"Generated by `uv run python -m bench.mutation` on {date.today()}: Python "
+        f"{platform.python_version()}, {os.cpu_count()} cores, {seconds / 60:.0f} min. Each mutant"
+        " ran against the module's fast tests (`-m 'not process'`); a timeout is a mutant that"
+        " made them hang, caught by the per-mutant time limit.",
+        "",
+        "| module | mutants | killed | timed out | survived | no tests | killed or timed out |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    details: list[str] = []
+    for target in targets:
+        counts, survivors = results(work, target)
+        total = sum(counts.values())
+        caught = counts.get("killed", 0) + counts.get("timeout", 0)
+        lines.append(
+            f"| {target.name} (`{'`, `'.join(target.modules)}`) | {total} "
+            f"| {counts.get('killed', 0)} | {counts.get('timeout', 0)} "
+            f"| {counts.get('survived', 0)} | {counts.get('no tests', 0)} "
+            f"| {100 * caught / max(total, 1):.0f} % |"
+        )
+        if survivors:
+            details += ["", f"### Survivors: {target.name}", ""]
+            for mutant in survivors:
+                details += ["```diff", diff_of(work, mutant), "```"]
+    return [*lines, *details]
+
+
+def main() -> None:
+    """Stage, run mutmut, and publish the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    names = [t.name for t in TARGETS]
+    parser.add_argument("--module", action="append", choices=names, help="default: all")
+    parser.add_argument("--work", type=Path, help="work dir (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "mutation.md")
+    args = parser.parse_args()
+    targets = [t for t in TARGETS if not args.module or t.name in args.module]
+    work = args.work or Path(tempfile.mkdtemp(prefix="loomgate-mutation-"))
+    if args.work and args.work.exists():
+        shutil.rmtree(args.work)
+    stage(work, targets)
+    started = time.monotonic()
+    with (work / "mutmut.log").open("w") as log:
+        subprocess.run(
+            [sys.executable, "-m", "mutmut", "run"], cwd=work, stdout=log, stderr=log, check=True
+        )
+    publish(report(work, targets, time.monotonic() - started), args.out)
+    print(f"work dir (mutmut browse / show there): {work}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
