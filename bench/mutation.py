@@ -65,7 +65,13 @@ TARGETS = (
     Target("search", ("gateway/records/search.py",), ("tests/gateway/records/test_search.py",)),
     Target(
         "presentation",
-        ("translator/presentation.py", "translator/output_view.py"),
+        (
+            "translator/presentation/cells.py",
+            "translator/presentation/reads.py",
+            "translator/presentation/kernels.py",
+            "translator/presentation/refusals.py",
+            "translator/output_view.py",
+        ),
         ("tests/translator/test_presentation.py",),
     ),
     Target(
@@ -100,6 +106,9 @@ def stage(work: Path, targets: list[Target]) -> None:
         "pytest_add_cli_args": FAST_TESTS,
         "pytest_add_cli_args_test_selection": [test for t in targets for test in t.tests],
         "use_git_change_detection": False,
+        # A mutant that loops for ever is stopped after 2 × 5 × (its tests' time + 1 s) of CPU,
+        # not mutmut's default 2 × 15 ×: with two workers, those waits dominate a run.
+        "timeout_multiplier": 5.0,
     }
     lines = ["[tool.mutmut]", *toml_table(mutmut), "", "[tool.pytest.ini_options]"]
     lines += toml_table(pytest_options["ini_options"])

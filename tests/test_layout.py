@@ -47,7 +47,7 @@ RULES = [
         "the MCP server does not need the person's CLI",
     ),
     (
-        TRANSLATOR / "presentation.py",
+        TRANSLATOR / "presentation",
         ("loomgate.translator.client", "loomgate.translator.mcp_server", "loomgate.translator.cli"),
         "presentation turns wire shapes into text and nothing else",
     ),

@@ -338,7 +338,7 @@ async def test_search_one_and_all(http: httpx.AsyncClient, kernel: str) -> None:
     )
     assert r.json()["matches"] == 3
     assert r.json()["truncated"] is True
-    assert r.json()["mode"] == "regex"
+    assert r.json()["mode"] == "literal or regex"
 
 
 async def test_input_at_the_start_of_a_cell_is_never_missed(

@@ -314,7 +314,7 @@ async def hostile_output(mcp: Client, kind: str, figure: Figure) -> None:
         "search_output", {"query": query, "mode": "literal", "max_matches": 1}
     )
     assert found.structured_content["matches"] == 1, text(found)[:500]
-    assert query in found.structured_content["hits"][0]["text"]
+    assert query in found.structured_content["groups"][0]["lines"][0]
     after = await mcp.call_tool("run_cell", {"code": "'still fine'"})
     assert text(after).endswith("'still fine'"), text(after)
     figure(

@@ -15,6 +15,9 @@ from loomgate.shared.echo import echo
         (42, "42"),
         (None, "None"),
         ("\x00", "'\\x00'"),
+        ("a\nb\tc", "'a\\nb\\tc'"),
+        ("LINE 1\\d\\d$", "'LINE 1\\d\\d$'"),  # backslashes as typed, never doubled
+        ("it's", "'it's'"),
         ("x" * 78, "'" + "x" * 78 + "'"),
         ("x" * 79, "'" + "x" * 78 + "… (79 characters)"),
         ("é" * 5000, "'" + "é" * 78 + "… (5,000 characters)"),

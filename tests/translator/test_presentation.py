@@ -7,8 +7,9 @@ from typing import Any, cast
 import pytest
 
 from loomgate.shared import wire
-from loomgate.translator.output_view import CellOutput, Image, OutputLimits
+from loomgate.translator.output_view import CellOutput, Image, OutputLimits, SearchPage, leading
 from loomgate.translator.presentation import (
+    Audience,
     format_elapsed,
     render_cell,
     render_kernels,
@@ -175,11 +176,17 @@ def test_character_limit_trims_long_lines() -> None:
     assert "42 lines omitted (10–51 of 60)" in text
 
 
-def test_only_head_known() -> None:
-    [text] = render_cell(execution(), CellOutput(lines("a", "b"), [], 10), OutputLimits(4))
-    assert text.endswith(
-        '… 8 lines omitted (3–10 of 10); read_output(execution=5, lines="3:10") shows them …'
-    )
+@pytest.mark.parametrize(
+    ("audience", "call"),
+    [
+        ("model", 'read_output(execution=5, lines="3:10")'),
+        ("person", "`loomgate output 5 --lines 3:10`"),
+    ],
+)
+def test_only_head_known(audience: Audience, call: str) -> None:
+    output = CellOutput(lines("a", "b"), [], 10)
+    [text] = render_cell(execution(), output, OutputLimits(4), audience)
+    assert text.endswith(f"… 8 lines omitted (3–10 of 10); {call} shows them …")
 
 
 @pytest.mark.parametrize(
@@ -235,6 +242,117 @@ def test_render_running(record: dict, last: list, expected: list) -> None:
 )
 def test_render_read(response: wire.StreamRead, expected: str) -> None:
     assert render_read(response) == expected
+
+
+def numbered(*texts: str, start: int = 1) -> list[wire.Line]:
+    """Return stream lines numbered from `start`."""
+    return [wire.Line(n=n, text=text) for n, text in enumerate(texts, start)]
+
+
+# (lines read, budget, line numbers kept)
+LEADING: list[tuple[list[wire.Line], int, list[int]]] = [
+    (numbered("aaaa", "bbbb", "cccc"), 100, [1, 2, 3]),
+    (numbered("aaaa", "bbbb", "cccc"), 14, [1, 2]),  # "1│aaaa\n": 7 characters a line
+    (numbered("aaaa", "bbbb", "cccc"), 13, [1]),
+    (numbered("x" * 50, "y"), 10, [1]),  # a line over the budget is still shown (clipped)
+    ([], 10, []),
+]
+
+
+@pytest.mark.parametrize(("read_lines", "budget", "kept"), LEADING)
+def test_leading_lines_fit_the_budget(
+    read_lines: list[wire.Line], budget: int, kept: list[int]
+) -> None:
+    assert [line["n"] for line in leading(read_lines, budget)] == kept
+
+
+# (range asked for, lines read, range end, gateway truncated, lines shown, expected last line)
+READ_ON: list[tuple[str, int, int, bool, int, str]] = [
+    ("101:299900", 100, 200, True, 30, 'read_output(execution=3, lines="131:299900") reads on'),
+    ("-20:", 20, 200, False, 5, 'read_output(execution=3, lines="186:") reads on'),
+    (":", 10, 10, False, 10, "10│x"),
+    ("1:10", 10, 10, False, 4, 'read_output(execution=3, lines="5:10") reads on'),
+]
+
+
+@pytest.mark.parametrize(("asked", "count", "last", "truncated", "shown", "ending"), READ_ON)
+def test_a_cut_read_ends_with_the_call_that_reads_on(
+    asked: str, count: int, last: int, truncated: bool, shown: int, ending: str
+) -> None:
+    first = last - count + 1
+    read_lines = numbered(*["x"] * count, start=first)
+    response = read(
+        stream="combined",
+        total=300_000,
+        range=asked,
+        first=first,
+        last=last,
+        truncated=truncated,
+        lines=read_lines,
+    )
+    text = render_read(response, read_lines[:shown])
+    assert text.split("\n")[-1].endswith(ending), text
+    assert (
+        text.split("\n")[0] == f"In [3] combined, lines {first:,}–{first + shown - 1:,} of 300,000:"
+    )
+
+
+def test_a_cut_read_names_the_command_for_a_person() -> None:
+    read_lines = numbered("a", "b", start=5)
+    response = read(total=9, range="5:9", first=5, last=9, lines=read_lines)
+    last = render_read(response, read_lines[:1], audience="person").split("\n")[-1]
+    assert last == "… the range goes on; `loomgate output 3 --stream stdout --lines 6:9` reads on"
+
+
+def search_group(execution: int, *specs: tuple[int, str, str]) -> wire.SearchGroup:
+    """Return a search group of (n, text, marker) lines."""
+    return wire.SearchGroup(
+        execution=execution,
+        lines=[wire.SearchLine(n=n, text=t, marker=m) for n, t, m in specs],  # type: ignore[typeddict-item]
+    )
+
+
+def test_search_results_fit_the_budget_and_name_the_next_match() -> None:
+    groups = [
+        search_group(1, (1, "c" * 5, "C"), (2, "m" * 5, "M")),
+        search_group(2, (7, "m" * 5, "M"), (8, "c" * 5, "C")),
+        search_group(3, (3, "m" * 5, "M")),
+    ]
+    page = SearchPage.within(groups, 20)  # "C 1│ccccc\n": 10 characters a line
+    assert [(g["execution"], [x["n"] for x in g["lines"]]) for g in page.groups] == [(1, [1, 2])]
+    assert (page.left_out, page.next_match) == (2, (2, 7))
+    response = {
+        "query": "m",
+        "mode": "literal",
+        "stream": "combined",
+        "matches": 3,
+        "truncated": False,
+        "groups": groups,
+        "searched": 3,
+    }
+    text = render_search(response, "all executions", page)
+    assert text.split("\n")[-1] == (
+        "… 2 more matches not shown (the reply is full); the next is In [2] line 7: "
+        'read_output(execution=2, lines="7:7")'
+    )
+
+
+def test_a_huge_matching_line_is_clipped_with_its_length() -> None:
+    groups = [search_group(4, (1, "z" * 100, "M"))]
+    page = SearchPage.within(groups, 30)
+    response = {
+        "query": "z",
+        "mode": "literal",
+        "stream": "stdout",
+        "matches": 1,
+        "truncated": False,
+        "groups": groups,
+        "searched": 1,
+    }
+    assert (
+        render_search(response, "In [4]", page).split("\n")[-1]
+        == "M 1│" + "z" * 30 + " …[+70 chars]"
+    )
 
 
 def test_render_search_groups_and_markers() -> None:

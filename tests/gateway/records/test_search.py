@@ -29,7 +29,7 @@ SMALL = [
     "zeta alpha alpha",  # 7
     "eta",  # 8
     "straße",  # 9
-    "theta",  # 10
+    "theta f(0)",  # 10
     "call f(x",  # 11
 ]
 PENDING = "pending alpha"  # 12
@@ -146,7 +146,20 @@ CASES: list[tuple[str, str, SearchMode, bool, int, int, list[list[tuple[int, str
     ),
     ("regex ignoring case", "^ALPHA", "regex", True, 0, 50, [[(1, "M")], [(4, "M")]], False),
     ("auto as regex", "t[wh]", "auto", False, 0, 50, [[(2, "M"), (3, "M")], [(10, "M")]], False),
-    ("auto falls back to literal", "f(", "auto", False, 0, 50, [[(11, "M")]], False),
+    ("auto falls back to literal", "f(", "auto", False, 0, 50, [[(10, "M"), (11, "M")]], False),
+    # A valid regex whose text is not what it matches as a regex: the text still counts.
+    ("auto finds code as typed", "f(0)", "auto", False, 0, 50, [[(10, "M")]], False),
+    ("regex reads code as a group", "f(0)", "regex", False, 0, 50, [], False),
+    (
+        "auto: the text or the regex",
+        "a.p",
+        "auto",
+        False,
+        0,
+        50,
+        [[(1, "M")], [(7, "M")], [(12, "M")]],
+        False,
+    ),
     ("literal dot is literal", "a.p", "literal", False, 0, 50, [], False),
     ("regex dot", "a.p", "regex", False, 0, 50, [[(1, "M")], [(7, "M")], [(12, "M")]], False),
     ("casefolded literal", "STRASSE", "literal", True, 0, 50, [[(9, "M")]], False),
@@ -183,8 +196,10 @@ def test_search(
 
 # (query, requested mode, resolved mode)
 MODES: list[tuple[str, SearchMode, str]] = [
-    ("a.c", "auto", "regex"),
-    ("plain", "auto", "regex"),
+    ("a.c", "auto", "literal or regex"),
+    ("f(0)", "auto", "literal or regex"),
+    ("plain", "auto", "literal"),
+    ("two words", "auto", "literal"),
     ("f(", "auto", "literal"),
     ("[unclosed", "auto", "literal"),
     ("a.c", "literal", "literal"),

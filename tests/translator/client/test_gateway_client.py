@@ -109,7 +109,7 @@ async def test_submit_read_search_rich(client: GatewayClient, kid: str) -> None:
     assert bad_range.value.code == "bad_request"
 
     found = await client.search(kid, r"line (1|2)$", execution=number, context=1)
-    assert found["mode"] == "regex" and found["matches"] == 2
+    assert found["mode"] == "literal or regex" and found["matches"] == 2
     assert [line["marker"] for line in found["groups"][0]["lines"]] == ["C", "M", "M", "C"]
     everywhere = await client.search(kid, "LINE 29", execution="all", ignore_case=True)
     assert everywhere["matches"] == 1

@@ -42,6 +42,8 @@ Source = Literal["loomgate", "other"]
 Returned = Literal["final", "input", "silent", "timeout"]
 SearchMode = Literal["auto", "literal", "regex"]
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+# How a search read its query: "auto" reads one with regex syntax both ways.
+SearchReading = Literal["literal", "regex", "literal or regex"]
 Marker = Literal["M", "C"]
 
 # -- lines ------------------------------------------------------------------------------------
@@ -219,12 +221,13 @@ class SearchReply(TypedDict):
     """Matches of one search; `mode` is the mode actually used."""
 
     query: str
-    mode: SearchMode
+    mode: SearchReading
     stream: StreamName
     matches: int
     truncated: bool
     groups: list[SearchGroup]
     searched: int
+    execution: int | None  # the one execution searched; None for execution=all
 
 
 # -- kernels ----------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """Which of a cell's lines to show: the output limits, the head and tail kept, images in place.
 
-presentation.py words what this module selects.
+presentation/ words what this module selects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loomgate.shared import wire
 
@@ -82,3 +82,51 @@ def fit(
     if sum(len(x["text"]) + 1 for x in head_lines + tail_lines) > limits.max_chars:
         head_lines, tail_lines = within(head_lines, False), within(tail_lines, True)
     return head_lines, tail_lines
+
+
+def leading(lines: Sequence[wire.Line], budget: int) -> list[wire.Line]:
+    """Return the first of `lines` that fit in `budget` characters as a read shows them,
+    numbered (at least one line: the gateway has clipped each to the budget)."""
+    kept: list[wire.Line] = []
+    numbering = len(str(lines[-1]["n"])) + 2 if lines else 0  # "  42│" and the newline
+    used = 0
+    for line in lines:
+        used += len(line["text"]) + numbering
+        if used > budget and kept:
+            break
+        kept.append(line)
+    return kept
+
+
+@dataclass
+class SearchPage:
+    """The search results a reply shows within its character budget."""
+
+    groups: list[wire.SearchGroup] = field(default_factory=list)
+    clipped: dict[tuple[int, int], int] = field(default_factory=dict)  # (execution, n) → chars
+    left_out: int = 0  # matching lines not shown
+    next_match: tuple[int, int] | None = None  # (execution, n) of the first one not shown
+
+    @classmethod
+    def within(cls, groups: Sequence[wire.SearchGroup], budget: int) -> SearchPage:
+        """Return the groups' lines that fit in `budget` characters, cut at a line (at least
+        one line; a line longer than the budget is clipped to it)."""
+        page = cls()
+        used = 0
+        for group in groups:
+            kept: list[wire.SearchLine] = []
+            for line in group["lines"]:
+                cost = len(line["text"]) + len(str(line["n"])) + 4  # "M 42│" and the newline
+                if page.next_match is not None or (used + cost > budget and used):
+                    if line["marker"] == "M":
+                        page.left_out += 1
+                        page.next_match = page.next_match or (group["execution"], line["n"])
+                    continue
+                text = line["text"][:budget]
+                if len(text) < len(line["text"]):
+                    page.clipped[(group["execution"], line["n"])] = len(line["text"]) - len(text)
+                used += cost - len(line["text"]) + len(text)
+                kept.append(wire.SearchLine(n=line["n"], text=text, marker=line["marker"]))
+            if kept:
+                page.groups.append(wire.SearchGroup(execution=group["execution"], lines=kept))
+        return page

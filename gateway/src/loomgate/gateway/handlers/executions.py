@@ -171,4 +171,8 @@ class SearchHandler(LoomHandler):
             )
         except SearchError as e:
             raise BadRequest(str(e)) from None
-        self.reply(wire.SearchReply(query=query, mode=matcher.mode, stream=stream, **result))
+        one = records[0].number if selector != "all" else None
+        reply = wire.SearchReply(
+            query=query, mode=matcher.mode, stream=stream, execution=one, **result
+        )
+        self.reply(reply)

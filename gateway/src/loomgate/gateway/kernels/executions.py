@@ -97,7 +97,9 @@ class ExecutionTracker:
         request = self._input_requests.pop(record.number, None)
         if request is None or record.state != "awaiting_input" or self.channels is None:
             raise Conflict(
-                f"execution {record.number} is not waiting for input", state=record.state
+                f"execution {record.number} is not waiting for input",
+                state=record.state,
+                number=record.number,
             )
         self.channels.send_stdin("input_reply", {"value": value}, parent=request)
         record.set_state("running", input=None)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 import regex
 
 from loomgate.gateway.records.output_log import LineLog
 from loomgate.shared.echo import echo
-from loomgate.shared.wire import Marker, SearchGroup, SearchLine, SearchMode
+from loomgate.shared.wire import Marker, SearchGroup, SearchLine, SearchMode, SearchReading
 
 
 class SearchError(ValueError):
@@ -27,12 +27,17 @@ def _timeout_error() -> SearchTimeout:
     return SearchTimeout("The search did not finish before its deadline; try a simpler query.")
 
 
+# Characters that give a query a meaning as a regex beyond its text.
+REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+
+
 @dataclass(frozen=True)
 class Matcher:
-    """A validated query: literal text or a compiled regular expression, matched per line."""
+    """A validated query matched per line: as literal text, as a regular expression, or (the
+    automatic reading of a query with regex syntax) as either."""
 
     query: str
-    mode: Literal["literal", "regex"]
+    mode: SearchReading
     ignore_case: bool
     pattern: regex.Pattern[str] | None = field(init=False, compare=False, repr=False)
 
@@ -40,7 +45,7 @@ class Matcher:
         if not self.query:
             raise SearchError("The search query is empty; give the text or pattern to look for.")
         pattern = None
-        if self.mode == "regex":
+        if self.mode != "literal":
             try:
                 pattern = regex.compile(self.query, regex.IGNORECASE if self.ignore_case else 0)
             except regex.error as error:
@@ -50,11 +55,14 @@ class Matcher:
 
     @classmethod
     def build(cls, query: str, mode: SearchMode = "auto", ignore_case: bool = False) -> Matcher:
-        """Return a matcher; "auto" uses the query as a regex if it compiles, else literally."""
+        """Return a matcher. "auto" finds the query's text always, and also what it matches
+        as a regex when it has regex syntax and compiles: models type code like `f(0)`."""
         if mode != "auto":
             return cls(query, mode, ignore_case)
+        if not REGEX_SYNTAX & set(query):
+            return cls(query, "literal", ignore_case)
         try:
-            return cls(query, "regex", ignore_case)
+            return cls(query, "literal or regex", ignore_case)
         except SearchError:
             return cls(query, "literal", ignore_case)
 
@@ -62,9 +70,17 @@ class Matcher:
         self, first: int, lines: list[str], deadline: float | None = None
     ) -> Iterator[int]:
         """Yield the indices (counted from `first`) of the matching lines of a block."""
-        if self.pattern is not None:
-            yield from _regex_indices(self.pattern, first, lines, deadline)
+        if self.pattern is None:
+            yield from self._literal_indices(first, lines, deadline)
             return
+        literal = (
+            set(self._literal_indices(first, lines, deadline)) if self.mode != "regex" else set()
+        )
+        yield from _regex_indices(self.pattern, first, lines, deadline, literal)
+
+    def _literal_indices(
+        self, first: int, lines: list[str], deadline: float | None
+    ) -> Iterator[int]:
         _check_deadline(deadline)
         needle = self.query.casefold() if self.ignore_case else self.query
         if "\n" in needle:
@@ -85,16 +101,26 @@ class Matcher:
 
 
 def _regex_indices(
-    pattern: regex.Pattern[str], first: int, lines: list[str], deadline: float | None
+    pattern: regex.Pattern[str],
+    first: int,
+    lines: list[str],
+    deadline: float | None,
+    already: set[int],
 ) -> Iterator[int]:
-    """Yield the indices (counted from `first`) of the lines `pattern` finds a match in."""
+    """Yield the indices (counted from `first`) of the lines in `already` or in which `pattern`
+    finds a match."""
     search = pattern.search
     try:
         if deadline is None:
-            yield from (index for index, line in enumerate(lines, first) if search(line))
+            yield from (
+                index for index, line in enumerate(lines, first) if index in already or search(line)
+            )
             return
         clock = time.monotonic
         for index, line in enumerate(lines, first):
+            if index in already:
+                yield index
+                continue
             left = deadline - clock()
             if left <= 0:
                 raise _timeout_error()

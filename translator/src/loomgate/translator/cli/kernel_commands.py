@@ -49,8 +49,10 @@ async def finished(client: GatewayClient, kernel: str, selector: str | int) -> w
 async def show_output(client: GatewayClient, args: argparse.Namespace) -> int:
     """Print a line range of one stream (as read_output shows it)."""
     kernel = await existing_kernel(client, args.kernel)
-    response = await client.read(kernel, args.execution or "latest", args.stream, args.lines)
-    print(json.dumps(response, indent=2) if args.json else render_read(response))
+    response = await client.read(
+        kernel, "latest" if args.execution is None else args.execution, args.stream, args.lines
+    )
+    print(json.dumps(response, indent=2) if args.json else render_read(response, audience="person"))
     return 0
 
 
@@ -68,14 +70,16 @@ async def show_search(client: GatewayClient, args: argparse.Namespace) -> int:
         max_matches=args.max_matches,
     )
     scope = "all executions" if args.execution == "all" else f"In [{args.execution}]"
-    print(render_search(response, scope))
+    print(render_search(response, scope, audience="person"))
     return 0 if response["matches"] else 1
 
 
 async def show_wait(client: GatewayClient, args: argparse.Namespace) -> int:
     """Wait for an execution to end and print it as the model would read it."""
     kernel = await existing_kernel(client, args.kernel)
-    execution = await finished(client, kernel, args.execution or "current")
+    execution = await finished(
+        client, kernel, "current" if args.execution is None else args.execution
+    )
     print(cell_text(execution))
     return 0 if execution["state"] == "completed" else 1
 

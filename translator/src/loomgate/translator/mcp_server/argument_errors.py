@@ -1,11 +1,17 @@
-"""Invalid tool arguments as one sentence, instead of pydantic's multi-line report."""
+"""Invalid tool arguments as one sentence (not pydantic's multi-line report), and unknown ones
+refused rather than silently ignored."""
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from mcp.server.context import CallNext, ServerRequestContext
+from mcp.server.context import CallNext, ServerMiddleware, ServerRequestContext
+
+from loomgate.translator.mcp_server.results import failure
 
 FIELD_ERROR = re.compile(r"^(\S[^\n]*)\n  ([^\n]+?) \[type=", re.M)
 
@@ -25,3 +31,60 @@ async def one_sentence_argument_errors(
     name = (ctx.params or {}).get("name", "the tool")
     sentence = f"Invalid arguments for {name}: {fields or 'they do not match its schema'}."
     return {**result, "content": [{"type": "text", "text": sentence}]}
+
+
+# Names a model reaches for that a tool spells otherwise.
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "timeout": ("wait_seconds", "timeout_seconds"),
+    "wait": ("wait_seconds", "timeout_seconds"),
+    "seconds": ("wait_seconds", "timeout_seconds"),
+    "id": ("execution", "kernel"),
+    "execution_id": ("execution",),
+    "number": ("execution",),
+    "kernel_id": ("kernel",),
+    "kernel_name": ("kernel",),
+    "name": ("kernel",),
+    "range": ("lines",),
+    "line_range": ("lines",),
+    "pattern": ("query",),
+    "regex": ("query", "mode"),
+    "text": ("query", "value", "code"),
+    "source": ("code",),
+    "input": ("value",),
+}
+
+
+def unknown_argument_refusal(tools: Sequence[Callable[..., Any]]) -> ServerMiddleware[Any]:
+    """Return middleware that refuses a tool call with an argument its tool does not take."""
+    takes = {
+        fn.__name__: [name for name in inspect.signature(fn).parameters if name != "ctx"]
+        for fn in tools
+    }
+
+    async def refuse_unknown_arguments(
+        ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> Any:
+        """Return the call's result, or a refusal naming the arguments the tool has."""
+        params = ctx.params or {} if ctx.method == "tools/call" else {}
+        known = takes.get(str(params.get("name")))
+        unknown = [a for a in params.get("arguments") or {} if known is not None and a not in known]
+        if not unknown or known is None:
+            return await call_next(ctx)
+        sentence = unknown_arguments_sentence(str(params["name"]), unknown, known)
+        return failure(sentence)
+
+    return refuse_unknown_arguments
+
+
+def unknown_arguments_sentence(tool: str, unknown: list[str], known: list[str]) -> str:
+    """Return the refusal of `unknown` arguments, with the likely meant ones and all `known`."""
+    parts = []
+    for name in unknown:
+        meant = [m for m in SYNONYMS.get(name.lower(), ()) if m in known]
+        meant = meant or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(meant)}?)" if meant else ""
+        parts.append(f"{name!r}{hint}")
+    plural = "arguments" if len(unknown) > 1 else "argument"
+    return (
+        f"{tool} has no {plural} {', '.join(parts)}; nothing was run. It takes: {', '.join(known)}."
+    )

@@ -15,6 +15,10 @@ from loomgate.translator.mcp_server.kernel_setup import KernelSetup
 from loomgate.translator.mcp_server.settings import Settings
 
 
+class NothingRunYet(Exception):
+    """A tool that needs the conversation's kernel was called before any cell ran."""
+
+
 class Conversation:
     """The gateway and kernel one MCP conversation works with.
 
@@ -106,15 +110,23 @@ class Conversation:
 
     # -- kernels ------------------------------------------------------------------------------
 
-    async def kernel_ref(self, explicit: str | None) -> tuple[GatewayClient, str]:
+    async def kernel_ref(
+        self, explicit: str | None, *, create: bool = False
+    ) -> tuple[GatewayClient, str]:
         """Return the gateway and kernel reference an execution tool acts on.
 
-        An explicit `kernel` argument wins; otherwise the bound kernel, which is created (a
-        conversation kernel) or attached (`--kernel`) on first use.
+        An explicit `kernel` argument wins; otherwise the bound kernel, attached (`--kernel`)
+        on first use, or created (a conversation kernel) when `create` (run_cell): a tool that
+        only looks never leaves a kernel behind.
         """
         client = await self.gateway()
         if explicit:
             return client, explicit
+        if self.kernel is None and not create and not self.settings.kernel:
+            raise NothingRunYet(
+                "Nothing has run in this conversation yet: run_cell starts its kernel, and "
+                "connect attaches to an existing one (list_kernels shows them)."
+            )
         if self.kernel is None:
             # Shielded: a host cancelling the first call must not orphan the kernel it created.
             if self._binding is None or self._binding.done():

@@ -18,9 +18,8 @@ from loomgate.translator.mcp_server.cell_follower import INPUT_WAIT, SLICE_SECON
 from loomgate.translator.mcp_server.results import (
     CellResult,
     KernelInfo,
-    NumberedLine,
     ReadResult,
-    SearchHit,
+    SearchGroup,
     SearchResult,
     StatusResult,
     text_block,
@@ -33,8 +32,11 @@ from loomgate.translator.mcp_server.tool_registry import (
     conversation_of,
     tool,
 )
+from loomgate.translator.output_view import SearchPage, leading
 from loomgate.translator.presentation import (
     busy_refusal,
+    not_waiting_for_input,
+    read_on,
     render_execution_status,
     render_kernel,
     render_read,
@@ -73,7 +75,7 @@ async def run_cell(
     """
     conversation = conversation_of(ctx)
     follower = CellFollower(conversation)
-    client, ref = await conversation.kernel_ref(kernel)
+    client, ref = await conversation.kernel_ref(kernel, create=True)
     startup = conversation.take_startup_output()
     deadline = time.monotonic() + wait_seconds
     try:
@@ -116,7 +118,7 @@ async def wait(
     deadline = time.monotonic() + timeout_seconds
     response = await client.execution(
         ref,
-        execution or "current",
+        "current" if execution is None else execution,
         wait=min(SLICE_SECONDS, timeout_seconds),
         until_silent=until_silent_seconds,
         **follower.output_args(),
@@ -132,24 +134,32 @@ async def read_output(
     execution: ExecutionArg = None,
     stream: StreamName = "combined",
     lines: LinesArg = None,
-    max_chars: Annotated[int | None, Field(ge=1, description="clip each line to this")] = None,
+    max_chars: Annotated[
+        int | None,
+        Field(ge=1, description="clip each line to this (a reply never exceeds the budget)"),
+    ] = None,
     kernel: KernelArg = None,
 ) -> Annotated[CallToolResult, ReadResult]:
     """Read lines of a cell's output (any range, with line numbers), e.g. what was omitted."""
     conversation = conversation_of(ctx)
     client, ref = await conversation.kernel_ref(kernel)
-    response = await client.read(ref, execution or "current", stream, lines, max_chars)
+    budget = conversation.settings.limits.max_chars  # the reply's, as run_cell's
+    clip = min(max_chars or budget, budget)
+    response = await client.read(
+        ref, "current" if execution is None else execution, stream, lines, clip
+    )
+    shown = leading(response["lines"], budget)
     model = ReadResult(
         kernel=ref,
         execution=response["number"],
         stream=stream,
         total=response["total"],
-        lines=[
-            NumberedLine(n=x["n"], text=x["text"], clipped=x.get("clipped", 0))
-            for x in response["lines"]
-        ],
+        first=shown[0]["n"] if shown else response["first"],
+        lines=[x["text"] for x in shown],
+        clipped={x["n"]: x["clipped"] for x in shown if x.get("clipped")},
+        read_on=read_on(response, shown),
     )
-    content = [text_block(render_read(response))]
+    content = [text_block(render_read(response, shown))]
     return tool_result(content, model, structured=conversation.settings.structured)
 
 
@@ -162,7 +172,13 @@ async def search_output(
         Field(description='an execution number, or "all" (default: running, else latest)'),
     ] = None,
     stream: StreamName = "combined",
-    mode: SearchMode = "auto",
+    mode: Annotated[
+        SearchMode,
+        Field(
+            description='"auto" finds the text as typed, and also regex matches when the query '
+            'has regex syntax; "literal" or "regex" for one reading'
+        ),
+    ] = "auto",
     context: Annotated[int, Field(ge=0, le=100)] = 0,
     ignore_case: bool = False,
     max_matches: Annotated[int, Field(ge=1, le=1000)] = 50,
@@ -183,23 +199,26 @@ async def search_output(
         max_matches=max_matches,
     )
     groups = response["groups"]
-    if selector == "all":
-        scope = "all executions"
-    else:
-        scope = f"In [{groups[0]['execution']}]" if groups else f"execution {selector}"
+    scope = "all executions" if response["execution"] is None else f"In [{response['execution']}]"
+    page = SearchPage.within(groups, conversation.settings.limits.max_chars)
     model = SearchResult(
         kernel=ref,
         query=query,
         mode=response["mode"],
         matches=response["matches"],
         truncated=response["truncated"],
-        hits=[
-            SearchHit(execution=g["execution"], n=x["n"], text=x["text"], marker=x["marker"])
-            for g in groups
-            for x in g["lines"]
+        groups=[
+            SearchGroup(
+                execution=g["execution"],
+                first=g["lines"][0]["n"],
+                lines=[x["text"] for x in g["lines"]],
+                matches=[x["n"] for x in g["lines"] if x["marker"] == "M"],
+            )
+            for g in page.groups
         ],
+        not_shown=page.left_out,
     )
-    content = [text_block(render_search(response, scope))]
+    content = [text_block(render_search(response, scope, page))]
     return tool_result(content, model, structured=conversation.settings.structured)
 
 
@@ -237,13 +256,11 @@ async def send_input(
     follower = CellFollower(conversation)
     client, ref = await conversation.kernel_ref(kernel)
     try:
-        sent = await client.send_input(ref, execution or "current", value)
+        sent = await client.send_input(ref, "current" if execution is None else execution, value)
     except GatewayError as e:
         if e.code == "conflict":
-            raise ToolFailure(
-                f"In [{execution or 'current'}] is not waiting for input "
-                f"(it is {e.details.get('state', 'not running')})."
-            ) from None
+            number, state = e.details.get("number"), e.details.get("state")
+            raise ToolFailure(not_waiting_for_input(number, state)) from None
         raise
     response = await client.execution(
         ref, sent["number"], wait=min(SLICE_SECONDS, INPUT_WAIT), **follower.output_args()

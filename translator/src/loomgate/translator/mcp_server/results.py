@@ -53,31 +53,27 @@ class CellResult(BaseModel):
     images: int = 0
 
 
-class NumberedLine(BaseModel):
-    """One line of a stream with its number."""
-
-    n: int
-    text: str
-    clipped: int = 0
-
-
 class ReadResult(BaseModel):
-    """A range of one stream."""
+    """A range of one stream: the texts of lines `first`, `first` + 1, … (as compact as the
+    text reply: one string a line)."""
 
     kernel: str
     execution: int
     stream: str
     total: int
-    lines: list[NumberedLine]
+    first: int
+    lines: list[str]
+    clipped: dict[int, int] = {}  # line number → characters clipped off its end
+    read_on: str | None = None  # the `lines` range that reads on, when not all was shown
 
 
-class SearchHit(BaseModel):
-    """A matching (M) or context (C) line."""
+class SearchGroup(BaseModel):
+    """Adjacent lines of one execution: the matches and their context."""
 
     execution: int
-    n: int
-    text: str
-    marker: Literal["M", "C"]
+    first: int
+    lines: list[str]
+    matches: list[int]  # the numbers of the matching lines; the others are context
 
 
 class SearchResult(BaseModel):
@@ -88,7 +84,8 @@ class SearchResult(BaseModel):
     mode: str
     matches: int
     truncated: bool
-    hits: list[SearchHit]
+    groups: list[SearchGroup]
+    not_shown: int = 0  # matches left out to keep the reply within its budget
 
 
 class StatusResult(BaseModel):

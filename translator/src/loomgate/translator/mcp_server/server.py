@@ -9,7 +9,10 @@ from mcp.server.mcpserver import MCPServer
 
 from loomgate.translator import __version__
 from loomgate.translator.mcp_server import execution_tools, kernel_tools
-from loomgate.translator.mcp_server.argument_errors import one_sentence_argument_errors
+from loomgate.translator.mcp_server.argument_errors import (
+    one_sentence_argument_errors,
+    unknown_argument_refusal,
+)
 from loomgate.translator.mcp_server.conversation import Conversation
 from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_registry import register_tools
@@ -57,7 +60,7 @@ def build_server(settings: Settings) -> MCPServer[Conversation]:
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        middleware=[one_sentence_argument_errors],
+        middleware=[one_sentence_argument_errors, unknown_argument_refusal(TOOLS)],
     )
     register_tools(server, TOOLS, structured=settings.structured)
     return server

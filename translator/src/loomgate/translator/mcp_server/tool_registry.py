@@ -19,7 +19,7 @@ from pydantic import Field
 
 from loomgate.translator.client.errors import GatewayConfigError, GatewayError
 from loomgate.translator.mcp_server.cell_follower import CellFollower
-from loomgate.translator.mcp_server.conversation import Conversation
+from loomgate.translator.mcp_server.conversation import Conversation, NothingRunYet
 from loomgate.translator.mcp_server.input_dialogs import NeedsInput
 from loomgate.translator.mcp_server.results import failure
 
@@ -61,7 +61,7 @@ def tool(fn: Tool) -> Tool:
             return await fn(*args, ctx=ctx, **kwargs)  # once more, on the revived gateway
         except NeedsInput as needs:
             return needs.result
-        except (ToolFailure, GatewayError, GatewayConfigError) as e:
+        except (ToolFailure, GatewayError, GatewayConfigError, NothingRunYet) as e:
             return failure(str(e))
         except asyncio.CancelledError:
             raise

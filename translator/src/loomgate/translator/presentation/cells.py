@@ -1,0 +1,216 @@
+"""A cell as it reads: its header, its output lines in order (images in place), and its end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loomgate.shared import wire
+from loomgate.translator.output_view import (
+    Block,
+    CellOutput,
+    Image,
+    OutputLimits,
+    fit,
+)
+from loomgate.translator.presentation.audience import Audience, read_call
+
+RUNNING_TAIL = 10  # last lines shown of a cell still running
+
+
+def format_elapsed(seconds: float) -> str:
+    """Return a short duration: 12 ms, 1.2 s, 42 s, 3 min 5 s, 2 h 7 min."""
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))} ms"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def state_note(execution: wire.Execution) -> str:
+    state = execution["state"]
+    note = execution["note"]
+    if state == "interrupted":
+        return "interrupted"
+    if state == "killed":
+        return f"killed: {note}" if note else "killed"
+    if state == "died":
+        died = execution["died"]
+        restarted = (
+            "the kernel was restarted and its variables are gone"
+            if died and died["restarted"]
+            else "the kernel is dead"
+        )
+        reason = died["reason"] if died else "the kernel process died"
+        return f"died: {reason}; {restarted}"
+    if state == "lost":
+        return f"lost: {note}" if note else "lost"
+    return ""
+
+
+def unstored_note(execution: wire.Execution) -> str:
+    """Return the note on output the gateway's disk refused ("" when all of it was stored)."""
+    unstored = execution["unstored"]
+    if not unstored:
+        return ""
+    return (
+        f"[output from line {unstored['from_line']:,} on was not stored: {unstored['reason']}; "
+        "the gateway's state dir needs space or write permission]"
+    )
+
+
+def gap_note(gap: wire.Gap) -> str:
+    """Return the note on output the gateway may have missed (it was down; the cell ran on)."""
+    return (
+        f"[output after line {gap['after_line']:,} may be missing: no gateway listened for "
+        f"{format_elapsed(gap['until'] - gap['since'])} (it was down, then took the kernel back)]"
+    )
+
+
+def cell_header(execution: wire.Execution) -> str:
+    """Return `In [N] (elapsed):`, with the end state when it is not a plain finish."""
+    parts = [format_elapsed(execution["elapsed"])]
+    note = state_note(execution)
+    if note:
+        parts.append(note)
+    return f"In [{execution['number']}] ({', '.join(parts)}):"
+
+
+def render_cell(
+    execution: wire.Execution,
+    output: CellOutput,
+    limits: OutputLimits | None = None,
+    audience: Audience = "model",
+) -> list[Block]:
+    """Return a finished (or stopped) cell as IPython shows it: header, output, Out[N]."""
+    limits = limits or OutputLimits()
+    number = execution["number"]
+    head, tail = fit(output.head, output.tail, limits)
+    missing: dict[int, list[str]] = {}  # notes of output the gateway missed, by the line before
+    for gap in execution["gaps"]:
+        missing.setdefault(gap["after_line"], []).append(gap_note(gap))
+    blocks: list[Block] = []
+    text: list[str] = [cell_header(execution), *missing.pop(0, [])]
+    shown = len(head) + len(tail)
+    head_end = head[-1]["n"] if head else 0
+    for position, line in enumerate(head + tail):
+        if tail and position == len(head) and shown < output.total:
+            first = head_end + 1
+            last = tail[0]["n"] - 1
+            text.append(omission_line(number, first, last, output.total, audience))
+        following = (head + tail)[position + 1] if position + 1 < shown else None
+        piece = _render_line(execution, line, following)
+        if isinstance(piece, Image):
+            blocks.append("\n".join(text))
+            blocks.append(piece)
+            text = []
+        elif piece is not None:
+            text.append(piece)
+        text.extend(missing.pop(line["n"], []))
+    if not tail and shown < output.total:
+        text.append(omission_line(number, head_end + 1, output.total, output.total, audience))
+    if unstored_note(execution):
+        text.append(unstored_note(execution))
+    text.extend(note for notes in missing.values() for note in notes)  # in omitted lines
+    if text:
+        blocks.append("\n".join(text))
+    return [b for b in blocks if not (isinstance(b, str) and not b)]
+
+
+def _render_line(
+    execution: wire.Execution, line: wire.Line, following: wire.Line | None
+) -> Block | None:
+    """Return one line as the model reads it: an image in place, `Out[N]:` on a result."""
+    if line.get("kind") == "rich":
+        if not line.get("start"):
+            return None  # the text/plain stand-in of an image is not shown beside it
+        rich = next((r for r in execution["rich"] if r["line"] == line["n"]), None)
+        image = _image_mime(rich)
+        if rich is None or image is None:
+            return line["text"] + clipped_suffix(line)
+        return Image(execution["number"], rich["index"], image)
+    return output_line(execution["number"], line, following)
+
+
+def output_line(number: int, line: wire.Line, following: wire.Line | None) -> str:
+    """Return a line of In [N]'s output as IPython shows it: `Out[N]:` on a result's first line.
+
+    A result of several lines gets its label on a line of its own, as IPython does.
+    """
+    text = line["text"] + clipped_suffix(line)
+    if line.get("kind") == "result" and line.get("start"):
+        continues = (
+            following is not None
+            and following.get("kind") == "result"
+            and not following.get("start")
+        )
+        return f"Out[{number}]:\n{text}" if continues else f"Out[{number}]: {text}"
+    return text
+
+
+def _image_mime(rich: wire.RichEntry | None) -> str | None:
+    """Return the MIME type under which a rich output is shown as an image, if any."""
+    if rich is None:
+        return None
+    return next((m for m in rich["mimetypes"] if m in ("image/png", "image/jpeg")), None)
+
+
+def clipped_suffix(line: wire.Line) -> str:
+    """Return the note for a line cut by max_chars (empty when it was not cut)."""
+    clipped = line.get("clipped")
+    return f" …[+{clipped:,} chars]" if clipped else ""
+
+
+def omission_line(
+    number: int, first: int, last: int, total: int, audience: Audience = "model"
+) -> str:
+    """Return the line saying which lines were left out and how to read them."""
+    count = last - first + 1
+    call = read_call(number, "combined", f"{first}:{last}", audience)
+    return f"… {count:,} lines omitted ({first:,}–{last:,} of {total:,}); {call} shows them …"
+
+
+def render_running(execution: wire.Execution, last: Sequence[wire.Line]) -> str:
+    """Return the reply for a cell still running (or waiting for input) when the wait ended."""
+    number = execution["number"]
+    elapsed = format_elapsed(execution["elapsed"])
+    lines: list[str] = []
+    request = execution["input"]
+    if execution["state"] == "awaiting_input" and request:
+        kind = "a password" if request["password"] else "input"
+        lines.append(f"In [{number}] is waiting for {kind} ({elapsed}): {request['prompt']!r}")
+    else:
+        lines.append(f"In [{number}] is still running ({elapsed}).")
+    if last:
+        lines.append("Last lines:")
+        lines.extend(line["text"] + clipped_suffix(line) for line in last[-RUNNING_TAIL:])
+    else:
+        lines.append("No output yet.")
+    if unstored_note(execution):
+        lines.append(unstored_note(execution))
+    lines.extend(gap_note(gap) for gap in execution["gaps"])
+    if execution["state"] == "awaiting_input":
+        lines.append(f'Answer with send_input(value="…", execution={number}), or interrupt().')
+    else:
+        lines.append(
+            f"It keeps running. wait(execution={number}) waits more; read_output and "
+            "search_output look at its output; interrupt() stops it."
+        )
+    return "\n".join(lines)
+
+
+def cell_text(
+    execution: wire.Execution, limits: OutputLimits | None = None, audience: Audience = "person"
+) -> str:
+    """Return an execution as the model reads it, for a terminal: images named, not shown."""
+    output = CellOutput.from_gateway(execution.get("output"))
+    blocks = render_cell(execution, output, limits, audience)
+    return "\n".join(
+        block if isinstance(block, str) else f"[image {block.index}: {block.mime}]"
+        for block in blocks
+    )

@@ -1,0 +1,106 @@
+"""Kernels and executions as status lines and tables."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from loomgate.shared import wire
+from loomgate.shared.wire import RUNNING_STATES
+from loomgate.translator.presentation.cells import (
+    format_elapsed,
+    gap_note,
+    state_note,
+    unstored_note,
+)
+
+
+def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
+    """Return one kernel's summary."""
+    name = kernel["name"] or "(unnamed)"
+    latest = kernel["last_execution"]
+    lines = [
+        f"Kernel {name} [{kernel['id'][:8]}] on {gateway}: {kernel['state']}, "
+        f"{kernel['lifetime']}, {kernel['kernel_spec'] or '?'}",
+        f"executions: {kernel['executions']}" + (f" (latest In [{latest}])" if latest else ""),
+    ]
+    if kernel["current_execution"]:
+        lines.append(f"running: In [{kernel['current_execution']}]")
+    if kernel["cwd"]:
+        lines.append(f"cwd: {kernel['cwd']}")
+    lines.append(f"connections: {kernel['connections']}")
+    return "\n".join(lines)
+
+
+def render_execution_status(execution: wire.Execution) -> str:
+    """Return one execution's lifecycle and stream sizes."""
+    parts = [f"In [{execution['number']}]: {execution['state']}"]
+    parts.append(f"elapsed {format_elapsed(execution['elapsed'])}")
+    if execution["state"] in RUNNING_STATES:
+        parts.append(f"silent for {format_elapsed(execution['silent_for'])}")
+    lines = [", ".join(parts)]
+    note = state_note(execution)
+    if note:
+        lines.append(note)
+    error = execution["error"]
+    if error:
+        lines.append(f"error: {error['name']}: {error['value']}")
+    sizes = ", ".join(
+        f"{name} {size['lines']:,} lines"
+        for name, size in execution["streams"].items()
+        if size["lines"]
+    )
+    lines.append(f"streams: {sizes or 'no output'}")
+    if unstored_note(execution):
+        lines.append(unstored_note(execution))
+    lines.extend(gap_note(gap) for gap in execution["gaps"])
+    if execution["rich"]:
+        lines.append(f"rich outputs: {len(execution['rich'])}")
+    lines.append("code:")
+    lines.append(_indent(execution["code"]))
+    return "\n".join(lines)
+
+
+def _indent(text: str, limit: int = 20) -> str:
+    """Return `text` indented two spaces, at most `limit` lines of it."""
+    lines = text.splitlines() or [""]
+    shown = [f"  {line}" for line in lines[:limit]]
+    if len(lines) > limit:
+        shown.append(f"  … {len(lines) - limit} more lines")
+    return "\n".join(shown)
+
+
+def render_kernels(
+    kernels: Sequence[wire.Kernel], current: str | None, gateway: str, now: float | None = None
+) -> str:
+    """Return a table of kernels; `*` marks the one this conversation uses."""
+    if not kernels:
+        return f"No kernels on {gateway}."
+    now = time.time() if now is None else now
+    rows = [("", "name", "id", "spec", "state", "lifetime", "runs", "idle", "conn")]
+    for kernel in kernels:
+        last = kernel["last_activity"]
+        rows.append(
+            (
+                "*" if kernel["id"] == current else "",
+                kernel["name"] or "-",
+                kernel["id"][:8],
+                kernel["kernel_spec"] or "-",
+                kernel["state"],
+                kernel["lifetime"],
+                str(kernel["executions"]),
+                format_elapsed(now - last) if last else "-",
+                str(kernel["connections"]),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join([f"Kernels on {gateway}:", *table])
+
+
+def kernel_label(kernel: wire.Kernel) -> str:
+    """Return a kernel's name, or its short id."""
+    return kernel["name"] or kernel["id"][:8]

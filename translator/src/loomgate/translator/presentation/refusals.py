@@ -1,0 +1,51 @@
+"""Requests that cannot be done now, said so that the reader knows what to do instead."""
+
+from __future__ import annotations
+
+from loomgate.translator.presentation.audience import Audience
+
+
+def busy_refusal(running: int | None, audience: Audience) -> str:
+    """Return why a cell was not run: the kernel runs In [`running`] (None: one is starting)."""
+    if audience == "model":
+        if running is None:
+            return (
+                "The kernel is busy starting another cell; the cell was not run. "
+                "Try again in a moment."
+            )
+        return (
+            f"The kernel is busy running In [{running}]; the cell was not run. "
+            f"Use wait(execution={running}) to wait for it or interrupt() to stop it."
+        )
+    if running is None:
+        return "the kernel is busy starting another cell; try again"
+    return f"the kernel is busy running In [{running}]; wait for it or run `loomgate interrupt`"
+
+
+def dismissed_dialog_note(number: int) -> str:
+    """Return the note for an input dialog the person dismissed (the cell still waits)."""
+    return (
+        f"The input dialog was dismissed; In [{number}] still waits for input. "
+        f'Answer with send_input(value="…", execution={number}) or interrupt().'
+    )
+
+
+# How an execution in each state is described after "it": "In [3] … ; it completed."
+STATE_PHRASES: dict[str, str] = {
+    "running": "is still running",
+    "awaiting_input": "is waiting for input",
+    "completed": "completed",
+    "error": "ended with an error",
+    "interrupted": "was interrupted",
+    "killed": "was killed",
+    "died": "died with its kernel",
+    "lost": "was lost",
+}
+
+
+def not_waiting_for_input(number: int | None, state: str | None) -> str:
+    """Return the refusal of an answer to an execution that is not waiting for input."""
+    if number is None:
+        return "No cell is waiting for input."
+    phrase = STATE_PHRASES.get(state or "", f"is {state}")
+    return f"In [{number}] is not waiting for input; it {phrase}."
