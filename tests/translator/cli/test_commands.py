@@ -286,3 +286,29 @@ async def test_stream_protocol(
     assert other != delimiter and "eof ends it" in again
     after = {k["id"] for k in (await http.get("/api/loomgate/kernels")).json()["kernels"]}
     assert after == before, "each stream session stops the kernel it created"
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+async def test_run_starts_a_named_kernel_with_the_users_setup(
+    gateway: GatewayProcess, tmp_path: Path, config_dir: Path
+) -> None:
+    (config_dir / "startup.py").write_text("import numpy_that_is_not_installed\n")
+    (config_dir / "inspectors.py").write_text((EXAMPLES / "inspectors.py").read_text())
+    env = cli_env(gateway, tmp_path)
+    try:
+        status, out, err = await loomgate(
+            env, "run", "--kernel", "fresh-work", "import shutil\nshutil.rmtree('/x')"
+        )
+        assert err.split("\n")[:2] == [
+            f"starting kernel 'fresh-work' on {gateway.url} …",
+            "startup.py failed; the kernel is usable without it:",
+        ]
+        assert "RuleBlock: shutil.rmtree is blocked here" in out
+        assert (status, out.split("\n")[0]) == (1, "In [1]:")
+        status, out, err = await loomgate(env, "run", "--kernel", "fresh-work", "40 + 2")
+        assert (status, err) == (0, "")  # set up already: nothing said twice
+        assert out.split("\n")[:2] == ["In [2]:", "Out[2]: 42"]
+    finally:
+        await loomgate(env, "stop", "fresh-work")

@@ -233,6 +233,41 @@ class SearchReply(TypedDict):
 # -- kernels ----------------------------------------------------------------------------------
 
 
+SetupState = Literal["ok", "failed", "unfinished"]
+
+
+class SetupPart(TypedDict):
+    """Code a kernel runs silently after every start (no number, no record): startup.py,
+    inspectors. A part that catches its own failure reports it by setting
+    `get_ipython()._loomgate_setup_failure` to the text to show."""
+
+    name: str
+    code: str
+
+
+class SetupResult(TypedDict):
+    """How one setup part ran in the kernel's current process."""
+
+    name: str
+    state: SetupState  # unfinished: still running when the wait ended (cells queue behind it)
+    output: str  # what it printed, clipped
+    failure: str | None  # its traceback, when it failed
+
+
+class Setup(TypedDict):
+    """A kernel's setup: the names of its parts, and how they ran in the current process."""
+
+    parts: list[str]
+    results: list[SetupResult]
+
+
+class SetupReply(TypedDict):
+    """The answer to a setup registration."""
+
+    setup: Setup
+    ran: bool  # False: these parts had already run in this process, unchanged
+
+
 class Kernel(TypedDict):
     """A kernel as the gateway knows it, live or gone."""
 
@@ -252,6 +287,7 @@ class Kernel(TypedDict):
     created: float | None
     ended: float | None
     implementation: str
+    setup: Setup
 
 
 class KernelReply(TypedDict):

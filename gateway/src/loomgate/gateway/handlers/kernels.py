@@ -1,4 +1,5 @@
-"""Endpoints for kernels: gateway info, list, create-or-get, get, stop, interrupt, reset."""
+"""Endpoints for kernels: gateway info, list, create-or-get, get, stop, interrupt, reset,
+setup."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ CAPABILITIES = [
     "interrupt",
     "rich",
     "long_poll",
+    "setup",
 ]
 
 
@@ -126,6 +128,28 @@ class ResetHandler(LoomHandler):
         await self.registry.reset(kernel)
         killed = running.summary() if running is not None else None
         self.reply(wire.ResetReply(kernel=kernel.model(), killed=killed))
+
+
+class SetupHandler(LoomHandler):
+    """PUT /api/loomgate/kernels/{ref}/setup {"parts": [{name, code}], "wait": s}."""
+
+    @endpoint
+    async def put(self, ref: str) -> None:
+        """Register the kernel's setup and run it now unless it already ran unchanged."""
+        body = self.body()
+        parts = body.get("parts")
+        if not isinstance(parts, list) or not all(
+            isinstance(p, dict)
+            and set(p) == {"name", "code"}
+            and all(isinstance(v, str) for v in p.values())
+            for p in parts
+        ):
+            raise BadRequest('parts must be a list of {"name": str, "code": str} objects')
+        wait = self.number_arg("wait", 60.0, lo=0, hi=3600, body=body)
+        kernel = self.registry.resolve(ref)
+        setup = [wire.SetupPart(name=p["name"], code=p["code"]) for p in parts]
+        ran = await kernel.register_setup(setup, wait)
+        self.reply(wire.SetupReply(setup=kernel.setup.model(), ran=ran))
 
 
 class ShutdownHandler(LoomHandler):

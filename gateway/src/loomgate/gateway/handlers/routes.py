@@ -19,6 +19,7 @@ from loomgate.gateway.handlers.kernels import (
     KernelHandler,
     KernelsHandler,
     ResetHandler,
+    SetupHandler,
     ShutdownHandler,
 )
 
@@ -33,6 +34,7 @@ def routes(base: str = "/api/loomgate") -> list[tuple[str, type[APIHandler]]]:
         (kernel, KernelHandler),
         (kernel + r"/interrupt", InterruptHandler),
         (kernel + r"/reset", ResetHandler),
+        (kernel + r"/setup", SetupHandler),
         (kernel + r"/executions", ExecutionsHandler),
         (execution, ExecutionHandler),
         (execution + r"/streams/(?P<stream>[^/]+)", StreamHandler),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from hmac import compare_digest
 from typing import Any, cast
 
@@ -43,6 +44,7 @@ class KernelChannels:
         self._probes: set[str] = set()
         self._iopub_seen: asyncio.Future[None] | None = None
         self._idle_waiters: dict[str, asyncio.Future[None]] = {}
+        self._silent_output: dict[str, list[str]] = {}  # stream text of silent runs, by msg_id
         self.iopub: ZMQStream = km.connect_iopub()
         self.shell: ZMQStream = km.connect_shell(identity=identity)
         self.control: ZMQStream = km.connect_control()
@@ -104,10 +106,10 @@ class KernelChannels:
                 self._iopub_seen.set_result(None)
             return
         if parent_id in self._idle_waiters:
-            if (
-                msg["header"]["msg_type"] == "status"
-                and msg["content"]["execution_state"] == "idle"
-            ):
+            msg_type = msg["header"]["msg_type"]
+            if msg_type == "stream" and parent_id in self._silent_output:
+                self._silent_output[parent_id].append(str(msg["content"].get("text", "")))
+            elif msg_type == "status" and msg["content"]["execution_state"] == "idle":
                 waiter = self._idle_waiters.pop(parent_id)
                 if not waiter.done():
                     waiter.set_result(None)
@@ -182,6 +184,26 @@ class KernelChannels:
         self.session.send(self.shell, msg)
         await waiter
 
+    def send_silently(self, code: str, user_expressions: dict[str, str]) -> SilentRun:
+        """Send `code` as a silent execute (IPython gives it no number, loomgate no record);
+        return the run, whose output and reply arrive later."""
+        content = {
+            "code": code,
+            "silent": True,
+            "store_history": False,
+            "user_expressions": user_expressions,
+            "allow_stdin": False,
+        }
+        msg_id, reply = self._send_expecting_reply("execute_request", content)
+        idle = self._idle_waiters[msg_id] = asyncio.get_running_loop().create_future()
+        output = self._silent_output[msg_id] = []
+        return SilentRun(msg_id, reply, idle, output, self)
+
+    def forget_silent(self, msg_id: str) -> None:
+        """Stop collecting the output of silent run `msg_id`."""
+        self._silent_output.pop(msg_id, None)
+        self._idle_waiters.pop(msg_id, None)
+
     def send_shell(self, msg_type: str, content: dict[str, Any]) -> Message:
         """Send a shell request and return the message sent (its header has the msg_id)."""
         msg = self.session.msg(msg_type, content)
@@ -213,3 +235,24 @@ class KernelChannels:
             if not stream.closed():
                 stream.on_recv(None)
                 stream.close(linger=0)
+
+
+@dataclass
+class SilentRun:
+    """A silent execute sent to the kernel: its reply, its end (idle) and what it printed."""
+
+    msg_id: str
+    reply: asyncio.Future[Message]
+    idle: asyncio.Future[None]
+    output: list[str]
+    channels: KernelChannels
+
+    async def finished(self) -> tuple[Message, str]:
+        """Return the execute_reply and the printed text, once the run has ended
+        (ConnectionError if the channels closed first: the process went away)."""
+        both: set[asyncio.Future[Any]] = {self.reply, self.idle}
+        await asyncio.wait(both)
+        self.channels.forget_silent(self.msg_id)
+        if self.reply.cancelled() or self.idle.cancelled():
+            raise ConnectionError("the kernel process went away")
+        return self.reply.result(), "".join(self.output)

@@ -9,15 +9,17 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
-from loomgate.gateway.errors import Conflict, Unavailable
+from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.channels import KernelChannels, Message
 from loomgate.gateway.kernels.executions import ExecutionTracker
 from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.provisioner import ResidentProvisioner, exit_reason
 from loomgate.gateway.kernels.resident import ResidentLaunch
+from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
+from loomgate.shared import wire
 from loomgate.shared.wire import Kernel, KernelState
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ class LoomKernel:
         self.execution_state = "starting"  # the kernel's own busy/idle
         self.channels: KernelChannels | None = None
         self.executions = ExecutionTracker(store, events)
+        self.setup = KernelSetup(store)
         self.holders = 0
         self._died_record: ExecutionRecord | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -112,7 +115,8 @@ class LoomKernel:
     # -- process lifecycle (called by the kernel manager) -------------------------------------
 
     async def process_started(self) -> None:
-        """Attach fresh channels to a just-launched process, prove IOPub live, seed its counter."""
+        """Attach fresh channels to a just-launched process, prove IOPub live, seed its counter,
+        run its setup."""
         await self._attach(CONFIRM_TIMEOUT)
         if self.implementation == "ipython" and self.store.last_number > 0:
             await self._seed_counter(self.store.last_number + 1)
@@ -120,6 +124,8 @@ class LoomKernel:
             died = dict(self._died_record.meta["died"], restarted=True)
             self._died_record.amend(died=died, note="the kernel was restarted; its state is gone")
             self._died_record = None
+        assert self.channels is not None
+        await self.setup.run(self.channels)
         self._ready()
 
     async def adopt(self, running: ExecutionRecord | None, timeout: float) -> None:
@@ -243,6 +249,14 @@ class LoomKernel:
 
     # -- requests -----------------------------------------------------------------------------
 
+    async def register_setup(self, parts: list[wire.SetupPart], timeout: float) -> bool:
+        """Make `parts` this kernel's setup, run now (and after every restart) unless they
+        already ran in this process; return whether they ran now."""
+        await self.settle()
+        if self.phase != "ready" or self.channels is None:
+            raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
+        return await self.setup.register(parts, self.channels, timeout)
+
     async def settle(self) -> None:
         """Return once a start or restart in progress has ended (or START_TIMEOUT passed)."""
         with contextlib.suppress(asyncio.TimeoutError):
@@ -253,6 +267,14 @@ class LoomKernel:
         await self.settle()  # a start or restart takes seconds: wait rather than refuse
         if self.phase != "ready" or self.channels is None:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
+        if self.setup.running:
+            parts = self.setup.model()["parts"]
+            raise Busy(
+                f"the kernel is still running its setup ({', '.join(parts)}); "
+                "try again when it has finished",
+                running=None,
+                setup=parts,
+            )
         await self.executions.refuse_if_busy(START_TIMEOUT)
         self.store.check_writable()  # never run a cell whose record cannot be kept
         msg_id, reply = self.channels.send_cell(cell_content(code))
@@ -277,12 +299,18 @@ class LoomKernel:
         return record
 
     async def _repeat_interrupt(self, record: ExecutionRecord) -> None:
-        """Send SIGINT again while the cell runs on with no sign of the first one."""
+        """Send SIGINT again while the cell runs on with no sign of the first one.
+
+        Output since the interrupt is such a sign: the cell's code runs, and may be handling
+        the KeyboardInterrupt, which a second one would break.
+        """
         for _ in range(INTERRUPT_REPEATS):
             await record.wait(INTERRUPT_RECHECK)
             if record.state != "running" or record.meta["error"] is not None:
                 return
             if self.current is not record or self.phase != "ready":
+                return
+            if record.last_output > record.meta["interrupt_requested"]:
                 return
             self.log.info(
                 "Execution %s ran on after an interrupt; interrupting again", record.number
@@ -319,4 +347,5 @@ class LoomKernel:
         model["connections"] = self.holders + self.km.parent.connections(self.id)
         model["holders"] = self.holders
         model["ended"] = None
+        model["setup"] = self.setup.model()
         return model

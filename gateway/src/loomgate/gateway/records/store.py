@@ -11,7 +11,7 @@ from typing import Any
 from loomgate.gateway.errors import StorageFailed
 from loomgate.gateway.records.record import ExecutionRecord, os_error_reason
 from loomgate.shared.paths import write_json_atomic
-from loomgate.shared.wire import Kernel
+from loomgate.shared.wire import Kernel, Setup
 
 log = logging.getLogger(__name__)
 
@@ -175,4 +175,14 @@ class RecordStore:
             created=meta.get("created"),
             ended=meta.get("ended"),
             implementation=meta.get("implementation", ""),
+            setup=kept_setup(meta),
         )
+
+
+def kept_setup(meta: dict[str, Any]) -> Setup:
+    """Return the setup kept in a kernel's kernel.json (none for kernels from before setups)."""
+    kept = meta.get("setup") or {}
+    return Setup(
+        parts=[part["name"] for part in kept.get("parts", [])],
+        results=list(kept.get("results", [])),
+    )

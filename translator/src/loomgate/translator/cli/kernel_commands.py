@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.kernel_setup import KernelSetup
 from loomgate.translator.output_view import OutputLimits
 from loomgate.translator.presentation import (
     cell_text,
@@ -19,6 +21,7 @@ from loomgate.translator.presentation import (
     render_kernels,
     render_read,
     render_search,
+    render_setup,
 )
 
 DEFAULT_KERNEL = "default"
@@ -28,6 +31,16 @@ OUTPUT_LIMITS = OutputLimits()
 async def existing_kernel(client: GatewayClient, name: str | None) -> str:
     """Return the id of --kernel, else of the `default` kernel (which must exist)."""
     return (await client.get_kernel(name or DEFAULT_KERNEL))["id"]
+
+
+async def set_up(client: GatewayClient, kernel_id: str) -> None:
+    """Give the kernel the user's startup.py and inspectors (they stay, and run again after
+    every restart), printing to stderr what running them now printed or how it failed."""
+    reply = await KernelSetup.from_config().install(client, kernel_id)
+    if reply is not None and reply["ran"]:
+        report = render_setup(reply["setup"]["results"])
+        if report:
+            print(report, file=sys.stderr, flush=True)
 
 
 async def finished(client: GatewayClient, kernel: str, selector: str | int) -> wire.Execution:

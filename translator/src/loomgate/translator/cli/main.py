@@ -48,7 +48,11 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a cell and stream its output")
     run.add_argument("code", nargs="?", help="the cell, or - to read it from stdin")
     run.add_argument("--file", type=Path, help="read the cell from this file")
-    run.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
+    run.add_argument(
+        "--kernel",
+        help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r}); a name that runs no "
+        "kernel starts a persistent one by that name",
+    )
     run.add_argument("--json", action="store_true", help="print the record as JSON at the end")
     output = commands.add_parser("output", help="read lines of an execution's output")
     output.add_argument("execution", nargs="?", help="execution number (default: latest)")
@@ -68,8 +72,13 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser("interrupt", help="interrupt the running execution")
     commands.add_parser("reset", help="restart the kernel, keeping records and numbering")
     stream = commands.add_parser("stream", help="the delimiter-framed protocol on stdin/stdout")
-    for sub in (output, search, wait, stream):
+    for sub in (output, search, wait):
         sub.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
+    stream.add_argument(
+        "--kernel",
+        help="kernel name or id prefix (default: a kernel of the session's own, stopped after "
+        "the grace period once the session ends)",
+    )
     for name in ("interrupt", "reset"):
         commands.choices[name].add_argument("--kernel", help="kernel name or id prefix")
     kernels = commands.add_parser("kernels", help="list the gateway's kernels")

@@ -12,7 +12,7 @@ from pathlib import Path
 from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.cli.errors import UsageError
-from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL
+from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL, set_up
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.presentation import (
@@ -41,23 +41,23 @@ def cell_source(args: argparse.Namespace) -> str:
 
 
 async def bound_kernel(client: GatewayClient, name: str | None) -> str:
-    """Return the id of the kernel to run on: --kernel, else the persistent `default` one."""
-    if name:
-        kernel = await client.get_kernel(name)
-        if not kernel["alive"]:
-            raise UsageError(f"kernel {name} is no longer running")
-        return str(kernel["id"])
+    """Return the id of the kernel to run on (--kernel, else `default`), started as a named
+    persistent kernel when none by that name runs; either way it gets the user's setup."""
+    chosen = name or DEFAULT_KERNEL
+    kernel_id: str | None = None
     try:
-        current = await client.get_kernel(DEFAULT_KERNEL)
-        if current["alive"]:
-            return str(current["id"])
+        kernel = await client.get_kernel(chosen)
+        kernel_id = kernel["id"] if kernel["alive"] else None
     except GatewayError as e:
         if e.code != "not_found":
             raise
-    print(f"starting kernel {DEFAULT_KERNEL!r} on {client.label} …", file=sys.stderr, flush=True)
-    cwd = str(Path.cwd()) if client.on_this_host else None
-    created = await client.create_kernel(name=DEFAULT_KERNEL, lifetime="persistent", cwd=cwd)
-    return created["kernel"]["id"]
+    if kernel_id is None:
+        print(f"starting kernel {chosen!r} on {client.label} …", file=sys.stderr, flush=True)
+        cwd = str(Path.cwd()) if client.on_this_host else None
+        created = await client.create_kernel(name=chosen, lifetime="persistent", cwd=cwd)
+        kernel_id = created["kernel"]["id"]
+    await set_up(client, kernel_id)
+    return kernel_id
 
 
 async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
@@ -68,7 +68,9 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
         execution = (await client.submit(kernel, code))["execution"]
     except GatewayError as e:
         if e.code == "busy":
-            raise UsageError(busy_refusal(e.details.get("running"), "person")) from None
+            raise UsageError(
+                busy_refusal(e.details.get("running"), "person", e.details.get("setup"))
+            ) from None
         raise
     number = execution["number"]
     interrupts = 0

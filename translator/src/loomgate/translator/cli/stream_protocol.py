@@ -7,7 +7,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from loomgate.translator.cli.kernel_commands import existing_kernel, finished
+from loomgate.translator.cli.kernel_commands import existing_kernel, finished, set_up
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.hold import Hold
@@ -27,6 +27,7 @@ async def stream_session(client: GatewayClient, kernel_name: str | None) -> int:
     hold = Hold(client, kernel) if owned else None
     if hold is not None:
         await hold.open()
+    await set_up(client, kernel)
     write = sys.stdout.write
     write(
         "loomgate stream: one line is one cell. For a multi-line cell send a line `--`, the "

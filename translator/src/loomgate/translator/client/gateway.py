@@ -91,6 +91,20 @@ class GatewayClient(GatewayHttp):
         """Return the kernel once its new process is ready, and the execution it killed."""
         return cast(wire.ResetReply, await self.request("POST", f"kernels/{quoted(ref)}/reset"))
 
+    async def setup(
+        self, ref: str, parts: list[wire.SetupPart], *, wait: float = 60.0
+    ) -> wire.SetupReply:
+        """Register the kernel's setup; it runs now (waiting up to `wait`) unless it already
+        ran unchanged in the kernel's current process."""
+        body = {"parts": parts, "wait": wait}
+        data = await self.request(
+            "PUT",
+            f"kernels/{quoted(ref)}/setup",
+            body=body,
+            read_timeout=wait + self.long_poll_margin(),
+        )
+        return cast(wire.SetupReply, data)
+
     async def shutdown(self, *, keep_kernels: bool) -> None:
         """Ask the gateway to stop once it has answered, ending its kernels or keeping them."""
         await self.request("POST", "shutdown", body={"kernels": "keep" if keep_kernels else "stop"})

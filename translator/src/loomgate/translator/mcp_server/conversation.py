@@ -9,10 +9,11 @@ from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.hold import Hold
+from loomgate.translator.client.kernel_setup import KernelSetup
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
-from loomgate.translator.mcp_server.kernel_setup import KernelSetup
 from loomgate.translator.mcp_server.settings import Settings
+from loomgate.translator.presentation import render_setup
 
 
 class NothingRunYet(Exception):
@@ -36,6 +37,7 @@ class Conversation:
         self._binding: asyncio.Future[None] | None = None
         self._early: tuple[GatewayTarget, asyncio.Task[GatewayClient]] | None = None
         self.pending_startup = ""
+        self.installed: list[str] = []  # the setup parts the last set_up ran
 
     # -- gateways -----------------------------------------------------------------------------
 
@@ -148,16 +150,27 @@ class Conversation:
                     code="unavailable",
                 )
             await self._bind(client, kernel)
+            self.pending_startup = await self.set_up(client, kernel["id"])
             return
         cwd = self.settings.cwd if client.on_this_host else None
         kernel = (await client.create_kernel(lifetime="conversation", cwd=cwd))["kernel"]
         await self._bind(client, kernel)
-        self.pending_startup = await self.setup.run(client, kernel["id"])
+        self.pending_startup = await self.set_up(client, kernel["id"])
+
+    async def set_up(self, client: GatewayClient, kernel_id: str) -> str:
+        """Give the kernel this user's startup.py and inspectors (they stay, and run again after
+        every restart); return what running them now printed or how it failed ("" if they
+        had already run there)."""
+        reply = await self.setup.install(client, kernel_id)
+        self.installed = reply["setup"]["parts"] if reply is not None and reply["ran"] else []
+        if not self.installed or reply is None:
+            return ""
+        return render_setup(reply["setup"]["results"], outputs=not self.settings.quiet)
 
     def take_startup_output(self) -> str:
-        """Return the startup output not yet shown (once), or "" (always "" with --quiet)."""
+        """Return what the kernel's setup said and was not shown yet (once), or ""."""
         text, self.pending_startup = self.pending_startup, ""
-        return "" if self.settings.quiet else text
+        return text
 
     async def _bind(self, client: GatewayClient, kernel: wire.Kernel) -> None:
         """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel."""
@@ -181,18 +194,18 @@ class Conversation:
         client = await self.gateway(gateway) if gateway else await self.gateway()
         existing = await self._find(client, kernel)
         if existing is not None:
-            await self._bind(client, existing)
-            return existing, False, ""
-        reply = await client.create_kernel(
-            name=kernel,
-            kernel_spec=kernel_spec,
-            lifetime="persistent",
-            cwd=self.settings.cwd if client.on_this_host else None,
-        )
-        created, is_new = reply["kernel"], reply["created"]
-        startup = await self.setup.run(client, created["id"]) if is_new else ""
-        await self._bind(client, created)
-        return created, is_new, "" if self.settings.quiet else startup
+            chosen, is_new = existing, False
+        else:
+            reply = await client.create_kernel(
+                name=kernel,
+                kernel_spec=kernel_spec,
+                lifetime="persistent",
+                cwd=self.settings.cwd if client.on_this_host else None,
+            )
+            chosen, is_new = reply["kernel"], reply["created"]
+        startup = await self.set_up(client, chosen["id"])
+        await self._bind(client, chosen)
+        return chosen, is_new, startup
 
     async def _find(self, client: GatewayClient, ref: str) -> wire.Kernel | None:
         try:

@@ -84,7 +84,9 @@ async def run_cell(
         )
     except GatewayError as e:
         if e.code == "busy":
-            raise ToolFailure(busy_refusal(e.details.get("running"), "model")) from None
+            raise ToolFailure(
+                busy_refusal(e.details.get("running"), "model", e.details.get("setup"))
+            ) from None
         gone = e.details.get("kernel_id")
         if e.code == "unavailable" and gone and kernel is None:
             await conversation.forget_kernel(gone)
@@ -95,7 +97,7 @@ async def run_cell(
                 "cell again to start a new kernel, or connect() to another."
             ) from None
         raise
-    note = f"startup.py output:\n{startup}" if startup else ""
+    note = startup
     return await follower.follow(
         ctx, client, ref, response, deadline=deadline, full_output=full_output, note=note
     )

@@ -16,7 +16,12 @@ from loomgate.translator.mcp_server.results import (
     tool_result,
 )
 from loomgate.translator.mcp_server.tool_registry import KernelArg, conversation_of, tool
-from loomgate.translator.presentation import kernel_label, render_kernels
+from loomgate.translator.presentation import (
+    installed_note,
+    kernel_label,
+    render_kernels,
+    render_setup,
+)
 
 
 @tool
@@ -26,15 +31,16 @@ async def reset(ctx: Context, kernel: KernelArg = None) -> Annotated[CallToolRes
     client, ref = await conversation.kernel_ref(kernel)
     response = await client.reset(ref)
     kernel_model, killed = response["kernel"], response["killed"]
-    startup = await conversation.setup.run(client, kernel_model["id"])
+    quiet = conversation.settings.quiet
+    startup = render_setup(kernel_model["setup"]["results"], outputs=not quiet)  # ran again
     lines = [
         f"Kernel {kernel_label(kernel_model)} was reset: its variables are gone; "
         "records and numbering are kept."
     ]
     if killed:
         lines.append(f"In [{killed['number']}] was running and was killed.")
-    if startup and not conversation.settings.quiet:
-        lines.append(f"startup.py output:\n{startup}")
+    if startup:
+        lines.append(startup)
     model = KernelAction(
         action="reset",
         kernel=KernelInfo.of(kernel_model, client.label),
@@ -63,8 +69,10 @@ async def connect(
         f"{verb} kernel {kernel_label(model)} on {client.label} "
         f"({model['executions']} executions so far)."
     ]
+    if conversation.installed and not created:
+        lines.append(installed_note(conversation.installed))
     if startup:
-        lines.append(f"startup.py output:\n{startup}")
+        lines.append(startup)
     action = KernelAction(
         action="connect", kernel=KernelInfo.of(model, client.label), created=created
     )

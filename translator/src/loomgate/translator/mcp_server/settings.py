@@ -116,7 +116,11 @@ def parser() -> argparse.ArgumentParser:
         default=defaults.result_mode,
         help="structured: text plus structuredContent (default); content: text only",
     )
-    parser.add_argument("--quiet", action="store_true", help="do not show startup.py output")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not show what startup.py printed (its failures still show)",
+    )
     parser.add_argument("--no-autostart", action="store_true", help="never start the local gateway")
     parser.add_argument(
         "--max-lines",

@@ -25,10 +25,12 @@ from loomgate.translator.presentation.cells import (
     unstored_note,
 )
 from loomgate.translator.presentation.kernels import (
+    installed_note,
     kernel_label,
     render_execution_status,
     render_kernel,
     render_kernels,
+    render_setup,
 )
 from loomgate.translator.presentation.reads import (
     read_on,
@@ -53,6 +55,7 @@ __all__ = [
     "dismissed_dialog_note",
     "format_elapsed",
     "gap_note",
+    "installed_note",
     "kernel_label",
     "not_waiting_for_input",
     "omission_line",
@@ -66,6 +69,7 @@ __all__ = [
     "render_read",
     "render_running",
     "render_search",
+    "render_setup",
     "state_note",
     "unstored_note",
 ]

@@ -104,3 +104,32 @@ def render_kernels(
 def kernel_label(kernel: wire.Kernel) -> str:
     """Return a kernel's name, or its short id."""
     return kernel["name"] or kernel["id"][:8]
+
+
+# What a failed part means for the kernel, by part name.
+SETUP_FAILED = {
+    "startup.py": "startup.py failed; the kernel is usable without it:",
+    "inspectors.py": "inspectors.py failed; no inspector checks this kernel's cells:",
+}
+
+
+def render_setup(results: Sequence[wire.SetupResult], *, outputs: bool = True) -> str:
+    """Return what a kernel's setup printed (unless not `outputs`) and how a part failed ("" when
+    there is nothing to say)."""
+    out: list[str] = []
+    for result in results:
+        name = result["name"]
+        if result["output"] and outputs:
+            out += [f"{name} output:", result["output"]]
+        if result["state"] == "failed":
+            out += [SETUP_FAILED.get(name, f"{name} failed:"), result["failure"] or ""]
+        elif result["state"] == "unfinished":
+            out.append(f"{name} is {result['failure']}")
+    return "\n".join(out)
+
+
+def installed_note(parts: Sequence[str]) -> str:
+    """Return the note that a kernel made elsewhere now has the user's setup."""
+    names = " and ".join(parts)
+    pronoun = "it runs" if len(parts) == 1 else "they run"
+    return f"Installed {names} in this kernel; {pronoun} again after every restart."

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loomgate.translator.presentation.audience import Audience
 
 
-def busy_refusal(running: int | None, audience: Audience) -> str:
-    """Return why a cell was not run: the kernel runs In [`running`] (None: one is starting)."""
+def busy_refusal(
+    running: int | None, audience: Audience, setup: Sequence[str] | None = None
+) -> str:
+    """Return why a cell was not run: the kernel runs In [`running`], its `setup` parts, or
+    (neither) a cell another client just sent."""
+    if setup:
+        names = ", ".join(setup)
+        if audience == "model":
+            return (
+                f"The kernel is still running its setup ({names}); the cell was not run. "
+                "Try again in a moment."
+            )
+        return f"the kernel is still running its setup ({names}); try again in a moment"
     if audience == "model":
         if running is None:
             return (

@@ -1,0 +1,156 @@
+"""The user's startup.py and inspectors.py as a kernel's setup: registered with the gateway,
+which runs them silently (no cell number) now and after every restart, each part on its own,
+in every kernel the translator or the CLI attaches to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loomgate.shared import wire
+from loomgate.shared.paths import config_dir
+
+if TYPE_CHECKING:
+    from loomgate.translator.client.gateway import GatewayClient
+
+STARTUP = "startup.py"
+INSPECTORS = "inspectors.py"
+SETUP_WAIT = 120.0
+
+# Runs one file's code in the kernel. A failure is reported (not raised): its traceback shows
+# the file's own frames, never this runner's, and the next part runs regardless.
+PART_RUNNER = r"""
+def __loomgate_setup_part(path, source, run):
+    import linecache, traceback
+    from IPython import get_ipython
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    try:
+        run(compile(source, path, "exec"))
+    except BaseException as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == path]
+        text = "".join(traceback.format_exception_only(type(error), error))
+        if frames:
+            stack = "".join(traceback.format_list(frames))
+            text = "Traceback (most recent call last):\n" + stack + text
+        get_ipython()._loomgate_setup_failure = text.rstrip("\n")
+"""
+
+STARTUP_RUNNER = r"""
+def __loomgate_startup(code, path):
+    namespace = globals()
+    namespace["__file__"] = path
+    try:
+        exec(code, namespace)
+    finally:
+        namespace.pop("__file__", None)
+"""
+
+# Installs an IPython AST transformer that calls each inspector with the cell's AST (and
+# source, for two-parameter inspectors) before the cell runs. Installing again replaces it.
+INSPECTOR_RUNTIME = r'''
+def __loomgate_install_inspectors(namespace, path, code):
+    import ast, inspect, sys
+    from IPython import get_ipython
+
+    class RuleBlock(Exception):
+        """Raised by an inspector to block a cell; only its message is shown."""
+
+    namespace["RuleBlock"] = RuleBlock
+    scope = {"RuleBlock": RuleBlock, "__file__": path, "__name__": "loomgate_inspectors"}
+    exec(code, scope)
+    found = list(scope.get("inspectors", []))
+    if callable(scope.get("inspect")):
+        found.insert(0, scope["inspect"])
+
+    class Inspectors(ast.NodeTransformer):
+        source = ""
+
+        def visit(self, tree):
+            source = self.source
+            for check in found:
+                try:
+                    arity = len(inspect.signature(check).parameters)
+                    note = check(tree, source) if arity >= 2 else check(tree)
+                except RuleBlock as blocked:
+                    message = ast.Constant(str(blocked))
+                    call = ast.Call(ast.Name("RuleBlock", ast.Load()), [message], [])
+                    body = [ast.Raise(call, ast.Constant(None))]
+                    return ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+                except Exception as error:
+                    name = getattr(check, "__name__", "inspector")
+                    print(f"[inspector {name} failed: {type(error).__name__}: {error}; "
+                          "the cell runs]", file=sys.stderr)
+                    continue
+                if isinstance(note, str) and note:
+                    print(f"[note] {note}")
+            return tree
+
+    transformer = Inspectors()
+
+    def remember_source(info):
+        transformer.source = info.raw_cell
+
+    ip = get_ipython()
+    previous = getattr(ip, "_loomgate_inspectors", None)
+    if previous is not None:
+        old_transformer, old_hook = previous
+        if old_transformer in ip.ast_transformers:
+            ip.ast_transformers.remove(old_transformer)
+        try:
+            ip.events.unregister("pre_run_cell", old_hook)
+        except ValueError:
+            pass
+    ip.ast_transformers.append(transformer)
+    ip.events.register("pre_run_cell", remember_source)
+    ip._loomgate_inspectors = (transformer, remember_source)
+'''
+
+
+@dataclass(frozen=True)
+class KernelSetup:
+    """What every kernel gets: startup.py, then the inspectors (either may be absent)."""
+
+    startup: Path | None
+    inspectors: Path | None
+
+    @classmethod
+    def from_config(cls, directory: Path | None = None) -> KernelSetup:
+        """Return the setup found in the config dir."""
+        directory = directory or config_dir()
+        startup = directory / STARTUP
+        inspectors = directory / INSPECTORS
+        return cls(
+            startup if startup.is_file() else None,
+            inspectors if inspectors.is_file() else None,
+        )
+
+    def parts(self) -> list[wire.SetupPart]:
+        """Return the setup parts, one per file, each running its file as source."""
+        parts: list[wire.SetupPart] = []
+        if self.startup is not None:
+            path, source = str(self.startup), self.startup.read_text(encoding="utf-8")
+            code = (
+                PART_RUNNER + STARTUP_RUNNER + f"__loomgate_setup_part({path!r}, {source!r}, "
+                f"lambda code: __loomgate_startup(code, {path!r}))\n"
+                "del __loomgate_setup_part, __loomgate_startup\n"
+            )
+            parts.append(wire.SetupPart(name=STARTUP, code=code))
+        if self.inspectors is not None:
+            path, source = str(self.inspectors), self.inspectors.read_text(encoding="utf-8")
+            code = (
+                PART_RUNNER + INSPECTOR_RUNTIME + f"__loomgate_setup_part({path!r}, {source!r}, "
+                f"lambda code: __loomgate_install_inspectors(globals(), {path!r}, code))\n"
+                "del __loomgate_setup_part, __loomgate_install_inspectors\n"
+            )
+            parts.append(wire.SetupPart(name=INSPECTORS, code=code))
+        return parts
+
+    async def install(self, client: GatewayClient, kernel_id: str) -> wire.SetupReply | None:
+        """Register this setup as the kernel's (it runs now unless it already ran there
+        unchanged); return the gateway's answer, or None when there is nothing to set up (a
+        setup someone else registered stays)."""
+        parts = self.parts()
+        if not parts:
+            return None
+        return await client.setup(kernel_id, parts, wait=SETUP_WAIT)
