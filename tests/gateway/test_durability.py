@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.gateway import GatewayClient
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, alive, wait_gone
 from tests.support.sse import events, next_event
@@ -253,7 +255,9 @@ async def test_kernel_that_cannot_restart_is_reported_dead(
         assert r.status_code == 503
         r = await http.post(API, json={"kernel_spec": "fragile"})
         assert r.status_code == 503
-        assert "failed to start" in r.json()["message"]
+        assert r.json()["message"].startswith(
+            "the kernel did not start: the kernel process exited with code 7"
+        )
 
 
 HOLDER = """
@@ -343,3 +347,67 @@ async def test_records_expire_after_retention(fresh_gateway: GatewayProcess) -> 
         assert (await http.get(f"{API}/{old}")).status_code == 404
         assert (await http.get(f"{API}/{recent}")).json()["kernel"]["state"] == "gone"
     assert not kernel_json.parent.exists()
+
+
+def crashing_kernel_spec(root: Path, name: str = "crashing") -> Path:
+    """Write a kernel spec whose process complains on stderr and exits; return JUPYTER_PATH."""
+    spec = root / "kernels" / name
+    spec.mkdir(parents=True)
+    code = "import sys; print('ImportError: no module named wibble', file=sys.stderr); sys.exit(3)"
+    argv = [sys.executable, "-c", code, "{connection_file}"]
+    kernel_json = {"argv": argv, "display_name": "crashing", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel_json))
+    return root
+
+
+CRASHED = (
+    "the kernel did not start: the kernel process exited with code 3; its last output:\n"
+    "ImportError: no module named wibble"
+)
+
+
+async def test_a_kernel_that_exits_while_starting_says_why(
+    fresh_gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    fresh_gateway.env = {"JUPYTER_PATH": str(crashing_kernel_spec(tmp_path / "jupyter"))}
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post("/api/kernels", json={"name": "crashing"})  # a stock Jupyter client
+        assert (r.status_code, r.json()["message"]) == (503, CRASHED)
+        r = await http.post(API, json={"kernel_spec": "crashing"})
+        assert (r.status_code, r.json()["message"]) == (503, CRASHED)
+        r = await http.get("/api/kernels")
+        assert r.json() == []  # nothing left behind
+    async with GatewayClient(fresh_gateway.url, fresh_gateway.token) as translator_side:
+        with pytest.raises(GatewayError) as refused:
+            await translator_side.create_kernel(kernel_spec="crashing")
+        assert (refused.value.code, str(refused.value)) == ("unavailable", CRASHED)
+
+
+async def test_the_cli_says_why_its_kernel_did_not_start(
+    fresh_gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    jupyter_path = crashing_kernel_spec(tmp_path / "jupyter", name="python3")
+    fresh_gateway.env = {"JUPYTER_PATH": str(jupyter_path)}
+    fresh_gateway.start()
+    env = {
+        **os.environ,
+        "LOOMGATE_URL": fresh_gateway.url,
+        "LOOMGATE_TOKEN": fresh_gateway.token,
+    }
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "loomgate.translator.cli",
+        "run",
+        "1",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(cli.communicate(), 120)
+    assert cli.returncode == 2
+    assert err.decode().split("\n")[1:3] == [
+        f"loomgate: {CRASHED}".split("\n")[0],
+        CRASHED.split("\n")[1],
+    ]

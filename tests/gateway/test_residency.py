@@ -321,6 +321,9 @@ async def test_a_cell_that_ended_unseen_is_lost_not_invented(
         assert ended["note"] == "it ended while the gateway was down; how it ended is unknown"
         assert ended["output"]["head"] == []  # what it printed unseen is not invented
         assert len(ended["gaps"]) == 1
+        # Its time ends where the gateway last saw it, not when the next one took it back.
+        assert ended["finished"] == ended["gaps"][0]["since"]
+        assert ended["elapsed"] == ended["finished"] - ended["started"]
         reply = await run(http, "unseen", "1 + 1", head=1)
         assert reply["execution"]["number"] == number + 1
 

@@ -173,6 +173,9 @@ async def test_tokens_absent_from_replies_and_logs(
     async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.headers) as http:
         probe = await http.get(f"/api/loomgate/kernels/{gateway.token}/executions")
         assert probe.status_code == 404
+        # The server logs a request just after sending its reply; the next reply comes after
+        # that line is written.
+        assert (await http.get("/api/status")).status_code == 200
     scanned = [*replies]
     logs += [gateway.state_dir / LOG_FILE, gateway.state_dir.parent / "state.stderr"]
     scanned += [path.read_text(errors="replace") for path in logs]

@@ -49,6 +49,7 @@ INVALID: list[tuple[str, str]] = [
     ("--1:", "START:STOP"),
     ("1 2", "START:STOP"),
     ("5:3", "start 5 comes after stop 3"),
+    (" 5 : 3", "start 5 comes after stop 3"),  # named as typed
     ("-3:-5", "start -3 comes after stop -5"),
 ]
 
@@ -64,10 +65,20 @@ def test_parse_rejects(text: str, words: str) -> None:
     assert "\n" not in message
 
 
+def test_the_whole_message() -> None:
+    with pytest.raises(LineRangeError) as raised:
+        LineRange.parse("0")
+    assert str(raised.value) == (
+        "Invalid line range '0': line numbers start at 1; expected START:STOP, 1-based, either "
+        "end optional, negative counting from the end."
+    )
+
+
 @pytest.mark.parametrize(("start", "stop"), [(0, 3), (3, 0), (5, 3), (-1, -2)])
 def test_constructor_rejects(start: int, stop: int) -> None:
-    with pytest.raises(LineRangeError):
+    with pytest.raises(LineRangeError) as raised:
         LineRange(start, stop)
+    assert str(raised.value).startswith(f"Invalid line range '{start}:{stop}': ")
 
 
 # (text, total lines, 0-based half-open span)
@@ -80,6 +91,8 @@ RESOLVED: list[tuple[str | None, int, tuple[int, int]]] = [
     ("-20:", 5, (0, 5)),
     ("3:", 10, (2, 10)),
     ("7:7", 100, (6, 7)),
+    ("1", 10, (0, 1)),
+    ("1:3", 10, (0, 3)),
     ("7", 100, (6, 7)),
     ("-1", 10, (9, 10)),
     ("-1", 0, (0, 0)),

@@ -147,6 +147,9 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
             assert probe.status_code == 404
         status, out, _ = await loomgate(env, "gateway", "logs")
         assert status == 0 and "404 GET /api/loomgate/kernels/<token>" in out
+        # One log, the useful one: the gateway's events at its log level (INFO), no DEBUG.
+        assert " DEBUG " not in out
+        assert f"listening on {info['url']}" in out and "Kernel started: " in out
         daemon_log = (state / DAEMON_LOG).read_text()
         assert "404 GET /api/loomgate/kernels/<token>" in daemon_log
         assert info["token"] not in out and info["token"] not in daemon_log
@@ -174,6 +177,22 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         assert status == 0, err
         status, out, _ = await loomgate(env, "run", "kept")
         assert out.splitlines()[1] == "Out[3]: 'across restarts'"
+
+        # The README's way to the token, and a new one (the kernels stay; the old token fails)
+        status, out, _ = await loomgate(env, "gateway", "token")
+        assert (status, out) == (0, f"{info['token']}\n")
+        status, out, err = await loomgate(env, "gateway", "rotate-token")
+        assert status == 0, err
+        rotated = json.loads((state / "gateway.json").read_text())
+        assert rotated["token"] != info["token"]
+        assert (await loomgate(env, "gateway", "token"))[1] == f"{rotated['token']}\n"
+        async with httpx.AsyncClient(base_url=info["url"]) as anon:
+            old = await anon.get("/api/loomgate/kernels", headers=headers)
+            assert old.status_code == 403
+        status, out, _ = await loomgate(env, "run", "kept")
+        assert out.splitlines()[1] == "Out[4]: 'across restarts'"
+        kernels = child_pids(rotated["pid"])
+        info = rotated
     finally:
         status, out, _ = await loomgate(env, "gateway", "stop")
     assert (
@@ -312,3 +331,18 @@ async def test_run_starts_a_named_kernel_with_the_users_setup(
         assert out.split("\n")[:2] == ["In [2]:", "Out[2]: 42"]
     finally:
         await loomgate(env, "stop", "fresh-work")
+
+
+async def test_a_stopped_kernel_is_listed_and_read_by_name(
+    gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    assert (await loomgate(env, "run", "--kernel", "cli-stopped", "print('kept')"))[0] == 0
+    assert (await loomgate(env, "stop", "cli-stopped"))[0] == 0
+    status, out, _ = await loomgate(env, "kernels", "--json")
+    assert "cli-stopped" not in [k["name"] for k in json.loads(out)]
+    status, out, _ = await loomgate(env, "kernels", "--all", "--json")
+    [gone] = [k for k in json.loads(out) if k["name"] == "cli-stopped"]
+    assert gone["state"] == "gone"
+    status, out, _ = await loomgate(env, "output", "1", "--kernel", "cli-stopped")
+    assert (status, out.split("\n")[1:3]) == (0, ["1│kept", ""])

@@ -6,8 +6,10 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,16 +152,22 @@ async def test_no_autostart_when_down(state: Path) -> None:
     assert again.value.code == "unreachable"
 
 
-async def test_gateway_that_cannot_start_is_reported(state: Path, gateway: GatewayProcess) -> None:
-    taken = int(gateway.url.rsplit(":", 1)[1])
-    with pytest.raises(GatewayError) as failed:
-        await open_local_client(local_target(taken), autostart=True, timeout=30)
+async def test_gateway_that_cannot_start_is_reported(state: Path) -> None:
+    # Bound but not listening: the probe finds nothing there, the gateway cannot bind it.
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    taken = holder.getsockname()[1]
+    try:
+        with pytest.raises(GatewayError) as failed:
+            await open_local_client(local_target(taken), autostart=True, timeout=30)
+    finally:
+        holder.close()
     assert failed.value.code == "unreachable"
     assert str(failed.value).startswith(
         f"the local gateway exited while starting (the Jupyter server could not be started "
         f"because port {taken} is not available); see {state}"
     )
-    assert gateway.token not in str(failed.value)
+    assert daemons_of(state) == set()
 
 
 async def test_connect_to_remote_targets(gateway: GatewayProcess, tmp_path: Path) -> None:
@@ -233,3 +241,23 @@ async def test_autostarted_gateway_passes_exactly_the_allowlist(
     assert set(seen) - set(allowed) <= KERNEL_OWN, "beyond the allowlist"
     unchanged = {key for key in allowed if key not in KERNEL_OWN}
     assert {key: seen.get(key) for key in unchanged} == {key: allowed[key] for key in unchanged}
+
+
+async def test_a_port_held_by_another_program_fails_at_once(state: Path) -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        started = time.monotonic()
+        with pytest.raises(GatewayError) as held:
+            await open_local_client(local_target(port), autostart=True)
+        assert time.monotonic() - started < 5  # no gateway started, nothing waited for
+        assert str(held.value) == (
+            f"port {port} on 127.0.0.1 is held by another program (not the local gateway); "
+            "start the gateway on a free port with `loomgate gateway start --port N`: "
+            "loomgate-mcp and loomgate find it there through gateway.json"
+        )
+        assert daemons_of(state) == set()
+    finally:
+        holder.close()

@@ -84,3 +84,17 @@ async def test_streamable_http(gateway: GatewayProcess, era: str) -> None:
         result: Any = await mcp.call_tool("run_cell", {"code": "'over http'"})
         assert text(result).endswith("Out[1]: 'over http'")
         await mcp.call_tool("stop_kernel", {"kernel": result.structured_content["kernel"]})
+
+
+async def test_streamable_http_sessions_share_one_conversation(gateway: GatewayProcess) -> None:
+    async with (
+        http_translator(gateway) as url,
+        Client(url, mode="legacy") as first,
+        Client(url, mode="legacy") as second,
+    ):
+        assert "shares one conversation" in (first.instructions or "")
+        made: Any = await first.call_tool("run_cell", {"code": "shared = 'yes'"})
+        seen: Any = await second.call_tool("run_cell", {"code": "shared"})
+        assert text(seen).endswith("Out[2]: 'yes'")
+        assert seen.structured_content["kernel"] == made.structured_content["kernel"]
+        await first.call_tool("stop_kernel", {"kernel": made.structured_content["kernel"]})

@@ -129,3 +129,34 @@ async def test_refusals_name_real_executions(connect_client: Any) -> None:
         assert text(answer) == "In [1] is not waiting for input; it ended with an error."
         missing = await mcp.call_tool("search_output", {"query": "zzz"})
         assert text(missing) == "No lines match 'zzz' (literal) in In [1] combined."
+
+
+async def test_a_stopped_kernels_history_stays_reachable(connect_client: Any) -> None:
+    async with connect_client() as mcp:
+        await mcp.call_tool("connect", {"kernel": "kept-history"})
+        await mcp.call_tool("run_cell", {"code": "print('from before')"})
+        listing = await mcp.call_tool("list_kernels", {})
+        old_id = listing.structured_content["current"]
+        await mcp.call_tool("stop_kernel", {"kernel": "kept-history"})
+        live = await mcp.call_tool("list_kernels", {})
+        assert old_id not in [k["id"] for k in live.structured_content["kernels"]]
+        everything = await mcp.call_tool("list_kernels", {"include_stopped": True})
+        [gone] = [k for k in everything.structured_content["kernels"] if k["id"] == old_id]
+        assert gone["state"] == "gone"
+        read = await mcp.call_tool("read_output", {"kernel": "kept-history", "execution": 1})
+        assert text(read).split("\n")[1:] == ["1│from before"]
+        found = await mcp.call_tool("search_output", {"kernel": "kept-history", "query": "before"})
+        assert text(found).split("\n")[2:] == ["M 1│from before"]
+        again = await mcp.call_tool("connect", {"kernel": "kept-history"})
+        lines = text(again).split("\n")
+        assert lines[0].startswith("Created kernel kept-history on ")
+        assert lines[0].endswith("(0 executions so far).")
+        short = old_id[:8]
+        assert lines[1] == (
+            f"The earlier kernel named kept-history ({short}) was stopped; its 1 execution "
+            f"stays readable: read_output(kernel={short!r}, execution=N) or "
+            f"search_output(kernel={short!r}, …)."
+        )
+        by_id = await mcp.call_tool("connect", {"kernel": short})
+        assert by_id.is_error and text(by_id).startswith(f"kernel {short} was stopped;")
+        await mcp.call_tool("stop_kernel", {"kernel": "kept-history"})

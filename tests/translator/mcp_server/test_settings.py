@@ -53,3 +53,9 @@ def test_values_that_cannot_work_are_refused(argv: list[str], message: str) -> N
     with pytest.raises(SettingsError) as refused:
         Settings.from_args(argv)
     assert str(refused.value) == message
+
+
+def test_cwd_names_the_kernels_directory(tmp_path: object) -> None:
+    assert Settings.from_args(["--cwd", str(tmp_path)]).cwd == str(tmp_path)
+    with pytest.raises(SettingsError, match="is not a directory"):
+        Settings.from_args(["--cwd", f"{tmp_path}/missing"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +346,32 @@ async def test_kernel_option_attaches_and_conversation_kernel_is_released(
     async with conversation(lambda: connect_client(settings=attached)) as mcp:
         again = await run(mcp, "kept")
         assert text(again).endswith("Out[2]: 'yes'")
+
+
+async def test_kernel_option_naming_no_kernel_starts_one(
+    connect_client: Any, settings: Settings
+) -> None:
+    name = f"started-by-option-{uuid.uuid4().hex[:6]}"
+    named = Settings(**{**settings.__dict__, "kernel": name})
+    async with connect_client(settings=named) as mcp:
+        first = await run(mcp, "1")
+        assert text(first).split("\n")[0] == (
+            f"Started a persistent kernel named {name}: --kernel named no running kernel."
+        )
+        assert first.structured_content["execution"] == 1
+        stopped = first.structured_content["kernel"][:8]
+        await mcp.call_tool("stop_kernel", {"kernel": name})
+    async with connect_client(settings=named) as mcp:  # the name now goes to a new kernel
+        again = await run(mcp, "2")
+        assert (
+            text(again)
+            .split("\n")[0]
+            .startswith(
+                f"The earlier kernel named {name} ({stopped}) was stopped; its 1 execution stays"
+            )
+        )
+        assert again.structured_content["execution"] == 1
+        await mcp.call_tool("stop_kernel", {"kernel": name})
 
 
 async def test_conversation_kernel_starts_in_the_translators_cwd(

@@ -298,6 +298,7 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     redact = RedactToken(token)
     file_handler = GatewayLogFile(directory / LOG_FILE)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    file_handler.setLevel(args.log_level)  # the loggers pass DEBUG on to every handler
     for logger in (app.log, logging.getLogger()):
         logger.addFilter(redact)
     file_handler.addFilter(redact)

@@ -63,9 +63,16 @@ class KernelChannels:
         The kernel's stdin ROUTER drops an input_request addressed to a peer whose handshake is
         not done, and the cell then waits for ever: `confirm()` waits for this handshake.
         """
-        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+        # Made as jupyter_client makes the other channels' sockets: on the manager's context
+        # (shadowed, for the plain sockets ZMQStream needs), with the kernel's CurveZMQ keys
+        # when transport encryption is on.
+        socket: zmq.Socket[bytes] = zmq.Context.shadow(km.context).socket(zmq.DEALER)
         socket.linger = 1000
         socket.identity = identity
+        if km.curve_publickey is not None:
+            socket.curve_secretkey = km.curve_secretkey
+            socket.curve_publickey = km.curve_publickey
+            socket.curve_serverkey = km.curve_publickey
         monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         socket.connect(channel_url(km.get_connection_info(), "stdin"))
         return ZMQStream(socket), ZMQStream(monitor)

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
@@ -34,6 +35,7 @@ START_TIMEOUT = 30.0
 EARLY_INTERRUPT = 0.5
 INTERRUPT_RECHECK = 0.5
 INTERRUPT_REPEATS = 5
+START_OUTPUT_LINES = 10  # of a kernel that failed to start, shown with the reason
 
 
 def process_running(km: Any) -> bool:
@@ -43,6 +45,17 @@ def process_running(km: Any) -> bool:
         return provisioner.is_ours()
     process = getattr(provisioner, "process", None)
     return process is None or process.poll() is None
+
+
+def last_lines(path: Path, count: int) -> str:
+    """Return the last `count` lines of a file ("" when it is missing)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 8192))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-count:])
 
 
 def process_ending(km: Any) -> str:
@@ -117,7 +130,10 @@ class LoomKernel:
     async def process_started(self) -> None:
         """Attach fresh channels to a just-launched process, prove IOPub live, seed its counter,
         run its setup."""
-        await self._attach(CONFIRM_TIMEOUT)
+        try:
+            await self._attach(CONFIRM_TIMEOUT)
+        except (RuntimeError, TimeoutError) as e:
+            raise Unavailable(self.start_failure(e)) from None
         if self.implementation == "ipython" and self.store.last_number > 0:
             await self._seed_counter(self.store.last_number + 1)
         if self._died_record is not None:
@@ -127,6 +143,17 @@ class LoomKernel:
         assert self.channels is not None
         await self.setup.run(self.channels)
         self._ready()
+
+    def start_failure(self, error: Exception) -> str:
+        """Return why the process did not become a kernel: how it ended (or `error`), and the
+        last lines it printed."""
+        if process_running(self.km):
+            reason = str(error)
+        else:
+            reason = f"the kernel did not start: {process_ending(self.km)}"
+        log_path = getattr(self.km.provisioner, "log_path", None)
+        tail = last_lines(log_path, START_OUTPUT_LINES) if log_path is not None else ""
+        return reason + (f"; its last output:\n{tail}" if tail else "")
 
     async def adopt(self, running: ExecutionRecord | None, timeout: float) -> None:
         """Take back a process an earlier gateway started: its counter and variables as they are.

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+from tornado import web
 from traitlets import Unicode
 
+from loomgate.gateway.errors import GatewayError
 from loomgate.gateway.jupyter_internals import HookedKernelManager
 
 if TYPE_CHECKING:
@@ -47,6 +49,16 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         "loomgate.gateway.kernels.manager.LoomKernelManager", config=True
     )
     loom_registry: KernelRegistry
+
+    async def start_kernel(self, **kwargs: Any) -> str:  # type: ignore[override]
+        """Start a kernel; a start that fails is an HTTP error saying why (jupyter_server's own
+        endpoint would answer 500 "Unhandled error")."""
+        try:
+            kernel_id: str = await super().start_kernel(**kwargs)
+        except GatewayError as e:
+            # jupyter_server answers with `log_message` as it is (never formatted with args).
+            raise web.HTTPError(e.status, e.message) from e
+        return kernel_id
 
     def start_watching_activity(self, kernel_id: str) -> None:
         """Set the activity markers; loomgate's own IOPub subscriber keeps them current.

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import re
 import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from tornado import web
 
 from loomgate.gateway.errors import (
     Ambiguous,
@@ -24,25 +24,20 @@ from loomgate.gateway.errors import (
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels import adoption, resident
 from loomgate.gateway.kernels.kernel import START_TIMEOUT, LoomKernel
+from loomgate.gateway.kernels.launch_options import (
+    check_name_and_lifetime,
+    kernel_environment,
+    validated_cwd,
+)
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
-from loomgate.shared.wire import LIFETIMES, Death
+from loomgate.shared.wire import Death
 
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
 DEFAULT_GRACE_SECONDS = 600.0
 DEFAULT_RETENTION_DAYS = 7.0
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MIN_PREFIX = 4
-
-
-def validated_cwd(cwd: str) -> str:
-    """Return `cwd` if it is an existing absolute directory here; BadRequest otherwise."""
-    path = Path(cwd).expanduser()
-    if not path.is_absolute() or not path.is_dir():
-        raise BadRequest(f"cwd {echo(cwd)} is not an existing absolute directory on the gateway")
-    return str(path)
 
 
 class KernelRegistry:
@@ -194,9 +189,17 @@ class KernelRegistry:
             self._schedule_release(kernel)
 
     async def _discard_process(self, km: Any) -> None:
-        """Kill the process of a kernel whose start failed (jupyter_client leaves it running)."""
+        """Kill the process of a kernel whose start failed (jupyter_client leaves it running).
+
+        Not through `shutdown_kernel`: that would replace the manager's failed `ready` future
+        with a successful one, and the failure would never reach the caller of the start.
+        """
         try:
-            await km.shutdown_kernel(now=True)
+            km.stop_restarter()
+            if km.provisioner is not None:
+                await km.provisioner.kill()
+                await km.provisioner.wait()
+            await km.cleanup_resources(restart=False)
         except Exception:
             self.log.exception("Could not clean up the failed kernel %s", km.kernel_id)
 
@@ -277,14 +280,7 @@ class KernelRegistry:
         env: dict[str, str] | None,
     ) -> tuple[LoomKernel, bool]:
         """Return the live kernel called `name`, else a newly started one, and whether it is new."""
-        if name is not None and not NAME_PATTERN.match(name):
-            raise BadRequest(
-                f"kernel name {echo(name)} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
-            )
-        if lifetime not in LIFETIMES:
-            raise BadRequest(
-                f"lifetime must be 'persistent' or 'conversation', not {echo(lifetime)}"
-            )
+        check_name_and_lifetime(name, lifetime)
         if name is not None:
             existing = self.find_live_by_name(name)
             if existing is not None:
@@ -302,14 +298,7 @@ class KernelRegistry:
         if cwd is not None:
             kwargs["cwd"] = validated_cwd(cwd)
         if env:
-            bad = [
-                key
-                for key, value in env.items()
-                if not ENV_NAME_PATTERN.match(key) or not isinstance(value, str) or "\0" in value
-            ]
-            if bad:
-                raise BadRequest(f"invalid environment variables: {', '.join(map(repr, bad))}")
-            kwargs["env"] = {**os.environ, **env}
+            kwargs["env"] = kernel_environment(env)
         probe_writable(self.root)
         kernel_id = str(uuid.uuid4())
         self._intents[kernel_id] = {
@@ -320,8 +309,9 @@ class KernelRegistry:
         }
         try:
             await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
-        except GatewayError:
-            raise
+        except web.HTTPError as e:  # the kernel manager's report of a start that failed
+            cause = e.__cause__
+            raise cause if isinstance(cause, GatewayError) else Unavailable(str(e)) from None
         except Exception as e:
             self.log.exception("Kernel %s (%s) failed to start", kernel_id, spec)
             raise Unavailable(f"the {spec} kernel failed to start: {e}") from None

@@ -249,7 +249,8 @@ class ExecutionRecord:
         self.meta["state"] = state
         self.meta.update(details)
         if state in FINAL_STATES:
-            self.meta["finished"] = time.time()
+            # A lost execution ended unseen: its time ends at the last thing the gateway saw.
+            self.meta["finished"] = self.last_output if state == "lost" else time.time()
             self.meta["input"] = None
             self._close_streams()
         self._wake()

@@ -1,5 +1,5 @@
 """`loomgate gateway …`: the local gateway as a person controls it: start, stop, restart,
-status, logs, and running it as a service."""
+status, logs, its token, and running it as a service."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import dataclasses
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,9 @@ from loomgate.shared.paths import (
     LOG_FILE,
     GatewayFile,
     read_gateway_file,
+    read_token_file,
     state_dir,
+    write_token_file,
 )
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.service import install_service
@@ -52,6 +55,22 @@ def control_gateway(args: argparse.Namespace) -> int:
         return 0
     if args.action == "logs":
         return show_logs(directory / LOG_FILE, follow=args.follow)
+    if args.action == "token":
+        token = running["token"] if running is not None else read_token_file(directory)
+        if token is None:
+            print(f"no local gateway has run with the state dir {directory} yet", file=sys.stderr)
+            return 1
+        print(token)
+        return 0
+    if args.action == "rotate-token":
+        write_token_file(directory, secrets.token_urlsafe(32))
+        if running is None:
+            print("new token kept; the next gateway start uses it")
+            return 0
+        stop(running, keep_kernels=True)
+        port = urlsplit(running["url"]).port
+        print("new token kept; restarting the gateway to use it (clients read gateway.json)")
+        return asyncio.run(start_in_background(port, args.no_autostart))
     if args.action in ("stop", "restart"):
         keep = args.keep_kernels or args.action == "restart"
         if running is None:

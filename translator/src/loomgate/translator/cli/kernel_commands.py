@@ -125,7 +125,7 @@ async def show_reset(client: GatewayClient, args: argparse.Namespace) -> int:
 
 async def show_kernels(client: GatewayClient, args: argparse.Namespace) -> int:
     """Print the gateway's kernels (a table, or JSON)."""
-    kernels = await client.list_kernels()
+    kernels = await client.list_kernels(all=args.all)
     print(
         json.dumps(kernels, indent=2) if args.json else render_kernels(kernels, None, client.label)
     )

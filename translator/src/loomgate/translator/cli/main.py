@@ -28,7 +28,10 @@ Command = Callable[[GatewayClient, argparse.Namespace], Awaitable[int]]
 def parser() -> argparse.ArgumentParser:
     """Return the command-line parser."""
     top = argparse.ArgumentParser(
-        prog="loomgate", description="Persistent Jupyter kernels from the shell."
+        prog="loomgate",
+        description="Persistent Jupyter kernels from the shell.",
+        epilog="Exit status: 0 success, 1 the cell raised (or was interrupted), 2 a usage or "
+        "connection error, 3 `run` detached by a second Ctrl-C (the cell runs on).",
     )
     top.add_argument("--gateway", help="a gateways.toml name or a URL (default: local)")
     top.add_argument("--no-autostart", action="store_true", help="never start the local gateway")
@@ -83,11 +86,26 @@ def parser() -> argparse.ArgumentParser:
         commands.choices[name].add_argument("--kernel", help="kernel name or id prefix")
     kernels = commands.add_parser("kernels", help="list the gateway's kernels")
     kernels.add_argument("--json", action="store_true", help="print JSON")
+    kernels.add_argument(
+        "--all", action="store_true", help="also stopped kernels, whose records stay readable"
+    )
     stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
     stop.add_argument("kernel", help="kernel name or id prefix")
     gateway = commands.add_parser("gateway", help="control the local gateway")
     gateway.add_argument(
-        "action", choices=["start", "stop", "restart", "status", "logs", "install-service"]
+        "action",
+        choices=[
+            "start",
+            "stop",
+            "restart",
+            "status",
+            "logs",
+            "token",
+            "rotate-token",
+            "install-service",
+        ],
+        help="token prints the local gateway's token; rotate-token makes a new one (and "
+        "restarts a running gateway, keeping its kernels)",
     )
     gateway.add_argument("--port", type=int, help="port for start (default 8787)")
     gateway.add_argument("--foreground", action="store_true", help="start: stay attached")
@@ -104,8 +122,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; return the exit status (0 ok, 1 the cell raised, 2 usage/connection)."""
-    args = parser().parse_args(argv)
+    """Run one command; return the exit status (0 ok, 1 the cell raised, 2 usage/connection,
+    3 detached)."""
+    args = parser().parse_args(attached_ranges(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "gateway":
             return control_gateway(args)
@@ -113,6 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, GatewayError, GatewayConfigError) as e:
         print(f"loomgate: {e}", file=sys.stderr)
         return 2
+
+
+def attached_ranges(argv: list[str]) -> list[str]:
+    """Return `argv` with a `--lines` range that starts with a minus (`-20:`) attached to it
+    (`--lines=-20:`): argparse would take it for an option."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] == "--lines" and word[:1] == "-" and word[1:2].isdigit():
+            out[-1] = f"--lines={word}"
+        else:
+            out.append(word)
+    return out
 
 
 async def stream(client: GatewayClient, args: argparse.Namespace) -> int:

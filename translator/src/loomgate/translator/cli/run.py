@@ -23,6 +23,7 @@ from loomgate.translator.presentation import (
 )
 
 POLL_SECONDS = 0.2
+DETACHED = 3  # the exit status when a second Ctrl-C left the cell running
 
 
 def cell_source(args: argparse.Namespace) -> str:
@@ -98,7 +99,7 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
                     f"`loomgate wait {number}`",
                     file=sys.stderr,
                 )
-                return 1
+                return DETACHED
             response = await client.execution(kernel, number, wait=POLL_SECONDS)
             execution = response["execution"]
             await printer.catch_up(client, kernel, final=execution["state"] in FINAL_STATES)

@@ -129,21 +129,13 @@ class KernelSetup:
         """Return the setup parts, one per file, each running its file as source."""
         parts: list[wire.SetupPart] = []
         if self.startup is not None:
-            path, source = str(self.startup), self.startup.read_text(encoding="utf-8")
-            code = (
-                PART_RUNNER + STARTUP_RUNNER + f"__loomgate_setup_part({path!r}, {source!r}, "
-                f"lambda code: __loomgate_startup(code, {path!r}))\n"
-                "del __loomgate_setup_part, __loomgate_startup\n"
-            )
-            parts.append(wire.SetupPart(name=STARTUP, code=code))
+            path = repr(str(self.startup))
+            call = f"__loomgate_startup(code, {path})"
+            parts.append(file_part(STARTUP, self.startup, STARTUP_RUNNER, call))
         if self.inspectors is not None:
-            path, source = str(self.inspectors), self.inspectors.read_text(encoding="utf-8")
-            code = (
-                PART_RUNNER + INSPECTOR_RUNTIME + f"__loomgate_setup_part({path!r}, {source!r}, "
-                f"lambda code: __loomgate_install_inspectors(globals(), {path!r}, code))\n"
-                "del __loomgate_setup_part, __loomgate_install_inspectors\n"
-            )
-            parts.append(wire.SetupPart(name=INSPECTORS, code=code))
+            path = repr(str(self.inspectors))
+            call = f"__loomgate_install_inspectors(globals(), {path}, code)"
+            parts.append(file_part(INSPECTORS, self.inspectors, INSPECTOR_RUNTIME, call))
         return parts
 
     async def install(self, client: GatewayClient, kernel_id: str) -> wire.SetupReply | None:
@@ -154,3 +146,15 @@ class KernelSetup:
         if not parts:
             return None
         return await client.setup(kernel_id, parts, wait=SETUP_WAIT)
+
+
+def file_part(name: str, path: Path, runtime: str, call: str) -> wire.SetupPart:
+    """Return the part that defines `runtime` and runs `path`'s source through `call` (an
+    expression of `code`), then removes the names it defined."""
+    source = path.read_text(encoding="utf-8")
+    helper = call.partition("(")[0]
+    code = (
+        f"{PART_RUNNER}{runtime}__loomgate_setup_part({str(path)!r}, {source!r}, "
+        f"lambda code: {call})\ndel __loomgate_setup_part, {helper}\n"
+    )
+    return wire.SetupPart(name=name, code=code)

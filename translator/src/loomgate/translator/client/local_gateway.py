@@ -35,6 +35,7 @@ POLL_SECONDS = 0.1
 # A waiting translator gives the one starting the gateway its whole timeout, and then some.
 LOCK_MARGIN = 10.0
 LOCAL_NAME = "local"
+PROBE_TIMEOUT = 1.0  # for a connection to a port on this machine
 
 # Runs in a short-lived launcher process: starts the gateway in its own session with its output
 # appended to the log, prints its pid and exits, so the gateway is reparented away from us.
@@ -95,6 +96,14 @@ async def open_local_client(
         client = await running_gateway(directory, target, request_timeout=request_timeout)
         if client is not None:
             return client
+        host, port = daemon_address(directory, target)
+        if await listening(host, port):
+            raise GatewayError(
+                f"port {port} on {host} is held by another program (not the local gateway); "
+                "start the gateway on a free port with `loomgate gateway start --port N`: "
+                "loomgate-mcp and loomgate find it there through gateway.json",
+                code="unreachable",
+            )
         pid = await start_daemon(directory, target)
         client = await wait_until_up(directory, target, pid, timeout)
         client.request_timeout = request_timeout
@@ -183,16 +192,33 @@ def gateway_command(
     )
 
 
-async def start_daemon(directory: Path, target: GatewayTarget) -> int:
-    """Return the pid of a newly started, detached gateway for `target` (host and port).
+def daemon_address(directory: Path, target: GatewayTarget) -> tuple[str, int]:
+    """Return the host and port a gateway started for `target` listens on.
 
     A gateway that died without cleaning up left its gateway.json: unless `target` names an
     address of its own, the new one starts at that one, where its clients look for it.
     """
     died = read_gateway_file(directory) if target.url == LOCAL_URL else None
     parts = urlsplit(died["url"] if died is not None else target.url)
-    host = parts.hostname or "127.0.0.1"
-    command = gateway_command(host=host, port=parts.port or DEFAULT_PORT, state_dir=directory)
+    return parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORT
+
+
+async def listening(host: str, port: int) -> bool:
+    """Return whether something accepts connections at host:port."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), PROBE_TIMEOUT)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def start_daemon(directory: Path, target: GatewayTarget) -> int:
+    """Return the pid of a newly started, detached gateway for `target` (host and port)."""
+    host, port = daemon_address(directory, target)
+    command = gateway_command(host=host, port=port, state_dir=directory)
     cwd = str(Path.home()) if Path.home().is_dir() else str(directory)
     launcher = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -13,7 +13,7 @@ from loomgate.translator.client.kernel_setup import KernelSetup
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
-from loomgate.translator.presentation import render_setup
+from loomgate.translator.presentation import render_setup, replaced_note, started_note
 
 
 class NothingRunYet(Exception):
@@ -38,6 +38,7 @@ class Conversation:
         self._early: tuple[GatewayTarget, asyncio.Task[GatewayClient]] | None = None
         self.pending_startup = ""
         self.installed: list[str] = []  # the setup parts the last set_up ran
+        self.replaced: wire.Kernel | None = None  # a stopped kernel whose name connect reused
 
     # -- gateways -----------------------------------------------------------------------------
 
@@ -142,15 +143,12 @@ class Conversation:
         return client, self.kernel["id"]
 
     async def _bind_initial(self, client: GatewayClient) -> None:
-        if self.settings.kernel:
-            kernel = await client.get_kernel(self.settings.kernel)
-            if not kernel["alive"]:
-                raise GatewayError(
-                    f"kernel {self.settings.kernel} is no longer running; connect to another",
-                    code="unavailable",
-                )
-            await self._bind(client, kernel)
-            self.pending_startup = await self.set_up(client, kernel["id"])
+        if self.settings.kernel:  # as connect does: attached, or started under that name
+            kernel, created, startup = await self.attach(self.settings.kernel, None, None)
+            notes = [replaced_note(self.replaced)] if self.replaced is not None else []
+            if created and self.replaced is None:
+                notes.append(started_note(self.settings.kernel))
+            self.pending_startup = "\n".join([*notes, startup] if startup else notes)
             return
         cwd = self.settings.cwd if client.on_this_host else None
         kernel = (await client.create_kernel(lifetime="conversation", cwd=cwd))["kernel"]
@@ -193,6 +191,16 @@ class Conversation:
         """
         client = await self.gateway(gateway) if gateway else await self.gateway()
         existing = await self._find(client, kernel)
+        self.replaced = None
+        if existing is not None and not existing["alive"]:
+            if existing["name"] != kernel:  # named by its id: there is no name to start anew
+                short = existing["id"][:8]
+                raise GatewayError(
+                    f"kernel {short} was stopped; its records stay readable with "
+                    f"read_output(kernel={short!r}, …); connect to a name to start a kernel",
+                    code="unavailable",
+                )
+            self.replaced, existing = existing, None  # a new kernel takes the name
         if existing is not None:
             chosen, is_new = existing, False
         else:
@@ -209,12 +217,11 @@ class Conversation:
 
     async def _find(self, client: GatewayClient, ref: str) -> wire.Kernel | None:
         try:
-            kernel = await client.get_kernel(ref)
+            return await client.get_kernel(ref)
         except GatewayError as e:
             if e.code == "not_found":
                 return None
             raise
-        return kernel if kernel["alive"] else None
 
     async def forget_kernel(self, kernel_id: str) -> None:
         """Unbind `kernel_id` if it is this conversation's kernel (it was stopped)."""

@@ -21,6 +21,7 @@ from loomgate.translator.presentation import (
     kernel_label,
     render_kernels,
     render_setup,
+    replaced_note,
 )
 
 
@@ -69,6 +70,8 @@ async def connect(
         f"{verb} kernel {kernel_label(model)} on {client.label} "
         f"({model['executions']} executions so far)."
     ]
+    if conversation.replaced is not None:
+        lines.append(replaced_note(conversation.replaced))
     if conversation.installed and not created:
         lines.append(installed_note(conversation.installed))
     if startup:
@@ -85,11 +88,14 @@ async def connect(
 async def list_kernels(
     ctx: Context,
     gateway: Annotated[str | None, Field(description="a gateways.toml name or URL")] = None,
+    include_stopped: Annotated[
+        bool, Field(description="also stopped kernels, whose records stay readable")
+    ] = False,
 ) -> Annotated[CallToolResult, KernelsResult]:
     """List the gateway's kernels; * marks the one this conversation uses."""
     conversation = conversation_of(ctx)
     client = await conversation.gateway(gateway)
-    kernels = await client.list_kernels()
+    kernels = await client.list_kernels(all=include_stopped)
     current = conversation.kernel["id"] if conversation.kernel else None
     model = KernelsResult(
         gateway=client.label,

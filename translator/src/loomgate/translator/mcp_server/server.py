@@ -24,6 +24,11 @@ INSTRUCTIONS = (
     "search_output or interrupt. Long output is shortened to its head and tail; read_output "
     "reads any line range and search_output finds lines."
 )
+# Over Streamable HTTP one server serves many MCP sessions, and they share one conversation.
+SHARED_SESSIONS = (
+    " Every MCP session of this server shares one conversation: the same kernel and "
+    "variables. connect() to a named kernel to work apart."
+)
 
 
 # In the order a host lists them (SPEC.md's table).
@@ -58,7 +63,8 @@ def build_server(settings: Settings) -> MCPServer[Conversation]:
     server: MCPServer[Conversation] = MCPServer(
         "loomgate",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS
+        + (SHARED_SESSIONS if settings.transport == "streamable-http" else ""),
         lifespan=lifespan,
         middleware=[one_sentence_argument_errors, unknown_argument_refusal(TOOLS)],
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from loomgate.translator.client.http_session import READ_TIMEOUT
@@ -52,7 +53,14 @@ class Settings:
             raise SettingsError(f"--max-lines must be ≥ {MIN_LINES} and --max-chars ≥ {MIN_CHARS}")
         if not 0 < args.request_timeout <= MAX_REQUEST_TIMEOUT:
             raise SettingsError(f"--request-timeout must be between 0 and {MAX_REQUEST_TIMEOUT:g}")
+        cwd = str(Path.cwd())
+        if args.cwd is not None:
+            chosen = Path(args.cwd).expanduser()
+            if not chosen.is_dir():
+                raise SettingsError(f"--cwd {args.cwd} is not a directory")
+            cwd = str(chosen.resolve())
         return cls(
+            cwd=cwd,
             gateway=args.gateway,
             kernel=args.kernel,
             transport=args.transport,
@@ -101,6 +109,11 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--gateway", help="a gateways.toml name or a URL (default: local)")
     parser.add_argument("--kernel", help="attach to this kernel (name or id prefix) at first use")
+    parser.add_argument(
+        "--cwd",
+        help="working directory of the kernels this server creates (default: its own; for "
+        "hosts that cannot set one)",
+    )
     parser.add_argument(
         "--transport",
         choices=["stdio", "streamable-http"],

@@ -31,6 +31,8 @@ from loomgate.translator.presentation.kernels import (
     render_kernel,
     render_kernels,
     render_setup,
+    replaced_note,
+    started_note,
 )
 from loomgate.translator.presentation.reads import (
     read_on,
@@ -70,6 +72,8 @@ __all__ = [
     "render_running",
     "render_search",
     "render_setup",
+    "replaced_note",
+    "started_note",
     "state_note",
     "unstored_note",
 ]

@@ -133,3 +133,20 @@ def installed_note(parts: Sequence[str]) -> str:
     names = " and ".join(parts)
     pronoun = "it runs" if len(parts) == 1 else "they run"
     return f"Installed {names} in this kernel; {pronoun} again after every restart."
+
+
+def replaced_note(gone: wire.Kernel) -> str:
+    """Return the note that a stopped kernel's name went to a new kernel, its records stay."""
+    short = gone["id"][:8]
+    count = gone["executions"]
+    records = "execution stays" if count == 1 else "executions stay"
+    return (
+        f"The earlier kernel named {gone['name']} ({short}) was stopped; its {count:,} "
+        f"{records} readable: read_output(kernel={short!r}, execution=N) or "
+        f"search_output(kernel={short!r}, …)."
+    )
+
+
+def started_note(name: str) -> str:
+    """Return the note that --kernel named no kernel, so one was started under that name."""
+    return f"Started a persistent kernel named {name}: --kernel named no running kernel."

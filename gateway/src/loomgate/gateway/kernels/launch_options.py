@@ -1,0 +1,46 @@
+"""What a kernel may be started with (a name, a lifetime, a working directory, environment
+variables), each checked before anything starts."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from loomgate.gateway.errors import BadRequest
+from loomgate.shared.echo import echo
+from loomgate.shared.wire import LIFETIMES
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_name_and_lifetime(name: str | None, lifetime: str) -> None:
+    """Raise BadRequest for an invalid kernel name or an unknown lifetime."""
+    if name is not None and not NAME_PATTERN.match(name):
+        raise BadRequest(
+            f"kernel name {echo(name)} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
+        )
+    if lifetime not in LIFETIMES:
+        raise BadRequest(f"lifetime must be 'persistent' or 'conversation', not {echo(lifetime)}")
+
+
+def validated_cwd(cwd: str) -> str:
+    """Return `cwd` if it is an existing absolute directory here; BadRequest otherwise."""
+    path = Path(cwd).expanduser()
+    if not path.is_absolute() or not path.is_dir():
+        raise BadRequest(f"cwd {echo(cwd)} is not an existing absolute directory on the gateway")
+    return str(path)
+
+
+def kernel_environment(env: dict[str, str]) -> dict[str, str]:
+    """Return the gateway's environment with `env` laid over it (BadRequest for a bad name or
+    value)."""
+    bad = [
+        key
+        for key, value in env.items()
+        if not ENV_NAME_PATTERN.match(key) or not isinstance(value, str) or "\0" in value
+    ]
+    if bad:
+        raise BadRequest(f"invalid environment variables: {', '.join(map(repr, bad))}")
+    return {**os.environ, **env}
