@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 from loomgate.gateway.records.line_range import LineRange
-from loomgate.gateway.records.output_log import LineLog, OutputStream
+from loomgate.gateway.records.output_log import LineLog, OutputKind, OutputStream
 from loomgate.gateway.records.search import Matcher, search_log
-from loomgate.shared.wire import OutputKind
 
 LINES = 1_000_000
 READ_RANGE = "500000:500019"

@@ -1,19 +1,29 @@
-"""Translator benchmark: run_cell("1+1") over stdio vs a raw jupyter_client loop, and spawn time.
+"""Translator benchmark: run_cell("1+1") over stdio hop by hop, loommux beside it, spawn time.
 
-Run: `uv run python -m bench.translator_bench [--iterations 500] [--out FILE.md]`
+Run: `uv run python -m bench.translator_bench [--iterations 500] [--out FILE.md] [--profile]`
 
-Both sides run in one process, interleaved in blocks, against one gateway started here:
-- raw: AsyncKernelClient straight to a kernel's ZMQ sockets,
+Every path runs in one process, interleaved in blocks, against one gateway started here:
+- raw: AsyncKernelClient straight to a kernel's ZMQ sockets (the kernel's own floor),
+- http: the gateway's submit endpoint over one kept-alive connection (what the translator sends),
+- noop: the MCP SDK's client → a no-op MCP server over stdio (the SDK's own floor),
 - loomgate: the MCP SDK's client → `loomgate-mcp` over stdio → gateway → kernel,
-then the wall time from spawning `loomgate-mcp` to the first run_cell result, attaching to an
-existing kernel (`--kernel`) and creating a fresh conversation kernel.
+- loommux 0.1.8 (installed here by uv into a temporary venv): the same client → its run_python;
+the differences give each hop's share (the budget table), then the wall time from spawning
+`loomgate-mcp` to the first run_cell result, attached to a kernel and with a fresh one.
+`--profile` instead runs the translator under cProfile for a loop of calls and prints where its
+own time goes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import os
+import pstats
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +34,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish, raw_kernel, raw_run, timed
+from loomgate.translator.mcp_server.settings import Limits
 from tests.support.gateways import GatewayProcess
 from tests.support.translators import stdio
 
@@ -38,6 +49,26 @@ PACED_ROUNDS = 60
 NOOP = StdioServerParameters(
     command=sys.executable, args=[str(Path(__file__).with_name("noop_mcp_server.py"))]
 )
+LOOMMUX = "loommux==0.1.8"
+PATHS = {
+    "noop": "floor: a no-op MCP tool over stdio, no kernel (the SDK's own cost)",
+    "raw": "raw jupyter_client loop",
+    "http": "the gateway's submit endpoint, one kept-alive HTTP connection",
+    "mcp": "run_cell over stdio: MCP client → loomgate-mcp → gateway",
+    "loommux": f"{LOOMMUX} run_python over stdio, the same client (kernel in its process)",
+}
+
+
+def install_loommux(work: Path) -> Path:
+    """Return the `loommux` command of a venv made in `work` with uv (LOOMMUX pinned)."""
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "uv is needed to install loommux for the comparison"
+    venv = work / "loommux-venv"
+    subprocess.run([uv, "venv", "-q", str(venv)], check=True)
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), LOOMMUX], check=True
+    )
+    return venv / "bin" / "loommux"
 
 
 def translator(gw: GatewayProcess, config: Path, *args: str) -> StdioServerParameters:
@@ -45,13 +76,30 @@ def translator(gw: GatewayProcess, config: Path, *args: str) -> StdioServerParam
     return stdio(gw, *args, env={"XDG_CONFIG_HOME": str(config)})
 
 
-async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str]:
-    """Return table rows comparing run_cell("1+1") with the raw loop."""
+async def latency(
+    gw: GatewayProcess, config: Path, loommux: Path, iterations: int
+) -> tuple[list[str], list[str]]:
+    """Return table rows comparing every path with the raw loop, and the per-hop budget rows."""
+    limits = Limits()
+    submit = {
+        "code": "1+1",
+        "wait": 1.0,
+        "head": limits.half_lines,
+        "tail": limits.half_lines,
+        "max_chars": limits.max_chars,
+    }
+    headers = {"Authorization": f"token {gw.token}"}
     async with (
         raw_kernel() as raw,
+        httpx.AsyncClient(base_url=gw.url, headers=headers) as http,
         Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
         Client(NOOP) as noop,
+        Client(StdioServerParameters(command=str(loommux), cwd=str(config))) as rival,
     ):
+
+        async def http_submit() -> None:
+            reply = await http.post(f"{API}/bench-latency/executions", json=submit)
+            assert reply.json()["execution"]["state"] == "completed", reply.text
 
         async def run_cell() -> None:
             result = await mcp.call_tool("run_cell", {"code": "1+1"})
@@ -60,20 +108,46 @@ async def latency(gw: GatewayProcess, config: Path, iterations: int) -> list[str
         async def noop_call() -> None:
             await noop.call_tool("run_cell", {"code": "1+1"})
 
-        runs = {"raw": lambda: raw_run(raw, "1+1"), "mcp": run_cell, "noop": noop_call}
+        async def loommux_call() -> None:
+            result = await rival.call_tool("run_python", {"freeform": "1+1"})
+            assert not result.is_error, result
+
+        runs = {
+            "noop": noop_call,
+            "raw": lambda: raw_run(raw, "1+1"),
+            "http": http_submit,
+            "mcp": run_cell,
+            "loommux": loommux_call,
+        }
         samples = await interleave(runs, iterations, BLOCK)
         paced = await apart(runs, PACED_ROUNDS)
-    raw, mcp, noop = (statistics.median(samples[name]) for name in ("raw", "mcp", "noop"))
-    raw_paced, mcp_paced, noop_paced = (
-        statistics.median(paced[name]) for name in ("raw", "mcp", "noop")
-    )
-    return [
-        f"| floor: a no-op MCP tool over stdio, no kernel (the SDK's own cost) | "
-        f"{noop:.2f} | | {noop_paced:.2f} | |",
-        f"| raw jupyter_client loop | {raw:.2f} | 1.00× | {raw_paced:.2f} | 1.00× |",
-        f"| run_cell over stdio: MCP client → loomgate-mcp → gateway | {mcp:.2f} | "
-        f"{mcp / raw:.2f}× | {mcp_paced:.2f} | {mcp_paced / raw_paced:.2f}× |",
+    loop = {name: statistics.median(values) for name, values in samples.items()}
+    slow = {name: statistics.median(values) for name, values in paced.items()}
+    rows = [
+        f"| {label} | {loop[name]:.2f} | {versus(loop, name)} | {slow[name]:.2f} | "
+        f"{versus(slow, name)} |"
+        for name, label in PATHS.items()
     ]
+    return rows, budget(loop, slow)
+
+
+def versus(medians: dict[str, float], name: str) -> str:
+    """Return a path's median as a multiple of the raw loop's (blank for the no-op floor)."""
+    return "" if name == "noop" else f"{medians[name] / medians['raw']:.2f}×"
+
+
+def budget(loop: dict[str, float], slow: dict[str, float]) -> list[str]:
+    """Return the per-hop rows: what each part of the chain adds, as medians' differences."""
+    hops = [
+        ("kernel and ZMQ (the raw loop)", lambda m: m["raw"]),
+        ("gateway: HTTP, recording, long-poll reply (http − raw)", lambda m: m["http"] - m["raw"]),
+        ("MCP SDK both ends and stdio (the no-op tool)", lambda m: m["noop"]),
+        (
+            "translator's own work (run_cell − http − no-op)",
+            lambda m: m["mcp"] - m["http"] - m["noop"],
+        ),
+    ]
+    return [f"| {label} | {share(loop):.2f} | {share(slow):.2f} |" for label, share in hops]
 
 
 async def apart(
@@ -108,21 +182,53 @@ async def noop_spawn() -> float:
         return time.perf_counter() - start
 
 
+async def pool_ready(gw: GatewayProcess) -> None:
+    """Return once the gateway's prewarmed kernel is started and idle again."""
+    headers = {"Authorization": f"token {gw.token}"}
+    async with httpx.AsyncClient(base_url=gw.url, headers=headers) as http:
+        for _ in range(600):
+            if (await http.get("/api/loomgate/info")).json()["prewarmed"]:
+                return
+            await asyncio.sleep(0.05)
+    raise TimeoutError("the gateway's pool did not refill within 30 s")
+
+
 async def spawn(gw: GatewayProcess, config: Path) -> list[str]:
     """Return table rows for spawn → first result, attached and with a fresh kernel."""
     floor = [await noop_spawn() for _ in range(5)]
     attached = [
         await spawn_to_first_result(gw, config, "--kernel", "bench-latency") for _ in range(5)
     ]
-    fresh = [await spawn_to_first_result(gw, config) for _ in range(3)]
+    fresh = []
+    for _ in range(3):
+        await pool_ready(gw)
+        fresh.append(await spawn_to_first_result(gw, config))
     return [
         f"| floor: spawn → first result of a no-op MCP server (median of 5) | "
         f"{statistics.median(floor):.2f} s |",
         f"| spawn → first run_cell result, attaching to a running kernel (median of 5) | "
         f"{statistics.median(attached):.2f} s |",
-        f"| spawn → first run_cell result, new conversation kernel (median of 3) | "
+        f"| spawn → first run_cell result, new conversation kernel from the pool (median of 3) | "
         f"{statistics.median(fresh):.2f} s |",
     ]
+
+
+async def profile(gw: GatewayProcess, config: Path, calls: int) -> list[str]:
+    """Return the translator's own hot spots over `calls` run_cell calls, from cProfile."""
+    dump = config / "translator.prof"
+    params = translator(gw, config, "--kernel", "bench-latency")
+    params = params.model_copy(update={"args": ["-m", "cProfile", "-o", str(dump), *params.args]})
+    async with Client(params) as mcp:
+        for _ in range(calls):
+            await mcp.call_tool("run_cell", {"code": "1+1"})
+    for _ in range(100):  # the profile is written as the translator exits after stdin closes
+        if dump.exists():
+            break
+        await asyncio.sleep(0.1)
+    report = io.StringIO()
+    stats = pstats.Stats(str(dump), stream=report)
+    stats.sort_stats("cumulative").print_stats(40)
+    return ["```", report.getvalue().strip(), "```"]
 
 
 async def main() -> None:
@@ -130,30 +236,43 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--iterations", type=int, default=500)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", action="store_true", help="profile the translator instead")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "config"
+        work = Path(tmp)
+        config = work / "config"
         config.mkdir()
-        gw = GatewayProcess(Path(tmp) / "state")
+        loommux = None if args.profile else install_loommux(work)
+        gw = GatewayProcess(work / "state")
+        gw.prewarm = 1
         gw.extra_args = ["--log-level", "WARNING"]
         gw.start()
         try:
             headers = {"Authorization": f"token {gw.token}"}
             async with httpx.AsyncClient(base_url=gw.url, headers=headers) as http:
                 await http.post(API, json={"name": "bench-latency"})
-                rows = await latency(gw, config, args.iterations)
+                if loommux is None:
+                    publish(await profile(gw, config, args.iterations), args.out)
+                    return
+                rows, hops = await latency(gw, config, loommux, args.iterations)
                 spawn_rows = await spawn(gw, config)
                 await http.delete(f"{API}/bench-latency")
         finally:
             gw.stop()
     publish(
         [
-            f'## run_cell("1+1"), {args.iterations} iterations per side, interleaved in blocks '
+            f'## run_cell("1+1"), {args.iterations} iterations per path, interleaved in blocks '
             f"of {BLOCK} (ms)",
             "",
             f"| path | loop median | vs raw | {PACE} s apart (median of {PACED_ROUNDS}) | vs raw |",
             "|---|---|---|---|---|",
             *rows,
+            "",
+            "## Where the time goes: each hop's share (ms, differences of the medians above)",
+            "",
+            f"| hop | in a loop | {PACE} s apart |",
+            "|---|---|---|",
+            *hops,
             "",
             "## Start-up",
             "",

@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import gateways, terminals, translators
+from tests.support import gateways, imports, terminals, translators
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
 
 # Fixtures that start processes, and modules whose use in a test module means it starts some.
 PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway"})
-SPAWNING_MODULES = (subprocess, gateways, terminals, translators)
+SPAWNING_MODULES = (subprocess, gateways, imports, terminals, translators)
 SPAWNING_NAMES = frozenset(module.__name__ for module in SPAWNING_MODULES)
 
 
@@ -85,7 +85,8 @@ def gate(tmp_path: Path) -> Gate:
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """A gateway shared by the session's tests (each test uses its own kernels)."""
-    process = GatewayProcess(tmp_path_factory.mktemp("gateway") / "state").start()
+    # Prewarmed kernels on: most conversation kernels of the suite are claimed from the pool.
+    process = GatewayProcess(tmp_path_factory.mktemp("gateway") / "state", prewarm=1).start()
     try:
         yield process
     finally:

@@ -100,7 +100,7 @@ def test_non_loopback_bind_needs_explicit_token(
     tmp_path: os.PathLike, host: str, figure: Figure
 ) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "loomgate.gateway.app", "--host", host, "--port", "1"],
+        [sys.executable, "-m", "loomgate.gateway", "--host", host, "--port", "1"],
         env={**os.environ, "LOOMGATE_STATE_DIR": str(tmp_path)},
         capture_output=True,
         text=True,

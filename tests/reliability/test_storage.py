@@ -234,7 +234,7 @@ def test_unwritable_state_dir_at_start(tmp_path: Path, figure: Figure) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     done = subprocess.run(
-        [sys.executable, "-m", "loomgate.gateway.app", "--state-dir", str(blocker / "state")],
+        [sys.executable, "-m", "loomgate.gateway", "--state-dir", str(blocker / "state")],
         capture_output=True,
         text=True,
         timeout=60,

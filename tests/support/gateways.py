@@ -86,6 +86,8 @@ class GatewayProcess:
     token: str = ""
     launcher: list[str] = field(default_factory=list)  # a command prefix, e.g. nsenter …
     root: Path = Path("/")  # where the gateway's own view of the filesystem is seen from here
+    # Prewarmed kernels: none unless a test asks, so that tests can count a gateway's kernels.
+    prewarm: int = 0
     # Every kernel process a run of this gateway started: a killed gateway leaves them running.
     kernels: set[ProcessIdentity] = field(default_factory=set)
 
@@ -105,7 +107,8 @@ class GatewayProcess:
 
     def _spawn(self, env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
         """Return the started gateway process, writing both its streams to `log`."""
-        command = gateway_command(port=self.port, extra=["--log-level", "DEBUG", *self.extra_args])
+        extra = ["--log-level", "DEBUG", "--prewarm", str(self.prewarm), *self.extra_args]
+        command = gateway_command(port=self.port, extra=extra)
         return subprocess.Popen([*self.launcher, *command], env=env, stdout=log, stderr=log)
 
     def start(self) -> GatewayProcess:
@@ -195,10 +198,14 @@ class GatewayProcess:
         return r.status_code == 202
 
 
-def resident_kernels(state_dir: Path) -> set[ProcessIdentity]:
-    """Return the kernel processes a state dir says are running (kept for the next gateway)."""
+def resident_kernels(state_dir: Path, *, pool: bool = True) -> set[ProcessIdentity]:
+    """Return the kernel processes a state dir says are running: kept for the next gateway, and
+    (with `pool`) prewarmed ones, which the next gateway ends."""
     found: set[ProcessIdentity] = set()
-    for path in state_dir.glob(f"kernels/*/{RESIDENT_FILE}"):
+    paths = [*state_dir.glob(f"kernels/*/{RESIDENT_FILE}")]
+    if pool:
+        paths += state_dir.glob(f"pool/*/{RESIDENT_FILE}")
+    for path in paths:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             identity = json.loads(path.read_text())["provisioner"]["identity"]
             found.add(ProcessIdentity.from_json(identity))

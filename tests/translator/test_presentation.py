@@ -13,6 +13,7 @@ from loomgate.translator.presentation import (
     format_elapsed,
     render_cell,
     render_kernels,
+    render_prewarmed,
     render_read,
     render_running,
     render_search,
@@ -448,3 +449,38 @@ def test_a_gap_in_omitted_lines_is_noted_at_the_end() -> None:
     output = CellOutput(lines("a"), lines("z", start=100), 100)
     [text] = render_cell(execution(gaps=[gap]), output, OutputLimits(max_lines=2))
     assert text.split("\n")[-1] == GAP.format(n=50)
+
+
+def info(prewarm: int, *pooled: tuple[int, int | None]) -> wire.Info:
+    """Return a gateway's info with `prewarm` and the given (pid, rss bytes) pool kernels."""
+    return wire.Info(
+        service="loomgate",
+        version="0",
+        protocol=1,
+        capabilities=[],
+        pid=1,
+        started=0.0,
+        kernel_specs=["python3"],
+        default_kernel_spec="python3",
+        conversation_grace_seconds=600.0,
+        prewarm=prewarm,
+        prewarmed=[
+            wire.PooledKernel(kernel_spec="python3", pid=pid, rss_bytes=rss) for pid, rss in pooled
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("about", "expected"),
+    [
+        (info(0), "prewarmed: off (loomgate-gateway --prewarm N turns it on)"),
+        (info(1), "prewarmed: 0 of 1 per kernel spec (starting)"),
+        (info(1, (41, 52_400_000)), "prewarmed: 1 of 1 per kernel spec (python3 pid 41, 52 MB)"),
+        (
+            info(2, (41, 52_400_000), (42, None)),
+            "prewarmed: 2 of 2 per kernel spec (python3 pid 41, 52 MB; python3 pid 42)",
+        ),
+    ],
+)
+def test_prewarmed_kernels_in_one_line(about: wire.Info, expected: str) -> None:
+    assert render_prewarmed(about) == expected

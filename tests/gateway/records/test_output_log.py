@@ -11,8 +11,14 @@ from typing import Literal
 
 import pytest
 
-from loomgate.gateway.records.output_log import Line, LineLog, OutputStream, clip_line
-from loomgate.shared.wire import PART_START, OutputKind
+from loomgate.gateway.records.output_log import (
+    PART_START,
+    Line,
+    LineLog,
+    OutputKind,
+    OutputStream,
+    clip_line,
+)
 
 FIVE = ["one", "two", "three", "four", "five"]
 

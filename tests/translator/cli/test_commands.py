@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from loomgate.shared.paths import DAEMON_LOG
-from tests.support.gateways import GatewayProcess, alive, child_pids, free_port, wait_gone
+from tests.support.gateways import GatewayProcess, alive, free_port, resident_kernels, wait_gone
 from tests.support.sse import events, next_event
 
 LOOMGATE = [sys.executable, "-m", "loomgate.translator.cli"]
@@ -138,6 +138,8 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         status, out, _ = await loomgate(env, "gateway", "status")
         assert status == 0 and f"pid: {info['pid']}" in out and str(port) in out
         assert "kernels: 0" in out
+        # The default prewarmed kernel, with its memory, once it has started.
+        assert re.search(r"^prewarmed: [01] of 1 per kernel spec \(", out, re.M), out
         status, out, _ = await loomgate(env, "run", "kept = 'across restarts'")
         assert status == 0
         # The gateway logs a request whose path holds its token (404), redacted in both logs.
@@ -153,7 +155,7 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         daemon_log = (state / DAEMON_LOG).read_text()
         assert "404 GET /api/loomgate/kernels/<token>" in daemon_log
         assert info["token"] not in out and info["token"] not in daemon_log
-        kernels = child_pids(info["pid"])
+        kernels = {kernel.pid for kernel in resident_kernels(state, pool=False)}
         assert kernels, "the daemon should be running the default kernel"
 
         # restart and stop --keep-kernels leave the kernel running; the next start takes it back
@@ -191,7 +193,7 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
             assert old.status_code == 403
         status, out, _ = await loomgate(env, "run", "kept")
         assert out.splitlines()[1] == "Out[4]: 'across restarts'"
-        kernels = child_pids(rotated["pid"])
+        kernels = {kernel.pid for kernel in resident_kernels(state, pool=False)}
         info = rotated
     finally:
         status, out, _ = await loomgate(env, "gateway", "stop")
@@ -216,7 +218,7 @@ async def test_gateway_install_service_prints_and_writes_a_unit(tmp_path: Path) 
     lines = printed.splitlines()
     [exec_start] = [line for line in lines if line.startswith("ExecStart=")]
     assert f"--state-dir {tmp_path / 'state'}" in exec_start
-    assert "loomgate.gateway.app" in exec_start or "loomgate-gateway" in exec_start
+    assert "-m loomgate.gateway " in exec_start or "loomgate-gateway" in exec_start
     assert {"Restart=on-failure", "KillMode=process", "WantedBy=default.target"} <= set(lines)
     assert "systemctl --user enable --now loomgate-gateway.service" in hint
     status, out, _ = await loomgate(env, "gateway", "install-service")

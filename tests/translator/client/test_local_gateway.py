@@ -49,7 +49,7 @@ def daemons_of(directory: Path) -> set[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"loomgate.gateway.app" in argv and str(directory).encode() in argv:
+        if b"loomgate.gateway" in argv and str(directory).encode() in argv:
             found.add(int(entry.name))
     return found
 

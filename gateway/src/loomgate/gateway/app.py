@@ -17,11 +17,12 @@ from jupyter_server.prometheus.log_functions import prometheus_log_method
 from jupyter_server.serverapp import ServerApp
 from tornado import web
 from tornado.log import access_log
-from traitlets import Float, Unicode
+from traitlets import Float, Integer, Unicode
 from traitlets.config import Config
 
 from loomgate.gateway import __version__
 from loomgate.gateway.errors import StorageFailed
+from loomgate.gateway.kernels.pool import DEFAULT_PREWARM
 from loomgate.gateway.kernels.provisioner import PROVISIONER_NAME
 from loomgate.gateway.kernels.registry import (
     DEFAULT_GRACE_SECONDS,
@@ -114,6 +115,9 @@ class LoomgateServerApp(ServerApp):
     retention_days = Float(
         DEFAULT_RETENTION_DAYS, config=True, help="How long records outlive their kernel."
     )
+    prewarm = Integer(
+        DEFAULT_PREWARM, config=True, help="Idle kernels kept ready per kernel spec asked for."
+    )
 
     def write_server_info_file(self) -> None:
         """Write jupyter_server's info file, then `gateway.json` (the server is listening now)."""
@@ -149,6 +153,9 @@ class LoomgateServerApp(ServerApp):
         A gateway started later on this state dir takes back the ones it leaves.
         """
         registry: KernelRegistry | None = self.web_app.settings.get("loomgate_registry")
+        if registry is not None:
+            pooled = await registry.pool.stop_all()
+            self.log.info("Stopped %d prewarmed kernel(s)", pooled)
         if registry is None or registry.stop_kernels_on_exit:
             if registry is not None:
                 await registry.settle_all()
@@ -208,7 +215,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="DAYS",
         help="how long records outlive their kernel (default %(default)g)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--prewarm",
+        type=int,
+        default=DEFAULT_PREWARM,
+        metavar="N",
+        help="started, idle kernels kept ready for new kernels of the default kernel spec "
+        "(default %(default)d; 0 turns it off)",
+    )
+    args = parser.parse_args(argv)
+    if args.prewarm < 0:
+        parser.error("--prewarm must be 0 or more")
+    return args
 
 
 def choose_token(args: argparse.Namespace, directory: Path) -> str:
@@ -293,6 +311,7 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.KernelProvisionerFactory.default_provisioner_name = PROVISIONER_NAME
     config.LoomgateServerApp.loomgate_state_dir = str(directory)
     config.LoomgateServerApp.conversation_grace_seconds = args.conversation_grace
+    config.LoomgateServerApp.prewarm = args.prewarm
     config.LoomgateServerApp.retention_days = args.retention_days
     app = LoomgateServerApp(config=config)
     redact = RedactToken(token)
@@ -326,7 +345,3 @@ def main(argv: list[str] | None = None) -> int:
         raise
     app.start()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

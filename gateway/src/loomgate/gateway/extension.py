@@ -44,6 +44,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         retention_seconds=86400.0
         * float(getattr(serverapp, "retention_days", DEFAULT_RETENTION_DAYS)),
         log=serverapp.log,
+        # Only loomgate's own server prewarms: enabled in someone's Jupyter, it starts nothing.
+        prewarm=int(getattr(serverapp, "prewarm", 0)),
     )
     mkm.loom_registry = registry
     serverapp.web_app.settings.update(

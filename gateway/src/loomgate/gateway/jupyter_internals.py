@@ -52,7 +52,9 @@ PRIVATE_USES: tuple[PrivateUse, ...] = (
         KernelManager,
         "_launch_args",
         "restart_kernel relaunches a kernel with the arguments of its first start; a kernel "
-        "taken back from an earlier gateway was started there, so they are restored here",
+        "taken back from an earlier gateway was started there, so they are restored here, and "
+        "a prewarmed kernel is claimed after its start, so its directory and environment are "
+        "laid over them",
         read_by=(KernelManager._async_restart_kernel,),
     ),
     PrivateUse(
@@ -87,6 +89,11 @@ PRIVATE_USES: tuple[PrivateUse, ...] = (
 def restore_launch_arguments(km: KernelManager, arguments: dict[str, Any]) -> None:
     """Give a kernel taken back the launch arguments its restarts will use."""
     km._launch_args = arguments
+
+
+def update_launch_arguments(km: KernelManager, changes: dict[str, Any]) -> None:
+    """Lay `changes` over the launch arguments a claimed prewarmed kernel's restarts will use."""
+    km._launch_args = {**(km._launch_args or {}), **changes}
 
 
 async def register_adopted_kernel(mkm: MappingKernelManager, kernel_id: str, km: Any) -> None:

@@ -6,23 +6,7 @@ A key that is absent unless it applies lives in a `total=False` subclass of the 
 
 from __future__ import annotations
 
-import enum
 from typing import Literal, TypedDict, get_args
-
-
-class OutputKind(enum.IntEnum):
-    """What produced a line of the `combined` stream (stored as the line's tag)."""
-
-    STDOUT = 1
-    STDERR = 2
-    RESULT = 3  # text/plain of an execute_result: the only output labelled Out[N]
-    DISPLAY = 4  # text/plain of a display_data without a rich (image) part
-    ERROR = 5  # traceback lines of an error
-    RICH = 6  # text/plain stand-in of a display_data/execute_result that carries an image
-
-
-PART_START = 0x80  # tag flag: this line starts a new output (a new result/display/error)
-KIND_MASK = 0x7F
 
 StreamName = Literal["combined", "stdout", "stderr", "result", "traceback"]
 STREAMS: tuple[StreamName, ...] = get_args(StreamName)
@@ -328,6 +312,16 @@ class Info(TypedDict):
     kernel_specs: list[str]
     default_kernel_spec: str
     conversation_grace_seconds: float
+    prewarm: int
+    prewarmed: list[PooledKernel]
+
+
+class PooledKernel(TypedDict):
+    """A prewarmed kernel: started, idle, no one's yet (it is in no kernel list)."""
+
+    kernel_spec: str
+    pid: int | None
+    rss_bytes: int | None
 
 
 class Refusal(TypedDict):

@@ -15,12 +15,11 @@ from tornado import web
 from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.registry import KernelRegistry
-from loomgate.gateway.records.output_log import Line, clip_line
+from loomgate.gateway.records.output_log import KIND_MASK, PART_START, Line, OutputKind, clip_line
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
-from loomgate.shared.wire import KIND_MASK, PART_START, OutputKind
 
 MAX_WAIT = 3600.0
 MAX_LINES_INLINE = 10_000

@@ -42,7 +42,7 @@ class EventsHandler(LoomHandler):
         self.set_header("X-Accel-Buffering", "no")
         subscription = self.events.subscribe(kernel.id if kernel else None)
         if hold and kernel is not None:
-            self.registry.hold(kernel)
+            self.registry.holders.hold(kernel)
         try:
             hello = HelloEvent(event="hello", kernel=kernel.model() if kernel else None)
             await self._send("hello", hello)
@@ -66,7 +66,7 @@ class EventsHandler(LoomHandler):
         finally:
             self.events.unsubscribe(subscription)
             if hold and kernel is not None:
-                self.registry.release(kernel)
+                self.registry.holders.release(kernel)
             with contextlib.suppress(Exception):
                 self.finish()
 

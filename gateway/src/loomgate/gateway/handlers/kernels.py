@@ -45,7 +45,9 @@ class InfoHandler(LoomHandler):
                 started=self.settings["loomgate_started"],
                 kernel_specs=sorted(specs),
                 default_kernel_spec=self.registry.mkm.default_kernel_name,
-                conversation_grace_seconds=self.registry.grace_seconds,
+                conversation_grace_seconds=self.registry.holders.grace_seconds,
+                prewarm=self.registry.pool.size,
+                prewarmed=self.registry.pool.report(),
             )
         )
 

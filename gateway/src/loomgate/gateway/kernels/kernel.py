@@ -127,11 +127,13 @@ class LoomKernel:
 
     # -- process lifecycle (called by the kernel manager) -------------------------------------
 
-    async def process_started(self) -> None:
-        """Attach fresh channels to a just-launched process, prove IOPub live, seed its counter,
-        run its setup."""
+    async def process_started(self, prepare: dict[str, Any] | None = None) -> None:
+        """Attach fresh channels to a just-launched process, prove IOPub live, run `prepare` (a
+        silent execute_request) if given, seed its counter, run its setup."""
         try:
             await self._attach(CONFIRM_TIMEOUT)
+            if prepare is not None:
+                await self._prepare(prepare)
         except (RuntimeError, TimeoutError) as e:
             raise Unavailable(self.start_failure(e)) from None
         if self.implementation == "ipython" and self.store.last_number > 0:
@@ -208,6 +210,13 @@ class LoomKernel:
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _prepare(self, content: dict[str, Any]) -> None:
+        assert self.channels is not None
+        reply = await self.channels.request("execute_request", content, START_TIMEOUT)
+        if reply["content"].get("status") != "ok":
+            error = reply["content"]
+            raise RuntimeError(f"{error.get('ename')}: {error.get('evalue')}")
 
     async def _seed_counter(self, next_number: int) -> None:
         # Silent executes are not counted by IPython and get no record.

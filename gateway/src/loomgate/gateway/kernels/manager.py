@@ -60,6 +60,14 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
             raise web.HTTPError(e.status, e.message) from e
         return kernel_id
 
+    def kernel_model(self, kernel_id: str) -> dict[str, Any]:
+        """Return a kernel's model; a prewarmed kernel does not exist for Jupyter clients (and
+        so is not in `list_kernels`, which skips the kernels this refuses)."""
+        if self.loom_registry.pool.holds(kernel_id):
+            raise web.HTTPError(404, f"Kernel does not exist: {kernel_id}")
+        model: dict[str, Any] = super().kernel_model(kernel_id)
+        return model
+
     def start_watching_activity(self, kernel_id: str) -> None:
         """Set the activity markers; loomgate's own IOPub subscriber keeps them current.
 

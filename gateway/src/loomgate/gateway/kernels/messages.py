@@ -1,4 +1,5 @@
-"""The execute requests loomgate itself sends a kernel: a cell, and the silent counter seed."""
+"""The execute requests loomgate itself sends a kernel: a cell, the silent counter seed, and the
+silent move of a prewarmed kernel into its working directory and environment."""
 
 from __future__ import annotations
 
@@ -28,3 +29,13 @@ def seed_content(next_number: int) -> dict[str, Any]:
     """Return a silent execute_request that makes IPython's next cell number `next_number`."""
     code = SEED_CODE.format(n=next_number)
     return {"code": code, "silent": True, "store_history": False, "allow_stdin": False}
+
+
+def claim_content(cwd: str | None, env: dict[str, str]) -> dict[str, Any]:
+    """Return a silent execute_request that moves a prewarmed Python kernel into `cwd` (when
+    given) and lays `env` over its environment, as if it had been started so."""
+    lines = ["import os as __loomgate_os"]
+    if cwd is not None:
+        lines.append(f"__loomgate_os.chdir({cwd!r})")
+    lines += [f"__loomgate_os.environ.update({env!r})", "del __loomgate_os"]
+    return {"code": "\n".join(lines), "silent": True, "store_history": False, "allow_stdin": False}

@@ -22,13 +22,17 @@ from loomgate.gateway.errors import (
     Unavailable,
 )
 from loomgate.gateway.events import EventBus
+from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels import adoption, resident
+from loomgate.gateway.kernels.holders import Holders
 from loomgate.gateway.kernels.kernel import START_TIMEOUT, LoomKernel
 from loomgate.gateway.kernels.launch_options import (
     check_name_and_lifetime,
     kernel_environment,
     validated_cwd,
 )
+from loomgate.gateway.kernels.messages import claim_content
+from loomgate.gateway.kernels.pool import KernelPool
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
@@ -52,23 +56,30 @@ class KernelRegistry:
         grace_seconds: float,
         retention_seconds: float,
         log: logging.Logger,
+        prewarm: int = 0,
     ) -> None:
         self.mkm = mkm
         self.root = state_dir / RECORDS_DIR
         self.events = events
-        self.grace_seconds = grace_seconds
         self.retention_seconds = retention_seconds
         self.log = log
         self.live: dict[str, LoomKernel] = {}
         self.stores: dict[str, RecordStore] = {}
         self._intents: dict[str, dict[str, Any]] = {}
-        self._grace_tasks: dict[str, asyncio.Task[None]] = {}
+        self.holders = Holders(
+            events,
+            grace_seconds,
+            log,
+            is_live=lambda kernel: kernel.id in self.live,
+            stop=self.stop,
+        )
         self._left_running: list[RecordStore] = []
         # `loomgate gateway stop` sets this; any other exit leaves the kernels running.
         self.stop_kernels_on_exit = False
         # Set once the kernels an earlier gateway left running have been taken back (or not).
         self.ready = asyncio.Event()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.pool = KernelPool(mkm, state_dir, prewarm, log)
         self._load_archive()
 
     # -- the archive of earlier kernels -------------------------------------------------------
@@ -98,6 +109,9 @@ class KernelRegistry:
     async def take_back(self) -> None:
         """Take back the kernels an earlier gateway left running; then serve requests."""
         began = time.monotonic()
+        ended = self.pool.end_leftovers()
+        if ended:
+            self.log.info("Ended %d prewarmed kernel(s) an earlier gateway left running", ended)
         try:
             await adoption.take_back(self, self._left_running)
         finally:
@@ -110,12 +124,11 @@ class KernelRegistry:
                 )
             self._left_running = []
             self.ready.set()
+        self.pool.fill(self.mkm.default_kernel_name)
 
     def leave_all(self) -> int:
         """Let go of every live kernel without ending it (the gateway exits); return how many."""
-        for task in self._grace_tasks.values():
-            task.cancel()
-        self._grace_tasks.clear()
+        self.holders.forget_all()
         kernels = list(self.live.values())
         for kernel in kernels:
             kernel.leave()
@@ -144,6 +157,9 @@ class KernelRegistry:
 
     async def process_started(self, km: Any) -> None:
         """Attach loomgate to a kernel process that just started (first start or restart)."""
+        if self.pool.holds(km.kernel_id):
+            await self.pool.process_started(km)
+            return
         kernel = self.live.get(km.kernel_id)
         if kernel is not None:
             try:
@@ -153,7 +169,13 @@ class KernelRegistry:
                 # the restarter sees the dead process and gives up after its restart limit.
                 self.log.exception("Kernel %s did not come back after a restart", kernel.id)
             return
-        intent = self._intents.pop(km.kernel_id, {})
+        await self._make_kernel(km, self._intents.pop(km.kernel_id, {}))
+
+    async def _make_kernel(
+        self, km: Any, intent: dict[str, Any], prepare: dict[str, Any] | None = None
+    ) -> None:
+        """Give the started process `km` its records and make it a live kernel (its process is
+        discarded if that fails); `prepare` runs in it first (a claimed pool kernel's move)."""
         try:
             store = RecordStore.create(
                 self.root / km.kernel_id,
@@ -172,7 +194,7 @@ class KernelRegistry:
         launch = ResidentLaunch(cwd=intent.get("cwd"), env=intent.get("env") or {})
         kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log, launch)
         try:
-            await kernel.process_started()
+            await kernel.process_started(prepare)
         except Exception:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
@@ -186,7 +208,7 @@ class KernelRegistry:
         kernel.km.add_restart_callback(lambda: kernel.process_died(restarting=True), "restart")
         kernel.km.add_restart_callback(lambda: self._process_dead(kernel), "dead")
         if kernel.lifetime == "conversation" and kernel.holders == 0:
-            self._schedule_release(kernel)
+            self.holders.start_grace(kernel)
 
     async def _discard_process(self, km: Any) -> None:
         """Kill the process of a kernel whose start failed (jupyter_client leaves it running).
@@ -215,9 +237,7 @@ class KernelRegistry:
         if kernel is None:
             return
         kernel.process_stopping(restart=False)
-        task = self._grace_tasks.pop(kernel.id, None)
-        if task is not None:
-            task.cancel()
+        self.holders.forget(kernel.id)
         kernel.store.mark_ended()
         resident.remove(kernel.store.directory)
         kernel.process_gone()
@@ -300,13 +320,12 @@ class KernelRegistry:
         if env:
             kwargs["env"] = kernel_environment(env)
         probe_writable(self.root)
+        intent = {"name": name, "lifetime": lifetime, "cwd": kwargs.get("cwd"), "env": env or {}}
+        claimed = await self._claim(spec, intent, kwargs)
+        if claimed is not None:
+            return claimed, True
         kernel_id = str(uuid.uuid4())
-        self._intents[kernel_id] = {
-            "name": name,
-            "lifetime": lifetime,
-            "cwd": kwargs.get("cwd"),
-            "env": env or {},
-        }
+        self._intents[kernel_id] = intent
         try:
             await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
         except web.HTTPError as e:  # the kernel manager's report of a start that failed
@@ -321,6 +340,24 @@ class KernelRegistry:
         if kernel is None:
             raise Unavailable("the kernel failed to start; see the gateway log")
         return kernel, True
+
+    async def _claim(
+        self, spec: str, intent: dict[str, Any], launch: dict[str, Any]
+    ) -> LoomKernel | None:
+        """Return a prewarmed kernel of `spec` made the kernel `intent` asks for (None when the
+        pool has none ready, or the one it had failed: then a kernel is started as usual)."""
+        km = self.pool.take(spec)
+        self.pool.fill(spec)
+        if km is None:
+            return None
+        # What a restart of this kernel starts with: the directory and environment asked for.
+        update_launch_arguments(km, {k: v for k, v in launch.items() if k in ("cwd", "env")})
+        try:
+            await self._make_kernel(km, intent, claim_content(intent["cwd"], intent["env"]))
+        except GatewayError as e:
+            self.log.warning("A prewarmed kernel could not be claimed (%s); starting one", e)
+            return None
+        return self.live.get(km.kernel_id)
 
     async def stop(self, kernel: LoomKernel) -> None:
         """Shut the kernel down (its records stay)."""
@@ -346,44 +383,3 @@ class KernelRegistry:
     async def settle_all(self) -> None:
         """Return once no live kernel is starting or restarting."""
         await asyncio.gather(*(self.settle(kernel) for kernel in list(self.live.values())))
-
-    # -- holders and the conversation grace period --------------------------------------------
-
-    def hold(self, kernel: LoomKernel) -> None:
-        """Count one more open translator connection holding `kernel`."""
-        kernel.holders += 1
-        task = self._grace_tasks.pop(kernel.id, None)
-        if task is not None:
-            task.cancel()
-        self._publish_holders(kernel)
-
-    def release(self, kernel: LoomKernel) -> None:
-        """Count one connection fewer; a conversation kernel left alone starts its grace period."""
-        kernel.holders = max(0, kernel.holders - 1)
-        if kernel.holders == 0 and kernel.lifetime == "conversation" and kernel.id in self.live:
-            self._schedule_release(kernel)
-        self._publish_holders(kernel)
-
-    def _publish_holders(self, kernel: LoomKernel) -> None:
-        self.events.holders(kernel.id, kernel.holders)
-
-    def _schedule_release(self, kernel: LoomKernel) -> None:
-        previous = self._grace_tasks.pop(kernel.id, None)
-        if previous is not None:
-            previous.cancel()
-        self._grace_tasks[kernel.id] = asyncio.get_running_loop().create_task(
-            self._release_after_grace(kernel)
-        )
-
-    async def _release_after_grace(self, kernel: LoomKernel) -> None:
-        await asyncio.sleep(self.grace_seconds)
-        while kernel.current is not None and kernel.holders == 0:
-            await kernel.current.wait(timeout=3600)
-        if kernel.holders == 0 and kernel.id in self.live:
-            self._grace_tasks.pop(kernel.id, None)
-            self.log.info(
-                "Stopping conversation kernel %s: no holder for %.0f s",
-                kernel.id,
-                self.grace_seconds,
-            )
-            await self.stop(kernel)

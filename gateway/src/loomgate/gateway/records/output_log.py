@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 import operator
 import os
 import sys
@@ -14,7 +15,21 @@ from pathlib import Path
 from typing import BinaryIO
 
 from loomgate.gateway.records.terminal_text import TerminalText, normalize
-from loomgate.shared.wire import PART_START
+
+
+class OutputKind(enum.IntEnum):
+    """What produced a line of the `combined` stream (stored as the line's tag)."""
+
+    STDOUT = 1
+    STDERR = 2
+    RESULT = 3  # text/plain of an execute_result: the only output labelled Out[N]
+    DISPLAY = 4  # text/plain of a display_data without a rich (image) part
+    ERROR = 5  # traceback lines of an error
+    RICH = 6  # text/plain stand-in of a display_data/execute_result that carries an image
+
+
+PART_START = 0x80  # tag flag: this line starts a new output (a new result/display/error)
+KIND_MASK = 0x7F
 
 _OFFSET_BITS = 56
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.records.output_log import LineLog, OutputStream
+from loomgate.gateway.records.output_log import LineLog, OutputKind, OutputStream
 from loomgate.gateway.records.rich_outputs import RichOutputs, image_mime
 from loomgate.shared.paths import write_json_atomic
 from loomgate.shared.wire import (
@@ -19,7 +19,6 @@ from loomgate.shared.wire import (
     Execution,
     ExecutionState,
     Gap,
-    OutputKind,
     Returned,
     StreamName,
     StreamSize,

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from loomgate.shared import wire
 from loomgate.shared.paths import (
     DEFAULT_HOST,
     GATEWAY_FILE,
@@ -29,7 +30,7 @@ from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.local_gateway import gateway_command, process_alive
 from loomgate.translator.client.selection import select_gateway
-from loomgate.translator.presentation import format_elapsed
+from loomgate.translator.presentation import format_elapsed, render_prewarmed
 
 STOP_TIMEOUT = 60.0  # stopping the kernels too can take a while
 
@@ -46,11 +47,11 @@ def control_gateway(args: argparse.Namespace) -> int:
             print("no local gateway is running")
             return 1
         started = (directory / GATEWAY_FILE).stat().st_mtime
-        kernels = asyncio.run(count_kernels(running["url"], running["token"]))
+        kernels, about = asyncio.run(gateway_status(running["url"], running["token"]))
         print(
             f"url: {running['url']}\npid: {running['pid']}\nversion: {running['version']}\n"
             f"uptime: {format_elapsed(time.time() - started)}\nkernels: {kernels}\n"
-            f"state dir: {directory}"
+            f"{render_prewarmed(about)}\nstate dir: {directory}"
         )
         return 0
     if args.action == "logs":
@@ -110,10 +111,10 @@ async def request_shutdown(info: GatewayFile, *, keep_kernels: bool) -> None:
         await client.shutdown(keep_kernels=keep_kernels)
 
 
-async def count_kernels(url: str, token: str) -> int:
-    """Return how many kernels the gateway at `url` runs."""
+async def gateway_status(url: str, token: str) -> tuple[int, wire.Info]:
+    """Return how many kernels the gateway at `url` runs, and what it says of itself."""
     async with GatewayClient(url, token) as client:
-        return len(await client.list_kernels())
+        return len(await client.list_kernels()), await client.info()
 
 
 async def start_in_background(port: int | None, no_autostart: bool) -> int:

@@ -181,7 +181,7 @@ def gateway_command(
     args += [] if state_dir is None else ["--state-dir", str(state_dir)]
     args += extra
     if importlib.util.find_spec("loomgate.gateway") is not None:
-        return [sys.executable, "-m", "loomgate.gateway.app", *args]
+        return [sys.executable, "-m", "loomgate.gateway", *args]
     installed = shutil.which("loomgate-gateway")
     if installed is not None:
         return [installed, *args]

@@ -150,3 +150,16 @@ def replaced_note(gone: wire.Kernel) -> str:
 def started_note(name: str) -> str:
     """Return the note that --kernel named no kernel, so one was started under that name."""
     return f"Started a persistent kernel named {name}: --kernel named no running kernel."
+
+
+def render_prewarmed(info: wire.Info) -> str:
+    """Return the prewarmed kernels of a gateway in one line, with each one's memory."""
+    if info["prewarm"] == 0:
+        return "prewarmed: off (loomgate-gateway --prewarm N turns it on)"
+    ready = [
+        f"{kernel['kernel_spec']} pid {kernel['pid']}"
+        + (f", {kernel['rss_bytes'] / 1e6:.0f} MB" if kernel["rss_bytes"] is not None else "")
+        for kernel in info["prewarmed"]
+    ]
+    held = f"{len(ready)} of {info['prewarm']} per kernel spec"
+    return f"prewarmed: {held}" + (f" ({'; '.join(ready)})" if ready else " (starting)")

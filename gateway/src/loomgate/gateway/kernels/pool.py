@@ -1,0 +1,164 @@
+"""Prewarmed kernels: started, idle kernels that a request for a new kernel takes at once, while
+the pool starts their replacements in the background.
+
+A pool kernel belongs to no one: it is in no kernel list (loomgate's or Jupyter's), has no
+records, and ends with the gateway however the gateway exits (stopped on the way out, or, after
+a SIGKILL, ended by the next gateway once it has proved the pid is still that kernel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+from loomgate.gateway.kernels import resident
+from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
+from loomgate.shared import wire
+
+POOL_DIR = "pool"  # in the state dir: a directory per pool kernel, its resident.json
+DEFAULT_PREWARM = 1
+
+
+class KernelPool:
+    """Up to `size` started, idle kernels of each kernel spec asked for (the default at start)."""
+
+    def __init__(self, mkm: Any, state_dir: Path, size: int, log: logging.Logger) -> None:
+        self.mkm = mkm
+        self.root = state_dir / POOL_DIR
+        self.size = size
+        self.log = log
+        self.members: dict[str, str] = {}  # kernel id → kernel spec, starting or idle
+        self.idle: dict[str, list[Any]] = {}  # kernel spec → ready kernel managers, oldest first
+        self._fills: dict[str, asyncio.Task[None]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def holds(self, kernel_id: str) -> bool:
+        """Return whether `kernel_id` is a pool kernel (not yet anyone's)."""
+        return kernel_id in self.members
+
+    def end_leftovers(self) -> int:
+        """End the pool kernels a gateway that did not stop cleanly left running; return how many.
+
+        Only a process proved to be that kernel (pid, start time, boot) is signalled.
+        """
+        ended = 0
+        if not self.root.is_dir():
+            return 0
+        for child in sorted(self.root.iterdir()):
+            try:
+                state = resident.load(child, child.name)
+                identity = ProcessIdentity.from_json(state["provisioner"]["identity"] or {})
+            except (ResidentError, ValueError) as e:
+                self.log.warning("Skipping an unreadable pool kernel in %s: %s", child, e)
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            if identity.is_alive():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(state["provisioner"].get("pgid") or identity.pid, signal.SIGKILL)
+                ended += 1
+            shutil.rmtree(child, ignore_errors=True)
+        return ended
+
+    def fill(self, kernel_spec: str) -> None:
+        """Start kernels of `kernel_spec` in the background until the pool holds `size` of them."""
+        if self.size <= 0:
+            return
+        task = self._fills.get(kernel_spec)
+        if task is None or task.done():
+            self._fills[kernel_spec] = asyncio.get_running_loop().create_task(
+                self._fill(kernel_spec)
+            )
+
+    async def _fill(self, kernel_spec: str) -> None:
+        # A start that fails is not retried until the next claim: a broken kernel spec must
+        # not keep the CPU busy starting kernels that die.
+        while len(self.idle.get(kernel_spec, [])) < self.size:
+            kernel_id = str(uuid.uuid4())
+            self.members[kernel_id] = kernel_spec
+            try:
+                await self.mkm.start_kernel(kernel_id=kernel_id, kernel_name=kernel_spec)
+            except Exception as e:
+                self.members.pop(kernel_id, None)
+                self.log.warning("A prewarmed %s kernel did not start: %s", kernel_spec, e)
+                return
+            if kernel_id in self.members:  # not stopped meanwhile
+                self.idle.setdefault(kernel_spec, []).append(self.mkm.get_kernel(kernel_id))
+
+    async def process_started(self, km: Any) -> None:
+        """Note a pool kernel's process, so that a later gateway can end it if this one dies."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory = self.root / str(km.kernel_id)
+        directory.mkdir(exist_ok=True, mode=0o700)
+        await resident.save(directory, km, ResidentLaunch(cwd=None, env={}))
+
+    def take(self, kernel_spec: str) -> Any | None:
+        """Return a ready kernel of `kernel_spec`, no longer the pool's (None if none is ready)."""
+        ready = self.idle.get(kernel_spec, [])
+        while ready:
+            km = ready.pop(0)
+            self._release(str(km.kernel_id))
+            if km.provisioner is not None and km.provisioner.has_process:
+                return km
+            self._spawn_stop(str(km.kernel_id))
+        return None
+
+    def _release(self, kernel_id: str) -> None:
+        self.members.pop(kernel_id, None)
+        shutil.rmtree(self.root / kernel_id, ignore_errors=True)
+
+    def _spawn_stop(self, kernel_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._stop(kernel_id))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def _stop(self, kernel_id: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.mkm.shutdown_kernel(kernel_id, now=True)
+
+    async def stop_all(self) -> int:
+        """Stop every pool kernel (the gateway is exiting); return how many there were."""
+        for task in self._fills.values():
+            task.cancel()
+        for task in self._fills.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        kernel_ids = list(self.members)
+        for kernel_id in kernel_ids:
+            self._release(kernel_id)
+            if kernel_id in self.mkm:
+                await self._stop(kernel_id)
+        self.idle.clear()
+        return len(kernel_ids)
+
+    def report(self) -> list[wire.PooledKernel]:
+        """Return the ready pool kernels: kernel spec, pid and resident memory."""
+        pooled: list[wire.PooledKernel] = []
+        for kernel_spec, kms in sorted(self.idle.items()):
+            for km in kms:
+                pid = getattr(km.provisioner, "pid", None)
+                pooled.append(
+                    wire.PooledKernel(kernel_spec=kernel_spec, pid=pid, rss_bytes=rss_bytes(pid))
+                )
+        return pooled
+
+
+def rss_bytes(pid: int | None) -> int | None:
+    """Return the resident memory of process `pid` in bytes (None where /proc cannot tell)."""
+    if pid is None:
+        return None
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return None

@@ -1,0 +1,113 @@
+"""Prewarmed kernels: a new kernel is taken from a pool of started, idle ones; a pool kernel is
+no one's until taken (in no list), gets its directory and environment at claim, numbers from
+In [1], and ends with the gateway however it exits."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from tests.gateway.test_residency import API, client, created, output, run
+from tests.support.gateways import GatewayProcess, resident_kernels, wait_gone
+
+POOL_TIMEOUT = 60.0
+
+
+async def pooled(http: httpx.AsyncClient, *, other_than: int | None = None) -> dict[str, Any]:
+    """Return the one prewarmed kernel the gateway reports, once it is ready (and, given
+    `other_than`, once it is a new one). No event announces it: the report is polled."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + POOL_TIMEOUT
+    while loop.time() < deadline:
+        info = (await http.get("/api/loomgate/info")).json()
+        ready = [k for k in info["prewarmed"] if k["pid"] != other_than]
+        if ready:
+            [kernel] = ready
+            return dict(kernel)
+        await asyncio.sleep(0.05)
+    raise AssertionError("no prewarmed kernel became ready")
+
+
+async def test_a_new_kernel_is_the_prewarmed_one_moved_into_place(
+    fresh_gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    fresh_gateway.prewarm = 1
+    fresh_gateway.start()
+    project = tmp_path / "my project"
+    project.mkdir()
+    async with client(fresh_gateway) as http:
+        ready = await pooled(http)
+        info = (await http.get("/api/loomgate/info")).json()
+        assert info["prewarm"] == 1 and ready["kernel_spec"] == info["default_kernel_spec"]
+        assert ready["rss_bytes"] > 1_000_000
+        # No one's yet: in neither loomgate's nor Jupyter's lists, unknown by its id.
+        assert (await http.get(API)).json()["kernels"] == []
+        assert (await http.get("/api/kernels")).json() == []
+        kernel = await created(http, name="work", cwd=str(project), env={"LOOMGATE_SEEN": "yes"})
+        assert await output(http, "work", "import os; os.getpid()") == str(ready["pid"])
+        assert await output(http, "work", "os.getcwd()") == repr(str(project))
+        assert await output(http, "work", "os.environ['LOOMGATE_SEEN']") == "'yes'"
+        listed = (await http.get("/api/kernels")).json()
+        assert [k["id"] for k in listed] == [kernel]
+        # The pool refills with a new kernel; a reset restarts `work` where it was moved.
+        await pooled(http, other_than=ready["pid"])
+        assert (await http.post(f"{API}/work/reset")).status_code == 200
+        assert await output(http, "work", "import os; os.getcwd()") == repr(str(project))
+        assert await output(http, "work", "os.environ['LOOMGATE_SEEN']") == "'yes'"
+
+
+async def test_numbering_starts_at_one(fresh_gateway: GatewayProcess) -> None:
+    fresh_gateway.prewarm = 1
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        ready = await pooled(http)
+        await created(http, name="counted")
+        code = "import os; os.getpid()"
+        first = (await run(http, "counted", code))["execution"]
+        assert first["number"] == 1
+        # IPython's own numbering: the first cell is In[1] and its result Out[1] (_1).
+        assert await output(http, "counted", "_1, In[1]") == f"({ready['pid']}, {code!r})"
+
+
+async def test_pool_kernels_end_with_the_gateway_and_are_never_taken_back(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    fresh_gateway.prewarm = 1
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        first = await pooled(http)
+        await created(http, name="kept")
+        second = await pooled(http, other_than=first["pid"])
+    # SIGTERM keeps the named kernel (the one claimed from the pool) and ends the pool's.
+    fresh_gateway.signal(signal.SIGTERM)
+    assert ProcessIdentity.of(first["pid"]) is not None
+    assert wait_gone({second["pid"]}, 30) == set()
+    # SIGKILL leaves the pool kernel running: the next gateway ends it, and adopts only `kept`.
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        third = await pooled(http)
+    orphan = ProcessIdentity.of(third["pid"])
+    assert orphan is not None
+    fresh_gateway.kill()
+    assert orphan in resident_kernels(fresh_gateway.state_dir)
+    assert orphan.is_alive()
+    fresh_gateway.start()
+    assert wait_gone({third["pid"]}, 30) == set()
+    async with client(fresh_gateway) as http:
+        names = [k["name"] for k in (await http.get(API)).json()["kernels"]]
+        assert names == ["kept"]
+        assert await output(http, "kept", "import os; os.getpid()") == str(first["pid"])
+
+
+async def test_no_pool_when_prewarm_is_zero(fresh_gateway: GatewayProcess) -> None:
+    fresh_gateway.start()  # the tests' gateways prewarm nothing unless asked
+    async with client(fresh_gateway) as http:
+        await created(http, name="cold")
+        info = (await http.get("/api/loomgate/info")).json()
+        assert (info["prewarm"], info["prewarmed"]) == (0, [])
+    assert len(fresh_gateway.kernel_pids()) == 1
