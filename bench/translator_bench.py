@@ -34,7 +34,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish, raw_kernel, raw_run, timed
-from loomgate.translator.mcp_server.settings import Limits
+from loomgate.translator.output_view import OutputLimits
 from tests.support.gateways import GatewayProcess
 from tests.support.translators import stdio
 
@@ -80,7 +80,7 @@ async def latency(
     gw: GatewayProcess, config: Path, loommux: Path, iterations: int
 ) -> tuple[list[str], list[str]]:
     """Return table rows comparing every path with the raw loop, and the per-hop budget rows."""
-    limits = Limits()
+    limits = OutputLimits()
     submit = {
         "code": "1+1",
         "wait": 1.0,

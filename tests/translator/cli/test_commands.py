@@ -15,7 +15,14 @@ import httpx
 import pytest
 
 from loomgate.shared.paths import DAEMON_LOG
-from tests.support.gateways import GatewayProcess, alive, free_port, resident_kernels, wait_gone
+from tests.support.gateways import (
+    GatewayProcess,
+    alive,
+    free_port,
+    resident_kernels,
+    stop_local_gateway,
+    wait_gone,
+)
 from tests.support.sse import events, next_event
 
 LOOMGATE = [sys.executable, "-m", "loomgate.translator.cli"]
@@ -197,6 +204,7 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         info = rotated
     finally:
         status, out, _ = await loomgate(env, "gateway", "stop")
+        stop_local_gateway(state)  # after a failure above: kernels left for a gateway now gone
     assert (
         status == 0 and out == f"stopped the gateway at {info['url']} (its kernels are shut down)\n"
     )
