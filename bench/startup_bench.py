@@ -160,7 +160,7 @@ async def cli_rows(work: Path) -> dict[str, float]:
     imports = statistics.median(
         run_seconds([sys.executable, "-c", "import loomgate.translator.cli.main"]) for _ in range(5)
     )
-    return {"cold": cold, "kernel": floor, "warm": warm, "bare": bare, "import": imports}
+    return {"cold": cold, "kernel": floor, "warm": warm, "python": bare, "import": imports}
 
 
 async def first_result(
@@ -256,9 +256,13 @@ async def main() -> None:
         row(samples, "… a stock `jupyter server`, for reference", "stock", "", "bare"),
         row(samples, "`loomgate run 1+1`, no gateway running", "cold", "a kernel alone", "kernel"),
         row(
-            samples, "`loomgate run 1+1`, all up (median of 5)", "warm", "`python -c pass`", "bare"
+            samples,
+            "`loomgate run 1+1`, all up (median of 5)",
+            "warm",
+            "`python -c pass`",
+            "python",
         ),
-        row(samples, "… the CLI's imports alone", "import", "", "bare"),
+        row(samples, "… the CLI's imports alone", "import", "", "python"),
         row(samples, "spawn `loomgate-mcp` → result, new kernel", "fresh", "no-op server", "noop"),
         row(samples, "… attached to a running kernel", "attached", "", "noop"),
         row(samples, "… no gateway running", "autostart", f"{LOOMMUX}", "loommux"),

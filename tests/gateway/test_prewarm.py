@@ -5,7 +5,9 @@ In [1], and ends with the gateway however it exits."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,12 @@ import httpx
 
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from tests.gateway.test_residency import API, client, created, output, run
-from tests.support.gateways import GatewayProcess, resident_kernels, wait_gone
+from tests.support.gateways import (
+    GatewayProcess,
+    kernel_processes_in,
+    resident_kernels,
+    wait_gone,
+)
 
 POOL_TIMEOUT = 60.0
 
@@ -102,6 +109,30 @@ async def test_pool_kernels_end_with_the_gateway_and_are_never_taken_back(
         names = [k["name"] for k in (await http.get(API)).json()["kernels"]]
         assert names == ["kept"]
         assert await output(http, "kept", "import os; os.getpid()") == str(first["pid"])
+
+
+async def test_a_gateway_stopped_as_its_pool_kernel_starts_leaves_no_kernel(
+    tmp_path: Path,
+) -> None:
+    # SIGTERM as soon as the pool's kernel process exists, while its start is still under way
+    # (cancelling that start used to leave the process unknown to the gateway, running on).
+    # Three gateways: the first start of a run is slow enough to finish its kernel's start.
+    for attempt in range(3):
+        gateway = GatewayProcess(tmp_path / f"state{attempt}", prewarm=1)
+        try:
+            gateway.start()
+            assert gateway.proc is not None
+            deadline = time.monotonic() + 30
+            while not gateway.kernel_pids() and time.monotonic() < deadline:
+                pass
+            gateway.proc.terminate()
+            gateway.proc.wait(30)
+            running = kernel_processes_in(gateway.state_dir)
+            assert wait_gone(running, 30) == set(), "a prewarmed kernel outlived its gateway"
+        finally:
+            gateway.stop()
+            for pid in kernel_processes_in(gateway.state_dir):  # what a failure left running
+                os.kill(pid, signal.SIGKILL)
 
 
 async def test_no_pool_when_prewarm_is_zero(fresh_gateway: GatewayProcess) -> None:

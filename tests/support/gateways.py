@@ -212,6 +212,24 @@ def resident_kernels(state_dir: Path, *, pool: bool = True) -> set[ProcessIdenti
     return found
 
 
+def kernel_processes_in(state_dir: Path) -> set[int]:
+    """Return the pids of live processes a gateway on `state_dir` started: its kernels, whose
+    connection files lie there, and children not yet running their program (still with the
+    gateway's environment), found even if nothing recorded them."""
+    marker = b"LOOMGATE_STATE_DIR=" + bytes(state_dir)
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            started = any(word.startswith(bytes(state_dir)) for word in words)
+            if (started or marker in environ) and alive(int(entry.name)):
+                found.add(int(entry.name))
+    return found
+
+
 def stop_local_gateway(state_dir: Path) -> None:
     """Stop the gateway a state dir's gateway.json names, with its kernels, and check that no
     kernel the state dir knows of outlives it (for gateways a test did not start itself).

@@ -3,6 +3,7 @@ gateway again, which takes back the conversation's kernel, variables intact."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import Iterator
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from loomgate.shared import wire
 from loomgate.shared.paths import read_gateway_file
+from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.local_gateway import open_local_client
 from loomgate.translator.client.target import GatewayTarget
@@ -31,6 +34,44 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         yield directory
     finally:
         stop_local_gateway(directory)
+
+
+async def test_a_new_translator_starts_the_local_gateway_before_its_first_call(
+    state: Path,
+) -> None:
+    # A gateway that was killed here left its gateway.json: the next starts at its address.
+    killed = await open_local_client(
+        GatewayTarget(f"http://127.0.0.1:{free_port()}", None, True, None, True), autostart=True
+    )
+    await killed.aclose()
+    died = read_gateway_file(state)
+    assert died is not None
+    os.kill(died["pid"], signal.SIGKILL)
+    assert not wait_gone({died["pid"]}, 30)
+    translator = StdioServerParameters(
+        command=TRANSLATOR[0], args=[*TRANSLATOR[1:], *Settings().argv()], env=dict(os.environ)
+    )
+    async with Client(translator) as mcp:
+        # No tool called: the gateway comes up as the translator starts.
+        async with GatewayClient(died["url"], died["token"]) as watcher:
+            info = await until_answering(watcher)
+        assert info["pid"] != died["pid"]
+        first = await mcp.call_tool("run_cell", {"code": "1+1"})
+        assert text(first).endswith("Out[1]: 2")
+        await mcp.call_tool("stop_kernel", {"kernel": first.structured_content["kernel"]})  # type: ignore[index]
+
+
+async def until_answering(client: GatewayClient) -> wire.Info:
+    """Return the gateway's info once it answers (it is being started)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        try:
+            return await client.info()
+        except GatewayError:
+            if loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.05)
 
 
 async def test_the_next_call_after_a_gateway_sigkill_succeeds(state: Path) -> None:

@@ -39,6 +39,7 @@ class KernelPool:
         self.idle: dict[str, list[Any]] = {}  # kernel spec → ready kernel managers, oldest first
         self._fills: dict[str, asyncio.Task[None]] = {}
         self._stopping: set[asyncio.Task[None]] = set()
+        self._closing = False
 
     def holds(self, kernel_id: str) -> bool:
         """Return whether `kernel_id` is a pool kernel (not yet anyone's)."""
@@ -69,7 +70,7 @@ class KernelPool:
 
     def fill(self, kernel_spec: str) -> None:
         """Start kernels of `kernel_spec` in the background until the pool holds `size` of them."""
-        if self.size <= 0:
+        if self.size <= 0 or self._closing:
             return
         task = self._fills.get(kernel_spec)
         if task is None or task.done():
@@ -80,7 +81,7 @@ class KernelPool:
     async def _fill(self, kernel_spec: str) -> None:
         # A start that fails is not retried until the next claim: a broken kernel spec must
         # not keep the CPU busy starting kernels that die.
-        while len(self.idle.get(kernel_spec, [])) < self.size:
+        while not self._closing and len(self.idle.get(kernel_spec, [])) < self.size:
             kernel_id = str(uuid.uuid4())
             self.members[kernel_id] = kernel_spec
             try:
@@ -124,11 +125,14 @@ class KernelPool:
             await self.mkm.shutdown_kernel(kernel_id, now=True)
 
     async def stop_all(self) -> int:
-        """Stop every pool kernel (the gateway is exiting); return how many there were."""
+        """Stop every pool kernel (the gateway is exiting); return how many there were.
+
+        A kernel being started is waited for, not cancelled: cancelling its start can leave the
+        launched process unknown to the kernel manager, and kernels outlive their gateway.
+        """
+        self._closing = True
         for task in self._fills.values():
-            task.cancel()
-        for task in self._fills.values():
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            with contextlib.suppress(Exception):
                 await task
         kernel_ids = list(self.members)
         for kernel_id in kernel_ids:

@@ -13,7 +13,6 @@ from typing import Any
 from loomgate.shared.wire import SEARCH_MODES, STREAMS
 from loomgate.translator.cli import kernel_commands
 from loomgate.translator.cli.errors import UsageError
-from loomgate.translator.cli.gateway_control import control_gateway
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL
 from loomgate.translator.cli.run import run_command
 from loomgate.translator.cli.stream_protocol import stream_session
@@ -127,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(attached_ranges(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "gateway":
+            # Imported here: the gateway's own commands need the service and daemon code,
+            # a cell run does not (the CLI's start-up is its import time).
+            from loomgate.translator.cli.gateway_control import control_gateway
+
             return control_gateway(args)
         return asyncio.run(dispatch(args))
     except (UsageError, GatewayError, GatewayConfigError) as e:

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -108,6 +109,32 @@ async def open_local_client(
         client = await wait_until_up(directory, target, pid, timeout)
         client.request_timeout = request_timeout
         return client
+
+
+def start_in_background(target: GatewayTarget) -> threading.Thread | None:
+    """Return a thread starting the local gateway, when `target` is it and it is down (None
+    when it runs): a new translator overlaps the gateway's start with its own imports, and
+    its first tool call finds the gateway up, or waits on the start lock for it.
+
+    A start that fails here is not reported: the first tool call starts it again and says why.
+    """
+    if not target.local:
+        return None
+    info = read_gateway_file(default_state_dir())
+    if info is not None and process_alive(info["pid"]):
+        return None
+
+    async def start() -> None:
+        client = await open_local_client(target, autostart=True)
+        await client.aclose()
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run(start())
+
+    thread = threading.Thread(target=run, name="loomgate-autostart", daemon=True)
+    thread.start()
+    return thread
 
 
 async def running_gateway(

@@ -17,16 +17,32 @@ import errno
 import json
 import socket
 import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
-
-import anyio
 
 from loomgate.shared import wire
 
 if TYPE_CHECKING:
     import httpx
+
+# A deadline that cancels what runs inside it, and raises TimeoutError: asyncio.wait_for before
+# Python 3.12 can swallow a cancellation that arrives as the read completes (a hold being closed
+# would read on). asyncio.timeout (3.11) is a cancel scope; on 3.10, anyio's (whose asyncio
+# backend costs the CLI 20 ms of imports, which is why it is not used everywhere).
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as deadline
+else:
+
+    @contextlib.asynccontextmanager
+    async def deadline(seconds: float | None) -> AsyncIterator[None]:
+        """Cancel the block after `seconds`; raise TimeoutError then."""
+        import anyio
+
+        with anyio.fail_after(seconds):
+            yield
+
 
 MAX_HEADER_BYTES = 64 << 10
 T = TypeVar("T")
@@ -96,7 +112,7 @@ class PlainHttpPool:
             reused = bool(self._idle)
             connection = self._idle.pop() if reused else await self._connect()
             try:
-                with anyio.fail_after(read_timeout):
+                async with deadline(read_timeout):
                     response, keep = await self._exchange(connection, message)
             except TimeoutError:
                 connection[1].close()
@@ -209,13 +225,9 @@ class PlainStream:
 
 
 async def within(read: Awaitable[T], seconds: float | None) -> T:
-    """Return what `read` returns; TransportFailure if that takes longer than `seconds`.
-
-    An anyio cancel scope, not asyncio.wait_for: before Python 3.12, wait_for can swallow a
-    cancellation that arrives as the read completes, and a hold being closed would read on.
-    """
+    """Return what `read` returns; TransportFailure if that takes longer than `seconds`."""
     try:
-        with anyio.fail_after(seconds):
+        async with deadline(seconds):
             return await read
     except TimeoutError:
         raise TransportFailure(f"nothing received within {seconds:g} s", "timeout") from None

@@ -46,7 +46,8 @@ class Conversation:
         """Start checking the gateway now, so that the first tool call need not wait for it.
 
         Only for a gateway given by --gateway or $LOOMGATE_URL, and only its check (GET info):
-        the local default may need starting, which waits for a tool call, as does the kernel.
+        the local default was started (if down) as the process began (`start_in_background`),
+        and the first tool call finds it through its gateway.json.
         """
         try:
             target = select_gateway(self.settings.gateway, self.settings.env)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import sys
 
+from loomgate.translator.client.errors import GatewayConfigError
+from loomgate.translator.client.local_gateway import start_in_background
+from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.mcp_server.settings import Settings, SettingsError
 
 
@@ -15,6 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as e:
         print(f"loomgate-mcp: {e}", file=sys.stderr)
         return 2
+    if settings.autostart:
+        start_local_gateway(settings)
     import anyio
 
     from loomgate.translator.mcp_server.server import build_server
@@ -32,3 +37,13 @@ def main(argv: list[str] | None = None) -> int:
             streamable_http_path=settings.path,
         )
     return 0
+
+
+def start_local_gateway(settings: Settings) -> None:
+    """Start the local gateway now if it is this translator's and down: its start then runs
+    while the MCP SDK loads (a bad selection is left for the first tool call to report)."""
+    try:
+        target = select_gateway(settings.gateway, settings.env)
+    except GatewayConfigError:
+        return
+    start_in_background(target)
