@@ -4,7 +4,7 @@ Run: `uv run python -m bench.translator_bench [--iterations 500] [--out FILE.md]
 
 Every path runs in one process, interleaved in blocks, against one gateway started here:
 - raw: AsyncKernelClient straight to a kernel's ZMQ sockets (the kernel's own floor),
-- http: the gateway's submit endpoint over one kept-alive connection (what the translator sends),
+- http: the gateway's submit endpoint through the translator's own HTTP client (what it sends),
 - noop: the MCP SDK's client → a no-op MCP server over stdio (the SDK's own floor),
 - loomgate: the MCP SDK's client → `loomgate-mcp` over stdio → gateway → kernel,
 - loommux 0.1.8 (installed here by uv into a temporary venv): the same client → its run_python;
@@ -34,6 +34,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish, raw_kernel, raw_run, timed
+from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.output_view import OutputLimits
 from tests.support.gateways import GatewayProcess
 from tests.support.translators import stdio
@@ -53,7 +54,7 @@ LOOMMUX = "loommux==0.1.8"
 PATHS = {
     "noop": "floor: a no-op MCP tool over stdio, no kernel (the SDK's own cost)",
     "raw": "raw jupyter_client loop",
-    "http": "the gateway's submit endpoint, one kept-alive HTTP connection",
+    "http": "the gateway's submit endpoint through the translator's own HTTP client",
     "mcp": "run_cell over stdio: MCP client → loomgate-mcp → gateway",
     "loommux": f"{LOOMMUX} run_python over stdio, the same client (kernel in its process)",
 }
@@ -81,25 +82,24 @@ async def latency(
 ) -> tuple[list[str], list[str]]:
     """Return table rows comparing every path with the raw loop, and the per-hop budget rows."""
     limits = OutputLimits()
-    submit = {
-        "code": "1+1",
-        "wait": 1.0,
-        "head": limits.half_lines,
-        "tail": limits.half_lines,
-        "max_chars": limits.max_chars,
-    }
-    headers = {"Authorization": f"token {gw.token}"}
     async with (
         raw_kernel() as raw,
-        httpx.AsyncClient(base_url=gw.url, headers=headers) as http,
+        GatewayClient(gw.url, gw.token) as http,
         Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
         Client(NOOP) as noop,
         Client(StdioServerParameters(command=str(loommux), cwd=str(config))) as rival,
     ):
 
         async def http_submit() -> None:
-            reply = await http.post(f"{API}/bench-latency/executions", json=submit)
-            assert reply.json()["execution"]["state"] == "completed", reply.text
+            reply = await http.submit(
+                "bench-latency",
+                "1+1",
+                wait=1.0,
+                head=limits.half_lines,
+                tail=limits.half_lines,
+                max_chars=limits.max_chars,
+            )
+            assert reply["execution"]["state"] == "completed", reply
 
         async def run_cell() -> None:
             result = await mcp.call_tool("run_cell", {"code": "1+1"})
