@@ -30,10 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from jupyter_client.manager import AsyncKernelManager
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import publish, stock_server
+from bench.gateway_bench import publish, raw_kernel, stock_server
 from bench.translator_bench import LOOMMUX, NOOP, install_loommux
 from loomgate.shared.paths import GATEWAY_FILE, read_gateway_file
 from loomgate.translator.client.local_gateway import gateway_command
@@ -133,16 +132,8 @@ async def gateway_start(work: Path) -> dict[str, float]:
 async def kernel_alone() -> float:
     """Return seconds to start a kernel with jupyter_client and have it answer kernel_info."""
     began = time.perf_counter()
-    km = AsyncKernelManager()
-    await km.start_kernel()
-    client = km.client()
-    client.start_channels()
-    try:
-        await client.wait_for_ready(timeout=60)
+    async with raw_kernel():
         return time.perf_counter() - began
-    finally:
-        client.stop_channels()
-        await km.shutdown_kernel(now=True)
 
 
 async def cli_rows(work: Path) -> dict[str, float]:
