@@ -109,29 +109,30 @@ async def test_conversation_kernel_stops_after_grace(
 ) -> None:
     fresh_gateway.extra_args = ["--conversation-grace", "1"]
     fresh_gateway.start()
-    async with client(fresh_gateway) as http:
-        r = await http.post(API, json={"lifetime": "conversation", "name": "conv"})
-        kernel = r.json()["kernel"]["id"]
+    async with client(fresh_gateway) as http, events(http) as watcher:
+        # Each kernel is held as soon as it exists (an unheld conversation kernel stops once
+        # the grace has passed), and released in reverse order: the control kernel goes last.
         r = await http.post(API, json={"lifetime": "conversation"})
         control = r.json()["kernel"]["id"]
-        pid = await kernel_pid(http, kernel)
-        async with events(http) as watcher:
-            # Left in reverse order: the control kernel's holder goes last.
-            async with events(http, control, hold=True), events(http, kernel, hold=True):
+        async with events(http, control, hold=True):
+            r = await http.post(API, json={"lifetime": "conversation", "name": "conv"})
+            kernel = r.json()["kernel"]["id"]
+            async with events(http, kernel, hold=True):
+                pid = await kernel_pid(http, kernel)
                 r = await http.get(f"{API}/{kernel}")
                 assert r.json()["kernel"]["holders"] == 1
                 code = f"{gate.wait}\nprint('finished')"
                 r = await http.post(f"{API}/{kernel}/executions", json={"code": code})
                 number = r.json()["execution"]["number"]
-            # The control kernel, released after it, stops once the grace has passed on the
-            # gateway's clock; the running cell keeps the other one alive past its grace.
-            await next_event(watcher, "kernel", kernel_id=control, phase="stopped")
-            r = await http.get(f"{API}/{kernel}/executions/{number}")
-            assert r.json()["execution"]["state"] == "running"
-            r = await http.get(f"{API}/{kernel}")
-            assert r.json()["kernel"]["alive"] is True
-            gate.open()
-            event = await next_event(watcher, "kernel", kernel_id=kernel, phase="stopped")
+        # The control kernel, released after it, stops once the grace has passed on the
+        # gateway's clock; the running cell keeps the other one alive past its grace.
+        await next_event(watcher, "kernel", kernel_id=control, phase="stopped")
+        r = await http.get(f"{API}/{kernel}/executions/{number}")
+        assert r.json()["execution"]["state"] == "running"
+        r = await http.get(f"{API}/{kernel}")
+        assert r.json()["kernel"]["alive"] is True
+        gate.open()
+        event = await next_event(watcher, "kernel", kernel_id=kernel, phase="stopped")
         assert event["kernel"]["state"] in ("dead", "gone")
         r = await http.get(f"{API}/{kernel}/executions/{number}", params={"head": 5})
         execution = r.json()["execution"]
@@ -143,19 +144,17 @@ async def test_conversation_kernel_stops_after_grace(
 async def test_persistent_kernel_ignores_holders(fresh_gateway: GatewayProcess) -> None:
     fresh_gateway.extra_args = ["--conversation-grace", "0.2"]
     fresh_gateway.start()
-    async with client(fresh_gateway) as http:
+    async with client(fresh_gateway) as http, events(http) as watcher:
         r = await http.post(API, json={"name": "keeper"})
         keeper = r.json()["kernel"]["id"]
+        async with events(http, keeper, hold=True):
+            pass  # the persistent kernel's last holder goes first
+        # An unheld conversation kernel stops once the grace has passed: this one, created
+        # after the persistent one was released, stops on the gateway's own clock by which the
+        # persistent one has been alone longer than that.
         r = await http.post(API, json={"lifetime": "conversation"})
         control = r.json()["kernel"]["id"]
-        async with events(http) as watcher:
-            async with events(http, keeper, hold=True):
-                pass  # the persistent kernel's last holder goes first
-            async with events(http, control, hold=True):
-                pass
-            # The conversation kernel, released after it, stops once the grace has passed on
-            # the gateway's own clock: the persistent one has been alone longer than that.
-            await next_event(watcher, "kernel", kernel_id=control, phase="stopped")
+        await next_event(watcher, "kernel", kernel_id=control, phase="stopped")
         r = await http.get(f"{API}/keeper")
         assert r.json()["kernel"]["alive"] is True
         r = await http.post(f"{API}/keeper/executions", json={"code": "1", "wait": 30})
