@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
+from loomgate.shared import events as event_wire
 from loomgate.shared import wire
 from tests.support.sse import decode, events, next_event
 from tests.support.wire_check import mismatches
@@ -61,8 +62,8 @@ async def test_every_reply_conforms(http: httpx.AsyncClient) -> None:
             )
             conforms(submitted.json(), wire.ExecutionReply)
             assert submitted.json()["execution"]["state"] == "completed"
-            conforms(await next_event(stream, "output"), wire.OutputEvent)
-            conforms(await next_event(stream, "execution"), wire.ExecutionEvent)
+            conforms(await next_event(stream, "output"), event_wire.OutputEvent)
+            conforms(await next_event(stream, "execution"), event_wire.ExecutionEvent)
         conforms((await http.get(kernel)).json(), wire.KernelReply)
         listed = await http.get(f"{API}/kernels", params={"all": "true"})
         conforms(listed.json(), wire.KernelList)
@@ -98,7 +99,7 @@ async def test_every_reply_conforms(http: httpx.AsyncClient) -> None:
             reset = await http.post(f"{kernel}/reset")
             conforms(reset.json(), wire.ResetReply)
             assert reset.json()["killed"] is not None
-            conforms(await next_event(stream, "kernel", phase="ready"), wire.KernelEvent)
+            conforms(await next_event(stream, "kernel", phase="ready"), event_wire.KernelEvent)
     finally:
         stopped = await http.delete(kernel)
     conforms(stopped.json(), wire.KernelReply)
@@ -110,14 +111,14 @@ async def test_events_conform(http: httpx.AsyncClient) -> None:
     try:
         async with http.stream("GET", f"{API}/events", params={"kernel": kernel_id}) as opened:
             watcher = decode(opened.aiter_lines())
-            conforms(await next_event(watcher, "hello"), wire.HelloEvent)
+            conforms(await next_event(watcher, "hello"), event_wire.HelloEvent)
             async with http.stream(
                 "GET", f"{API}/events", params={"kernel": kernel_id, "hold": "true"}
             ) as held:
                 assert held.status_code == 200
-                conforms(await next_event(watcher, "holders", holders=1), wire.HoldersEvent)
-            conforms(await next_event(watcher, "holders", holders=0), wire.HoldersEvent)
+                conforms(await next_event(watcher, "holders", holders=1), event_wire.HoldersEvent)
+            conforms(await next_event(watcher, "holders", holders=0), event_wire.HoldersEvent)
             await http.delete(f"{API}/kernels/{kernel_id}")
-            conforms(await next_event(watcher, "kernel", phase="stopped"), wire.KernelEvent)
+            conforms(await next_event(watcher, "kernel", phase="stopped"), event_wire.KernelEvent)
     finally:
         await http.delete(f"{API}/kernels/{kernel_id}")

@@ -84,6 +84,7 @@ class GatewayProcess:
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     token: str = ""
+    monitor_token: str = ""
     launcher: list[str] = field(default_factory=list)  # a command prefix, e.g. nsenter …
     root: Path = Path("/")  # where the gateway's own view of the filesystem is seen from here
     # Prewarmed kernels: none unless a test asks, so that tests can count a gateway's kernels.
@@ -124,7 +125,8 @@ class GatewayProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}")
             if info_file.exists():
-                self.token = json.loads(info_file.read_text())["token"]
+                written = json.loads(info_file.read_text())
+                self.token, self.monitor_token = written["token"], written["monitor_token"]
                 try:
                     r = httpx.get(f"{self.url}/api/loomgate/info", headers=self.headers, timeout=2)
                     if r.status_code == 200:

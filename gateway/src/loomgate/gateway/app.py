@@ -37,6 +37,7 @@ from loomgate.shared.paths import (
     DEFAULT_PORT,
     GATEWAY_FILE,
     LOG_FILE,
+    MONITOR_TOKEN_FILE,
     GatewayFile,
     ensure_private_dir,
     read_gateway_file,
@@ -50,17 +51,19 @@ LOCK_FILE = "gateway.lock"
 
 
 class RedactToken(logging.Filter):
-    """Replace the gateway token wherever it would appear in a log line."""
+    """Replace the gateway's tokens wherever they would appear in a log line."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, *tokens: str) -> None:
         super().__init__()
-        self.token = token
+        self.tokens = tokens
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Return True, after rewriting the record's message without the token."""
+        """Return True, after rewriting the record's message without the tokens."""
         message = record.getMessage()
-        if self.token in message:
-            record.msg, record.args = message.replace(self.token, "<token>"), None
+        if any(token in message for token in self.tokens):
+            for token in self.tokens:
+                message = message.replace(token, "<token>")
+            record.msg, record.args = message, None
         return True
 
 
@@ -127,6 +130,7 @@ class LoomgateServerApp(ServerApp):
             token=self.identity_provider.token,
             pid=os.getpid(),
             version=__version__,
+            monitor_token=self.identity_provider.monitor_token,  # type: ignore[attr-defined]
         )
         write_gateway_file(Path(self.loomgate_state_dir), info)
         self.log.info(
@@ -251,6 +255,19 @@ def choose_token(args: argparse.Namespace, directory: Path) -> str:
     return token
 
 
+def monitor_token(directory: Path) -> str:
+    """Return the read-only monitor token: the one a previous run kept, else a new one (kept).
+
+    Kept across restarts, so that an open monitor page reconnects after one.
+    """
+    kept = read_token_file(directory, MONITOR_TOKEN_FILE)
+    if kept is not None:
+        return kept
+    token = secrets.token_urlsafe(32)
+    write_token_file(directory, token, MONITOR_TOKEN_FILE)
+    return token
+
+
 def lock_state_dir(directory: Path) -> int:
     """Return a held lock on the state dir (SystemExit if another gateway holds it).
 
@@ -314,7 +331,8 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.LoomgateServerApp.prewarm = args.prewarm
     config.LoomgateServerApp.retention_days = args.retention_days
     app = LoomgateServerApp(config=config)
-    redact = RedactToken(token)
+    monitor = monitor_token(directory)
+    redact = RedactToken(token, monitor)
     file_handler = GatewayLogFile(directory / LOG_FILE)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     file_handler.setLevel(args.log_level)  # the loggers pass DEBUG on to every handler
@@ -330,6 +348,7 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     # Set after initialize so that the token never appears in the (debug-logged) config.
     app.identity_provider.token = token
     app.identity_provider.token_generated = False
+    app.identity_provider.monitor_token = monitor  # type: ignore[attr-defined]
     return app
 
 

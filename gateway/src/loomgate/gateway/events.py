@@ -7,16 +7,17 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from loomgate.shared.wire import (
+from loomgate.shared.events import (
     Event,
-    Execution,
     ExecutionEvent,
     HoldersEvent,
-    Kernel,
     KernelEvent,
     KernelPhase,
     OutputEvent,
+    ToolCall,
+    ToolCallEvent,
 )
+from loomgate.shared.wire import Execution, Kernel
 
 QUEUE_SIZE = 1000
 
@@ -110,7 +111,22 @@ class EventBus:
                 )
             )
 
-    def _deliver(self, event: KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent) -> None:
+    def tool_call(self, tool_call: ToolCall) -> None:
+        """Publish a tool call a translator reported, to its kernel's and all kernels' listeners."""
+        if self._subscriptions:
+            self._deliver(
+                ToolCallEvent(
+                    id=next(self._ids),
+                    event="tool_call",
+                    kernel_id=tool_call["kernel_id"],
+                    time=time.time(),
+                    tool_call=tool_call,
+                )
+            )
+
+    def _deliver(
+        self, event: KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent | ToolCallEvent
+    ) -> None:
         """Queue `event` for every subscriber interested in its kernel."""
         for subscription in self._subscriptions:
             if subscription.kernel_id not in (None, event["kernel_id"]):

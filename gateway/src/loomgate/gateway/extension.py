@@ -14,6 +14,7 @@ from loomgate.gateway.kernels.registry import (
     DEFAULT_RETENTION_DAYS,
     KernelRegistry,
 )
+from loomgate.gateway.monitor.tool_calls import ToolCallLog
 from loomgate.shared.paths import state_dir
 
 PURGE_INTERVAL_SECONDS = 3600.0
@@ -49,10 +50,13 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     )
     mkm.loom_registry = registry
     serverapp.web_app.settings.update(
-        loomgate_registry=registry, loomgate_events=events, loomgate_started=time.time()
+        loomgate_registry=registry,
+        loomgate_events=events,
+        loomgate_tool_calls=ToolCallLog(events),
+        loomgate_started=time.time(),
     )
     base = serverapp.web_app.settings.get("base_url", "/").rstrip("/")
-    serverapp.web_app.add_handlers(".*$", routes(base + "/api/loomgate"))
+    serverapp.web_app.add_handlers(".*$", routes(base))
     serverapp.io_loop.call_later(PURGE_INTERVAL_SECONDS, _purge_periodically, serverapp, registry)
 
 

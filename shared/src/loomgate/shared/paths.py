@@ -15,15 +15,20 @@ GATEWAY_FILE = "gateway.json"  # how local clients find the running gateway
 LOG_FILE = "gateway.log"  # the gateway's own log
 DAEMON_LOG = "gateway.stdout.log"  # what an autostarted gateway prints before its log is open
 TOKEN_FILE = "token"  # the local gateway's token, kept across restarts (clients need nothing new)
+MONITOR_TOKEN_FILE = "monitor_token"  # its read-only monitor token, kept likewise
 
 
-class GatewayFile(TypedDict):
-    """What a running local gateway tells local clients."""
-
+class _GatewayFileBase(TypedDict):
     url: str
     token: str
     pid: int
     version: str
+
+
+class GatewayFile(_GatewayFileBase, total=False):
+    """What a running local gateway tells local clients (`monitor_token`: its read-only one)."""
+
+    monitor_token: str
 
 
 def state_dir() -> Path:
@@ -81,27 +86,30 @@ def read_gateway_file(directory: Path) -> GatewayFile | None:
         return None
     if not isinstance(data, dict) or not {"url", "token", "pid"} <= data.keys():
         return None
-    return GatewayFile(
+    info = GatewayFile(
         url=str(data["url"]),
         token=str(data["token"]),
         pid=int(data["pid"]),
         version=str(data.get("version", "")),
     )
+    if isinstance(data.get("monitor_token"), str):
+        info["monitor_token"] = data["monitor_token"]
+    return info
 
 
-def read_token_file(directory: Path) -> str | None:
+def read_token_file(directory: Path, name: str = TOKEN_FILE) -> str | None:
     """Return the token kept in the state dir, or None (absent, unreadable or empty)."""
     try:
-        token = (directory / TOKEN_FILE).read_text(encoding="utf-8").strip()
+        token = (directory / name).read_text(encoding="utf-8").strip()
     except OSError:
         return None
     return token or None
 
 
-def write_token_file(directory: Path, token: str) -> None:
+def write_token_file(directory: Path, token: str, name: str = TOKEN_FILE) -> None:
     """Keep `token` in the state dir (mode 0600) for the gateway's later starts."""
     ensure_private_dir(directory)
-    path = directory / TOKEN_FILE
+    path = directory / name
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:

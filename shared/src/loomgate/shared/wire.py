@@ -120,6 +120,7 @@ class _ExecutionBase(TypedDict):
     number: int
     state: ExecutionState
     source: Source
+    client: str | None
     code: str
     started: float
     finished: float | None
@@ -181,6 +182,13 @@ class RichBundle(RichEntry):
     number: int
     data: dict[str, object]
     metadata: dict[str, object]
+
+
+class ColouredTraceback(TypedDict):
+    """An execution's traceback as the kernel coloured it (ANSI escapes kept)."""
+
+    number: int
+    text: str
 
 
 # -- search -----------------------------------------------------------------------------------
@@ -267,6 +275,7 @@ class Kernel(TypedDict):
     last_activity: float | None
     connections: int
     holders: int
+    held_by: list[str]
     cwd: str | None
     created: float | None
     ended: float | None
@@ -329,60 +338,3 @@ class Refusal(TypedDict):
 
     error: str
     message: str
-
-
-# -- events -----------------------------------------------------------------------------------
-
-EventName = Literal["hello", "kernel", "holders", "execution", "output"]
-KernelPhase = Literal["ready", "restarting", "dead", "stopped"]
-
-
-class HelloEvent(TypedDict):
-    """The first event of a stream: the kernel it follows, or None for all kernels."""
-
-    event: Literal["hello"]
-    kernel: Kernel | None
-
-
-class _Published(TypedDict):
-    id: int
-    kernel_id: str
-    time: float
-
-
-class _KernelEventBase(_Published):
-    event: Literal["kernel"]
-    phase: KernelPhase
-    kernel: Kernel
-
-
-class KernelEvent(_KernelEventBase, total=False):
-    """A kernel started, restarts, died or stopped; `reason` only when it died."""
-
-    reason: str
-
-
-class HoldersEvent(_Published):
-    """A holder connected or went away."""
-
-    event: Literal["holders"]
-    holders: int
-
-
-class ExecutionEvent(_Published):
-    """An execution started, waits for input, got its input, or ended."""
-
-    event: Literal["execution"]
-    execution: Execution
-
-
-class OutputEvent(_Published):
-    """Output arrived (at most one such event every 0.1 s per execution)."""
-
-    event: Literal["output"]
-    number: int
-    lines: int
-    last_line: str
-
-
-Event = HelloEvent | KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent

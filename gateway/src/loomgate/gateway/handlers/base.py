@@ -23,6 +23,7 @@ from loomgate.shared.echo import echo
 
 MAX_WAIT = 3600.0
 MAX_LINES_INLINE = 10_000
+MAX_CLIENT_LABEL = 200
 
 Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 
@@ -88,6 +89,7 @@ class LoomHandler(APIHandler):
     """Base of loomgate's handlers: argument parsing and access to the registry."""
 
     auth_resource = "kernels"
+    monitor_readable = False  # whether the monitor credential may GET it (monitor/access.py)
 
     @property
     def registry(self) -> KernelRegistry:
@@ -157,6 +159,15 @@ class LoomHandler(APIHandler):
         if str(raw).lower() in ("0", "false", "no"):
             return False
         raise BadRequest(f"{name} must be true or false, not {echo(raw)}")
+
+    def client_arg(self, body: dict[str, Any] | None = None) -> str | None:
+        """Return who the request says it comes from (a conversation, the CLI), or None."""
+        raw = self.arg("client", body)
+        if raw is None or raw == "":
+            return None
+        if not isinstance(raw, str) or len(raw) > MAX_CLIENT_LABEL:
+            raise BadRequest(f"client must be a string of at most {MAX_CLIENT_LABEL} characters")
+        return raw
 
     def select(self, store: RecordStore, selector: str) -> ExecutionRecord:
         """Return the record `selector` names: a number, `latest`, or `current`.

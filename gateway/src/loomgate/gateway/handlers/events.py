@@ -12,17 +12,19 @@ from tornado.iostream import StreamClosedError
 from loomgate.gateway.errors import BadRequest
 from loomgate.gateway.handlers.base import LoomHandler, endpoint
 from loomgate.gateway.kernels.kernel import LoomKernel
-from loomgate.shared.wire import Event, HelloEvent
+from loomgate.shared.events import Event, HelloEvent
 
 KEEPALIVE_SECONDS = 5.0
 
 
 class EventsHandler(LoomHandler):
-    """GET /api/loomgate/events[?kernel=ref&hold=true]: server-sent events.
+    """GET /api/loomgate/events[?kernel=ref&hold=true&client=label]: server-sent events.
 
     With `hold=true` the open connection holds the kernel: a conversation kernel starts its grace
     period only when its last holder's connection closes (a crashed translator included).
     """
+
+    monitor_readable = True  # its GET (the monitor credential may read it)
 
     _closed: asyncio.Event
 
@@ -34,6 +36,7 @@ class EventsHandler(LoomHandler):
         hold = self.bool_arg("hold", False)
         if hold and kernel is None:
             raise BadRequest("hold=true needs a kernel")
+        client = self.client_arg()
         self._closed = asyncio.Event()
         if isinstance(self.request.connection, HTTP1Connection):
             self.request.connection.stream.set_nodelay(True)
@@ -42,7 +45,7 @@ class EventsHandler(LoomHandler):
         self.set_header("X-Accel-Buffering", "no")
         subscription = self.events.subscribe(kernel.id if kernel else None)
         if hold and kernel is not None:
-            self.registry.holders.hold(kernel)
+            self.registry.holders.hold(kernel, client)
         try:
             hello = HelloEvent(event="hello", kernel=kernel.model() if kernel else None)
             await self._send("hello", hello)
@@ -66,7 +69,7 @@ class EventsHandler(LoomHandler):
         finally:
             self.events.unsubscribe(subscription)
             if hold and kernel is not None:
-                self.registry.holders.release(kernel)
+                self.registry.holders.release(kernel, client)
             with contextlib.suppress(Exception):
                 self.finish()
 

@@ -25,14 +25,22 @@ SEARCH_TIMEOUT = 10.0
 class ExecutionsHandler(LoomHandler):
     """GET/POST /api/loomgate/kernels/{ref}/executions: list; submit a cell."""
 
+    monitor_readable = True  # its GET (the monitor credential may read it)
+
     @endpoint
     async def get(self, ref: str) -> None:
-        """Return summaries of executions after `since` (at most `limit`, newest last)."""
+        """Return summaries of executions after `since` and before `before` (at most `limit`,
+        newest last), each with its first `head` and last `tail` lines when asked."""
         store = self.registry.resolve_store(ref)
         since = self.number_arg("since", 0, integer=True)
+        before = self.number_arg("before", None, integer=True)
         limit = self.number_arg("limit", 100, lo=1, hi=10_000, integer=True)
-        records = [r for r in store.all() if r.number > since][-limit:]
-        self.reply(wire.ExecutionList(executions=[r.summary() for r in records]))
+        output = self.output_args()
+        records = [
+            r for r in store.all() if r.number > since and (before is None or r.number < before)
+        ][-limit:]
+        executions = [self.execution_json(r, **output) for r in records]
+        self.reply(wire.ExecutionList(executions=executions))
 
     @endpoint
     async def post(self, ref: str) -> None:
@@ -43,7 +51,7 @@ class ExecutionsHandler(LoomHandler):
             raise BadRequest("code (a string) is required")
         kernel = self.registry.resolve(ref)
         output = self.output_args(body)
-        record = await kernel.submit(code)
+        record = await kernel.submit(code, self.client_arg(body))
         reason = await self.wait_for(record, body)
         execution = self.execution_json(record, **output)
         self.reply(wire.ExecutionReply(execution=execution, returned=reason), 201)
@@ -51,6 +59,8 @@ class ExecutionsHandler(LoomHandler):
 
 class ExecutionHandler(LoomHandler):
     """GET /api/loomgate/kernels/{ref}/executions/{sel}: status, with an optional long-poll."""
+
+    monitor_readable = True  # its GET (the monitor credential may read it)
 
     @endpoint
     async def get(self, ref: str, selector: str) -> None:
@@ -65,6 +75,8 @@ class ExecutionHandler(LoomHandler):
 
 class StreamHandler(LoomHandler):
     """GET …/executions/{sel}/streams/{stream}?lines=a:b&max_chars=N: read lines."""
+
+    monitor_readable = True  # its GET (the monitor credential may read it)
 
     @endpoint
     async def get(self, ref: str, selector: str, stream: str) -> None:
@@ -100,6 +112,8 @@ class StreamHandler(LoomHandler):
 class RichHandler(LoomHandler):
     """GET …/executions/{sel}/rich/{index}: one rich output's MIME bundle."""
 
+    monitor_readable = True  # its GET (the monitor credential may read it)
+
     @endpoint
     async def get(self, ref: str, selector: str, index: str) -> None:
         """Return the bundle ({data, metadata}) and where it sits in `combined`."""
@@ -117,6 +131,21 @@ class RichHandler(LoomHandler):
                 number=record.number, **entry, data=bundle["data"], metadata=bundle["metadata"]
             )
         )
+
+
+class TracebackHandler(LoomHandler):
+    """GET …/executions/{sel}/traceback: the traceback with the kernel's ANSI colours."""
+
+    monitor_readable = True  # its GET (the monitor credential may read it)
+
+    @endpoint
+    async def get(self, ref: str, selector: str) -> None:
+        """Return the coloured traceback (404 when the execution raised nothing)."""
+        record = self.select(self.registry.resolve_store(ref), selector)
+        text = record.coloured_traceback()
+        if text is None:
+            raise NotFound(f"execution {record.number} raised no error")
+        self.reply(wire.ColouredTraceback(number=record.number, text=text))
 
 
 class InputHandler(LoomHandler):
@@ -137,6 +166,8 @@ class InputHandler(LoomHandler):
 
 class SearchHandler(LoomHandler):
     """GET /api/loomgate/kernels/{ref}/search: find lines in one execution or all of them."""
+
+    monitor_readable = True  # its GET (the monitor credential may read it)
 
     @endpoint
     async def get(self, ref: str) -> None:

@@ -29,6 +29,8 @@ CAPABILITIES = [
 class InfoHandler(LoomHandler):
     """GET /api/loomgate/info: who this is, so a translator can tell it from a stock server."""
 
+    monitor_readable = True  # its GET (the monitor credential may read it)
+
     @endpoint
     async def get(self) -> None:
         """Return service name, versions, capabilities and kernel specs."""
@@ -54,6 +56,8 @@ class InfoHandler(LoomHandler):
 
 class KernelsHandler(LoomHandler):
     """GET/POST /api/loomgate/kernels: list kernels; create or get one by name."""
+
+    monitor_readable = True  # its GET (the monitor credential may read it)
 
     @endpoint
     async def get(self) -> None:
@@ -92,6 +96,8 @@ class KernelsHandler(LoomHandler):
 
 class KernelHandler(LoomHandler):
     """GET/DELETE /api/loomgate/kernels/{ref}: one kernel's model; stop it."""
+
+    monitor_readable = True  # its GET (the monitor credential may read it)
 
     @endpoint
     async def get(self, ref: str) -> None:

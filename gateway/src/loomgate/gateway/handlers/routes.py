@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import JupyterHandler
 
 from loomgate.gateway.handlers.events import EventsHandler
 from loomgate.gateway.handlers.executions import (
@@ -12,6 +12,7 @@ from loomgate.gateway.handlers.executions import (
     RichHandler,
     SearchHandler,
     StreamHandler,
+    TracebackHandler,
 )
 from loomgate.gateway.handlers.kernels import (
     InfoHandler,
@@ -22,10 +23,13 @@ from loomgate.gateway.handlers.kernels import (
     SetupHandler,
     ShutdownHandler,
 )
+from loomgate.gateway.monitor.page import MonitorPageHandler
+from loomgate.gateway.monitor.tool_calls import ToolCallsHandler
 
 
-def routes(base: str = "/api/loomgate") -> list[tuple[str, type[APIHandler]]]:
-    """Return the URL routes of loomgate's endpoints."""
+def routes(server_base: str = "") -> list[tuple[str, type[JupyterHandler]]]:
+    """Return the URL routes of loomgate's endpoints and its monitor page under `server_base`."""
+    base = server_base + "/api/loomgate"
     kernel = base + r"/kernels/(?P<ref>[^/]+)"
     execution = kernel + r"/executions/(?P<selector>[^/]+)"
     return [
@@ -39,8 +43,11 @@ def routes(base: str = "/api/loomgate") -> list[tuple[str, type[APIHandler]]]:
         (execution, ExecutionHandler),
         (execution + r"/streams/(?P<stream>[^/]+)", StreamHandler),
         (execution + r"/rich/(?P<index>[^/]+)", RichHandler),
+        (execution + r"/traceback", TracebackHandler),
         (execution + r"/input", InputHandler),
         (kernel + r"/search", SearchHandler),
         (base + r"/events", EventsHandler),
+        (base + r"/tool-calls", ToolCallsHandler),
+        (server_base + r"/loomgate/monitor", MonitorPageHandler),
         (base + r"/shutdown", ShutdownHandler),
     ]

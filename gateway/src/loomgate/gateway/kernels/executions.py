@@ -38,6 +38,7 @@ class ExecutionTracker:
         self.last_activity = time.time()
         self._recent: OrderedDict[str, ExecutionRecord] = OrderedDict()
         self._submissions: dict[str, asyncio.Future[ExecutionRecord]] = {}
+        self._clients: dict[str, str] = {}  # who sent each of those cells, as they said
         self._replies: dict[str, asyncio.Future[Message]] = {}  # our cells' execute_replies
         self._settling: set[asyncio.Task[None]] = set()
         self._input_requests: dict[int, Message] = {}
@@ -51,12 +52,14 @@ class ExecutionTracker:
         return self.store.kernel_id
 
     def expect(
-        self, msg_id: str, reply: asyncio.Future[Message]
+        self, msg_id: str, reply: asyncio.Future[Message], client: str | None = None
     ) -> asyncio.Future[ExecutionRecord]:
         """Return the future record of the cell sent as `msg_id` (set when it starts); `reply`
         is the future of its execute_reply."""
         self._replies[msg_id] = reply
         future = self._submissions[msg_id] = asyncio.get_running_loop().create_future()
+        if client is not None:
+            self._clients[msg_id] = client
         return future
 
     def follow(self, record: ExecutionRecord) -> None:
@@ -91,6 +94,7 @@ class ExecutionTracker:
             if not future.done():
                 future.set_exception(error)
         self._submissions.clear()
+        self._clients.clear()
 
     def answer_input(self, record: ExecutionRecord, value: str) -> None:
         """Send `value` as the reply to the pending input() of `record`."""
@@ -171,6 +175,7 @@ class ExecutionTracker:
         if self.current is not None and not self.current.final:
             self.finish(self.current, "completed", note="superseded before its end was seen")
         submission = self._submissions.pop(msg_id, None)
+        client = self._clients.pop(msg_id, None)
         reported = int(content.get("execution_count") or 0)
         code = str(content.get("code", ""))
         record = self.store.new_record(
@@ -178,6 +183,7 @@ class ExecutionTracker:
             msg_id=msg_id,
             code=code,
             source="loomgate" if submission is not None else "other",
+            client=client,
         )
         if self.implementation == "ipython" and (record.number != reported or not code.strip()):
             # IPython does not count a blank cell (nor another client's store_history=False

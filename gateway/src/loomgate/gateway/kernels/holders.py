@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.kernel import LoomKernel
 
+UNNAMED = "a client that gave no name"
+
 
 class Holders:
     """Counts holders per kernel and stops a conversation kernel left alone past the grace."""
@@ -30,15 +32,16 @@ class Holders:
         self._stop = stop
         self._grace_tasks: dict[str, asyncio.Task[None]] = {}
 
-    def hold(self, kernel: LoomKernel) -> None:
-        """Count one more open translator connection holding `kernel`."""
-        kernel.holders += 1
+    def hold(self, kernel: LoomKernel, client: str | None = None) -> None:
+        """Count one more open translator connection holding `kernel` (`client`: who it is)."""
+        kernel.held_by.append(client or UNNAMED)
         self.forget(kernel.id)
         self.events.holders(kernel.id, kernel.holders)
 
-    def release(self, kernel: LoomKernel) -> None:
+    def release(self, kernel: LoomKernel, client: str | None = None) -> None:
         """Count one connection fewer; a conversation kernel left alone starts its grace period."""
-        kernel.holders = max(0, kernel.holders - 1)
+        if (client or UNNAMED) in kernel.held_by:
+            kernel.held_by.remove(client or UNNAMED)
         if kernel.holders == 0 and kernel.lifetime == "conversation" and self._is_live(kernel):
             self.start_grace(kernel)
         self.events.holders(kernel.id, kernel.holders)

@@ -88,7 +88,7 @@ class LoomKernel:
         self.channels: KernelChannels | None = None
         self.executions = ExecutionTracker(store, events)
         self.setup = KernelSetup(store)
-        self.holders = 0
+        self.held_by: list[str] = []  # who holds it (translators' open connections), one each
         self._died_record: ExecutionRecord | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._settled = asyncio.Event()  # set while the phase is not starting or restarting
@@ -298,8 +298,9 @@ class LoomKernel:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._settled.wait(), START_TIMEOUT)
 
-    async def submit(self, code: str) -> ExecutionRecord:
-        """Start `code` and return its record once the kernel has begun running it."""
+    async def submit(self, code: str, client: str | None = None) -> ExecutionRecord:
+        """Start `code` and return its record once the kernel has begun running it; `client`
+        says who sent it (a conversation, the CLI), as the monitor shows it."""
         await self.settle()  # a start or restart takes seconds: wait rather than refuse
         if self.phase != "ready" or self.channels is None:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
@@ -314,7 +315,7 @@ class LoomKernel:
         await self.executions.refuse_if_busy(START_TIMEOUT)
         self.store.check_writable()  # never run a cell whose record cannot be kept
         msg_id, reply = self.channels.send_cell(cell_content(code))
-        future = self.executions.expect(msg_id, reply)
+        future = self.executions.expect(msg_id, reply, client)
         try:
             return await asyncio.wait_for(asyncio.shield(future), START_TIMEOUT)
         except asyncio.TimeoutError:
@@ -365,6 +366,11 @@ class LoomKernel:
 
     # -- wire ---------------------------------------------------------------------------------
 
+    @property
+    def holders(self) -> int:
+        """Return how many open connections hold this kernel."""
+        return len(self.held_by)
+
     def state(self) -> KernelState:
         """Return one word: starting, idle, busy, awaiting_input, restarting or dead."""
         if self.phase != "ready":
@@ -382,6 +388,7 @@ class LoomKernel:
         model["last_activity"] = self.last_activity
         model["connections"] = self.holders + self.km.parent.connections(self.id)
         model["holders"] = self.holders
+        model["held_by"] = list(self.held_by)
         model["ended"] = None
         model["setup"] = self.setup.model()
         return model

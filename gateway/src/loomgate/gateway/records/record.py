@@ -25,6 +25,8 @@ from loomgate.shared.wire import (
 )
 
 FLUSH_DELAY = 0.2
+COLOURED_TRACEBACK = "traceback.ansi"  # the last error's traceback as the kernel coloured it
+COLOURED_TRACEBACK_CHARS = 1 << 20
 WRITE_SLICE = 1 << 20
 STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
 
@@ -67,6 +69,7 @@ class ExecutionRecord:
         msg_id: str,
         code: str,
         source: str,
+        client: str | None = None,
         on_storage_error: Callable[[OSError], None] | None = None,
     ) -> ExecutionRecord:
         """Return a new running record (the caller saves it with `save_soon`)."""
@@ -76,6 +79,7 @@ class ExecutionRecord:
             "msg_id": msg_id,
             "code": code,
             "source": source,
+            "client": client,
             "state": "running",
             "started": time.time(),
             "finished": None,
@@ -203,9 +207,19 @@ class ExecutionRecord:
         def write() -> None:
             self._stream("combined").write_block(text, int(OutputKind.ERROR))
             self._stream("traceback").write_block(text, int(OutputKind.ERROR))
+            # The streams hold what a terminal shows; the colours are kept for the monitor.
+            coloured = text[:COLOURED_TRACEBACK_CHARS]
+            (self.directory / COLOURED_TRACEBACK).write_text(coloured, "utf-8", "replace")
 
         self._store(write)
         self._output_arrived()
+
+    def coloured_traceback(self) -> str | None:
+        """Return the last error's traceback with its ANSI colours, or None if it raised none."""
+        try:
+            return (self.directory / COLOURED_TRACEBACK).read_text("utf-8", "replace")
+        except FileNotFoundError:
+            return None
 
     def _store(self, write: Callable[[], None]) -> None:
         """Run `write` while output is stored; a write the disk refuses ends the storing."""
@@ -368,6 +382,7 @@ class ExecutionRecord:
             number=self.number,
             state=self.state,
             source=meta["source"],
+            client=meta.get("client"),
             code=meta["code"],
             started=meta["started"],
             finished=finished,

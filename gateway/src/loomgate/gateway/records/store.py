@@ -109,7 +109,9 @@ class RecordStore:
                 self.meta["last_number"] = max(self.last_number, max(records))
         return self._records
 
-    def new_record(self, *, number: int, msg_id: str, code: str, source: str) -> ExecutionRecord:
+    def new_record(
+        self, *, number: int, msg_id: str, code: str, source: str, client: str | None = None
+    ) -> ExecutionRecord:
         """Return a new running record numbered `number` (above every earlier one)."""
         number = max(number, self.last_number + 1)
         record = ExecutionRecord.create(
@@ -119,6 +121,7 @@ class RecordStore:
             msg_id=msg_id,
             code=code,
             source=source,
+            client=client,
             on_storage_error=self._storage_failed,
         )
         self._loaded()[number] = record
@@ -171,6 +174,7 @@ class RecordStore:
             last_activity=meta.get("ended"),
             connections=0,
             holders=0,
+            held_by=[],
             cwd=meta.get("cwd"),
             created=meta.get("created"),
             ended=meta.get("ended"),

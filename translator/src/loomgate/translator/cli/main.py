@@ -14,6 +14,7 @@ from loomgate.shared.wire import SEARCH_MODES, STREAMS
 from loomgate.translator.cli import kernel_commands
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL
+from loomgate.translator.cli.monitor import show_monitor
 from loomgate.translator.cli.run import run_command
 from loomgate.translator.cli.stream_protocol import stream_session
 from loomgate.translator.client.connection import open_client
@@ -90,6 +91,10 @@ def parser() -> argparse.ArgumentParser:
     )
     stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
     stop.add_argument("kernel", help="kernel name or id prefix")
+    monitor = commands.add_parser(
+        "monitor", help="print (and open) the read-only monitor page of the local gateway"
+    )
+    monitor.add_argument("--no-browser", action="store_true", help="only print its address")
     gateway = commands.add_parser("gateway", help="control the local gateway")
     gateway.add_argument(
         "action",
@@ -164,6 +169,7 @@ COMMANDS: dict[str, Command] = {
     "reset": kernel_commands.show_reset,
     "kernels": kernel_commands.show_kernels,
     "stop": kernel_commands.stop,
+    "monitor": show_monitor,
 }
 
 
@@ -171,6 +177,7 @@ async def dispatch(args: argparse.Namespace) -> int:
     """Return the exit status of a command that talks to a gateway."""
     target = select_gateway(args.gateway, os.environ)
     client = await open_client(target, autostart=not args.no_autostart)
+    client.client_label = "cli"
     try:
         return await COMMANDS[args.command](client, args)
     finally:

@@ -7,6 +7,7 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from loomgate.shared import wire
+from loomgate.shared.events import ToolCallReport
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.http_session import API_PREFIX, GatewayHttp, drop_none
 
@@ -123,7 +124,13 @@ class GatewayClient(GatewayHttp):
         max_chars: int | None = None,
     ) -> wire.ExecutionReply:
         """Return a newly submitted cell's summary, after waiting up to `wait` s for its end."""
-        body = drop_none({"code": code, **wait_params(wait, until_silent, head, tail, max_chars)})
+        body = drop_none(
+            {
+                "code": code,
+                "client": self.client_label,
+                **wait_params(wait, until_silent, head, tail, max_chars),
+            }
+        )
         data = await self.request(
             "POST",
             f"kernels/{quoted(ref)}/executions",
@@ -215,3 +222,9 @@ class GatewayClient(GatewayHttp):
         }
         data = await self.request("GET", f"kernels/{quoted(ref)}/search", params=params)
         return cast(wire.SearchReply, data)
+
+    # -- the monitor -------------------------------------------------------------------------
+
+    async def report_tool_calls(self, calls: list[ToolCallReport]) -> None:
+        """Tell the gateway which tool calls this conversation answered (for the monitor)."""
+        await self.request("POST", "tool-calls", body={"tool_calls": calls}, read_timeout=5)

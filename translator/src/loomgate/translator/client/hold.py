@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from loomgate.shared import wire
+from loomgate.shared.events import Event
 from loomgate.translator.client.errors import GatewayError
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ HOLD_OPEN_TIMEOUT = 30.0
 # Refusals after which reconnecting a hold cannot help.
 PERMANENT_HOLD_ERRORS = frozenset({"not_found", "bad_request", "ambiguous", "auth", "protocol"})
 
-EventCallback = Callable[[wire.Event], Awaitable[None] | None]
+EventCallback = Callable[[Event], Awaitable[None] | None]
 
 
 class Hold:
@@ -125,7 +125,7 @@ class Hold:
             failures += 1
             await asyncio.sleep(delay)
 
-    async def _deliver(self, event: wire.Event) -> None:
+    async def _deliver(self, event: Event) -> None:
         if self.on_event is None:
             return
         try:

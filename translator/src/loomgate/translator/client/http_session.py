@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from loomgate.shared import wire
+from loomgate.shared.events import Event
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.transport import (
     PlainHttpPool,
@@ -69,6 +69,7 @@ class GatewayHttp:
         self.name = name
         self.local = local
         self.verify = verify
+        self.client_label: str | None = None  # who the gateway is told sends (the monitor shows it)
         self._holds: set[Closeable] = set()
         self._headers = {"Authorization": f"token {token}"}
         self._plain = (
@@ -258,9 +259,15 @@ class GatewayHttp:
     @contextlib.asynccontextmanager
     async def event_stream(
         self, kernel: str | None, *, hold: bool
-    ) -> AsyncIterator[AsyncIterator[wire.Event]]:
+    ) -> AsyncIterator[AsyncIterator[Event]]:
         """Yield the gateway's events for `kernel` (all kernels if None), holding it if `hold`."""
-        params = drop_none({"kernel": kernel, "hold": "true" if hold else None})
+        params = drop_none(
+            {
+                "kernel": kernel,
+                "hold": "true" if hold else None,
+                "client": self.client_label if hold else None,
+            }
+        )
         if self._plain is not None:
             try:
                 async with self._plain.stream(

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
 
-from loomgate.shared import wire
+from loomgate.shared.events import Event
 
 if TYPE_CHECKING:
     import httpx
@@ -322,7 +322,7 @@ def connect_reason(error: TransportFailure) -> tuple[str, str]:
     return str(error), "is it running?"
 
 
-async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[wire.Event]:
+async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[Event]:
     """Return the events of a server-sent event line stream (their `data:` JSON objects)."""
     data: list[str] = []
     async for line in lines:
@@ -335,4 +335,4 @@ async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[wire.Event]:
                 event = None
             data = []
             if isinstance(event, dict):
-                yield cast(wire.Event, event)
+                yield cast(Event, event)

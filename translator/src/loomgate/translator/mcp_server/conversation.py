@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 
 from loomgate.shared import wire
 from loomgate.translator.client.connection import open_client
@@ -13,6 +14,7 @@ from loomgate.translator.client.kernel_setup import KernelSetup
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
+from loomgate.translator.mcp_server.tool_reports import ToolReports
 from loomgate.translator.presentation import render_setup, replaced_note, started_note
 
 
@@ -29,6 +31,9 @@ class Conversation:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # How the gateway (and the monitor) tells this conversation from others.
+        self.label = f"conversation {secrets.token_hex(3)}"
+        self.reports = ToolReports(self.label)
         self.setup = KernelSetup.from_config()
         self._clients: dict[str, GatewayClient] = {}
         self.client: GatewayClient | None = None
@@ -68,6 +73,7 @@ class Conversation:
         client = self._clients.get(key)
         if client is None:
             client = await self._open(target)
+            client.client_label = self.label
             self._clients[key] = client
         if option is None:
             self.client = client
@@ -102,6 +108,7 @@ class Conversation:
         revived = await open_client(
             target, autostart=True, request_timeout=self.settings.request_timeout
         )
+        revived.client_label = self.label
         if revived.url == client.url:
             await revived.aclose()  # the old client reaches it; its hold reconnects by itself
             return True

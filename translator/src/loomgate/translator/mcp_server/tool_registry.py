@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, TypeVar, cast
 
@@ -48,8 +50,26 @@ def conversation_of(ctx: Context) -> Conversation:
 def tool(fn: Tool) -> Tool:
     """Return the tool `fn`, failing in one sentence and resuming after an input dialog."""
 
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(fn).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+
     @functools.wraps(fn)
     async def call(*args: Any, ctx: Context, **kwargs: Any) -> Any:
+        started = time.time()
+        result = await answer(*args, ctx=ctx, **kwargs)
+        conversation = conversation_of(ctx)
+        reports = conversation.reports
+        if reports.client_name is None:
+            reports.client_name = host_name(ctx)
+        kernel_id = conversation.kernel["id"] if conversation.kernel else None
+        given = {k: v for k, v in kwargs.items() if k not in defaults or v != defaults[k]}
+        reports.report(conversation.client, fn.__name__, given, result, started, kernel_id)
+        return result
+
+    async def answer(*args: Any, ctx: Context, **kwargs: Any) -> Any:
         try:
             if ctx.request_state:  # the host answered an input dialog this tool asked for
                 return await CellFollower(conversation_of(ctx)).resume(ctx)
@@ -70,6 +90,12 @@ def tool(fn: Tool) -> Tool:
             return failure(f"loomgate-mcp failed unexpectedly ({type(e).__name__}: {e}).")
 
     return cast(Tool, call)
+
+
+def host_name(ctx: Context) -> str:
+    """Return the MCP host's name as its initialize request gave it ("" if it gave none)."""
+    params = ctx.session.client_params
+    return params.client_info.name if params is not None else ""
 
 
 def register_tools(

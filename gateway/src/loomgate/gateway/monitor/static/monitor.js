@@ -1,0 +1,445 @@
+// The monitor page: reads the gateway's API with the token in its own URL, follows the event
+// stream, and never sends anything that changes a kernel (its token could not anyway).
+"use strict";
+
+const TOKEN = new URLSearchParams(location.search).get("token") || "";
+const BASE = location.pathname.replace(/\/loomgate\/monitor\/?$/, "");
+const API = BASE + "/api/loomgate";
+const PAGE_EXECUTIONS = 30;   // executions shown per kernel before "older"
+const HEAD = 20, TAIL = 40;   // lines of each execution's output shown inline
+const PAGER_LINES = 500;      // lines per page of the full-output view
+const FOLLOW_MS = 250;        // a printing cell's output is fetched at most this often
+
+const state = {
+  kernels: new Map(),          // id -> kernel model
+  selected: null,              // kernel id
+  executions: new Map(),       // number -> execution (of the selected kernel)
+  oldest: null,                // lowest number shown
+  toolCallsSeen: 0,            // highest tool call id shown
+  refreshing: new Map(),       // number -> timer of a pending output refresh
+  pager: null,                 // {kernel, number, total, first}
+  showEnded: false,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+async function get(path, params = {}) {
+  const url = new URL(API + path, location.origin);
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null) url.searchParams.set(key, value);
+  }
+  const headers = TOKEN ? { Authorization: "token " + TOKEN } : {};
+  const response = await fetch(url, { headers, credentials: "same-origin" });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.message || body.error || response.statusText);
+  return body;
+}
+
+// -- formatting -----------------------------------------------------------------------------
+
+function ago(seconds) {
+  if (seconds === null || seconds === undefined) return "never";
+  const s = Math.max(0, Date.now() / 1000 - seconds);
+  if (s < 60) return Math.round(s) + " s ago";
+  if (s < 3600) return Math.round(s / 60) + " min ago";
+  if (s < 86400) return Math.round(s / 3600) + " h ago";
+  return Math.round(s / 86400) + " d ago";
+}
+
+function elapsed(seconds) {
+  if (seconds < 1) return Math.round(seconds * 1000) + " ms";
+  if (seconds < 60) return seconds.toFixed(1) + " s";
+  return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
+}
+
+function submitter(execution) {
+  if (execution.client) return execution.client;
+  return execution.source === "loomgate" ? "loomgate" : "another Jupyter client";
+}
+
+const KEYWORDS = new Set(("False None True and as assert async await break class continue def del " +
+  "elif else except finally for from global if import in is lambda nonlocal not or pass raise " +
+  "return try while with yield match case print len range self").split(" "));
+const TOKENS = /(#[^\n]*)|("""[\s\S]*?"""|'''[\s\S]*?'''|[rbfuRBFU]{0,2}"(?:\\.|[^"\\\n])*"|[rbfuRBFU]{0,2}'(?:\\.|[^'\\\n])*')|(\b\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?j?\b)|([A-Za-z_]\w*)(?=\s*\()|([A-Za-z_]\w*)/g;
+
+// Returns a fragment of the Python `code` with comments, strings, numbers, keywords and calls
+// in their own spans (a tokenizer of regular expressions: good enough to read by).
+function highlight(code) {
+  const out = document.createDocumentFragment();
+  let last = 0;
+  for (const m of code.matchAll(TOKENS)) {
+    if (m.index > last) out.append(code.slice(last, m.index));
+    let cls = null;
+    if (m[1]) cls = "com";
+    else if (m[2]) cls = "str";
+    else if (m[3]) cls = "num";
+    else if (m[4]) cls = KEYWORDS.has(m[4]) ? "kw" : "fn";
+    else if (m[5] && KEYWORDS.has(m[5])) cls = "kw";
+    out.append(cls ? el("span", { class: cls, text: m[0] }) : m[0]);
+    last = m.index + m[0].length;
+  }
+  out.append(code.slice(last));
+  return out;
+}
+
+const ANSI_COLOURS = ["#000000", "#cd3131", "#0dbc79", "#b58900", "#2472c8", "#bc3fbc", "#11a8cd", "#a0a0a0"];
+const ANSI_BRIGHT = ["#666666", "#f14c4c", "#23d18b", "#d7ba7d", "#3b8eea", "#d670d6", "#29b8db", "#e5e5e5"];
+
+function colour256(n) {
+  if (n < 8) return ANSI_COLOURS[n];
+  if (n < 16) return ANSI_BRIGHT[n - 8];
+  if (n < 232) {
+    const v = [0, 95, 135, 175, 215, 255], i = n - 16;
+    return `rgb(${v[Math.floor(i / 36)]},${v[Math.floor(i / 6) % 6]},${v[i % 6]})`;
+  }
+  const g = 8 + (n - 232) * 10;
+  return `rgb(${g},${g},${g})`;
+}
+
+// Returns a fragment of `text` with its ANSI SGR colours as styled spans (other escapes dropped).
+function ansi(text) {
+  const out = document.createDocumentFragment();
+  let style = {};
+  const parts = text.split(/\x1b\[([0-9;]*)([A-Za-z])/);
+  for (let i = 0; i < parts.length; i += 3) {
+    if (parts[i]) {
+      const css = Object.entries(style).map(([k, v]) => `${k}:${v}`).join(";");
+      out.append(css ? el("span", { style: css, text: parts[i] }) : parts[i]);
+    }
+    if (i + 2 >= parts.length || parts[i + 2] !== "m") continue;
+    const codes = (parts[i + 1] || "0").split(";").map(Number);
+    for (let j = 0; j < codes.length; j++) {
+      const c = codes[j];
+      if (c === 0) style = {};
+      else if (c === 1) style["font-weight"] = "bold";
+      else if (c === 22) delete style["font-weight"];
+      else if (c === 3) style["font-style"] = "italic";
+      else if (c === 4) style["text-decoration"] = "underline";
+      else if (c >= 30 && c <= 37) style.color = ANSI_COLOURS[c - 30];
+      else if (c >= 90 && c <= 97) style.color = ANSI_BRIGHT[c - 90];
+      else if (c >= 40 && c <= 47) style.background = ANSI_COLOURS[c - 40];
+      else if (c >= 100 && c <= 107) style.background = ANSI_BRIGHT[c - 100];
+      else if (c === 39) delete style.color;
+      else if (c === 49) delete style.background;
+      else if ((c === 38 || c === 48) && codes[j + 1] === 5) {
+        style[c === 38 ? "color" : "background"] = colour256(codes[j + 2] || 0); j += 2;
+      } else if ((c === 38 || c === 48) && codes[j + 1] === 2) {
+        style[c === 38 ? "color" : "background"] = `rgb(${codes[j + 2] || 0},${codes[j + 3] || 0},${codes[j + 4] || 0})`; j += 4;
+      }
+    }
+  }
+  return out;
+}
+
+// -- kernels ----------------------------------------------------------------------------------
+
+async function loadKernels() {
+  const { kernels } = await get("/kernels", { all: state.showEnded ? "true" : null });
+  state.kernels = new Map(kernels.map((k) => [k.id, k]));
+  renderKernels();
+  if (!state.selected || !state.kernels.has(state.selected)) {
+    const wanted = location.hash.slice(1);
+    const first = state.kernels.has(wanted) ? wanted : kernels.length ? kernels[0].id : null;
+    if (first) await selectKernel(first);
+  }
+}
+
+function renderKernels() {
+  const list = $("kernels");
+  list.replaceChildren();
+  const kernels = [...state.kernels.values()].sort((a, b) => (b.last_activity || 0) - (a.last_activity || 0));
+  if (!kernels.length) list.append(el("li", { class: "muted", text: "no kernels yet" }));
+  for (const k of kernels) {
+    const holders = k.held_by && k.held_by.length ? "held by " + k.held_by.join(", ") : "no holder";
+    list.append(el("li", {
+      class: k.id === state.selected ? "selected" : null, "data-kernel": k.id,
+      onclick: () => selectKernel(k.id),
+    },
+      el("div", {}, el("span", { class: "name", text: k.name || k.id.slice(0, 8) }), " ",
+        el("span", { class: "badge s-" + k.state, text: k.state.replace("_", " ") })),
+      el("div", { class: "meta", text: `${k.kernel_spec || "?"} · ${k.lifetime === "persistent" ? "named" : "conversation"} · ${k.executions} executions` }),
+      el("div", { class: "meta", text: `${holders} · active ${ago(k.last_activity)}` })));
+  }
+}
+
+async function selectKernel(id) {
+  state.selected = id;
+  state.executions.clear();
+  state.oldest = null;
+  history.replaceState(null, "", location.pathname + location.search + "#" + id);
+  const kernel = state.kernels.get(id);
+  $("kernel-title").textContent = kernel ? (kernel.name || id.slice(0, 8)) : id;
+  $("executions").replaceChildren();
+  $("search-results").hidden = true;
+  renderKernels();
+  await loadExecutions();
+}
+
+// -- executions -------------------------------------------------------------------------------
+
+async function loadExecutions({ before = null, since = null } = {}) {
+  const id = state.selected;
+  if (!id) return;
+  const { executions } = await get(`/kernels/${id}/executions`, {
+    limit: PAGE_EXECUTIONS, head: HEAD, tail: TAIL, max_chars: 2000, before, since,
+  });
+  if (id !== state.selected) return;
+  for (const execution of executions) showExecution(execution);
+  if (executions.length && (state.oldest === null || executions[0].number < state.oldest)) {
+    state.oldest = executions[0].number;
+  }
+  $("older").hidden = !(state.oldest > 1) || (before !== null && executions.length < PAGE_EXECUTIONS);
+}
+
+// Shows (or updates in place) one execution's card, newest first.
+function showExecution(execution) {
+  state.executions.set(execution.number, execution);
+  const key = `x-${execution.number}`;
+  const old = document.getElementById(key);
+  const card = renderExecution(execution);
+  if (old) { old.replaceWith(card); return; }
+  const container = $("executions");
+  const after = [...container.children].find((node) => Number(node.dataset.number) < execution.number);
+  container.insertBefore(card, after || null);
+}
+
+function renderExecution(x) {
+  const card = el("article", { class: "execution", id: `x-${x.number}`, "data-number": x.number, "data-state": x.state });
+  const full = el("a", { href: "#", onclick: (e) => { e.preventDefault(); openPager(x.number); } }, "full output");
+  card.append(el("header", {},
+    el("span", { class: "prompt", text: `In [${x.number}]` }),
+    el("span", { class: "badge s-" + x.state, text: x.state.replace("_", " ") }),
+    el("span", { class: "muted", text: submitter(x) }),
+    el("span", { class: "right" },
+      el("span", { class: "muted", text: elapsed(x.elapsed) }),
+      el("span", { class: "muted", text: new Date(x.started * 1000).toLocaleTimeString() }),
+      full)));
+  card.append(el("pre", { class: "code" }, highlight(x.code)));
+  const notes = [x.note, x.died && `died: ${x.died.reason}`, x.input && `waiting for input: ${x.input.prompt}`,
+    x.unstored && `output not stored from line ${x.unstored.from_line}: ${x.unstored.reason}`].filter(Boolean);
+  for (const note of notes) card.append(el("div", { class: "note", text: note }));
+  const output = el("div", { class: "output", "data-total": x.output ? x.output.total : 0 });
+  if (x.output) renderLines(output, x, [...x.output.head], x.output.omitted, [...x.output.tail]);
+  card.append(output);
+  if (x.error) colourTraceback(x, output);
+  if (x.state === "running" || x.state === "awaiting_input") output.scrollTop = output.scrollHeight;
+  return card;
+}
+
+function renderLines(box, x, head, omitted, tail) {
+  box.replaceChildren();
+  const richByLine = new Map((x.rich || []).map((r) => [r.line, r]));
+  const addLine = (line) => {
+    const rich = line.start ? richByLine.get(line.n) : null;
+    if (rich && rich.mimetypes.some((m) => m.startsWith("image/"))) {
+      const img = el("img", { alt: line.text, "data-rich": rich.index });
+      box.append(img);
+      loadImage(x.number, rich, img);
+      return;
+    }
+    const out = line.kind === "result" && line.start ? el("span", { class: "out", text: `Out[${x.number}]: ` }) : null;
+    box.append(el("div", { class: "l", "data-kind": line.kind || "stdout", "data-n": line.n },
+      el("span", { class: "n", text: line.n }), out, line.text));
+  };
+  head.forEach(addLine);
+  if (omitted) {
+    box.append(el("div", { class: "omitted" }, `… ${omitted} lines not shown — `,
+      el("a", { href: "#", onclick: (e) => { e.preventDefault(); openPager(x.number, head.length + 1); } }, "page through them"), " …"));
+  }
+  tail.forEach(addLine);
+}
+
+async function loadImage(number, rich, img) {
+  try {
+    const bundle = await get(`/kernels/${state.selected}/executions/${number}/rich/${rich.index}`);
+    const mime = rich.mimetypes.find((m) => m.startsWith("image/"));
+    const data = bundle.data[mime];
+    img.src = mime === "image/svg+xml"
+      ? "data:image/svg+xml;charset=utf-8," + encodeURIComponent(Array.isArray(data) ? data.join("") : data)
+      : `data:${mime};base64,${String(data).replace(/\s/g, "")}`;
+  } catch (error) {
+    img.replaceWith(el("div", { class: "l muted", text: `[image not loaded: ${error.message}]` }));
+  }
+}
+
+// Replaces the plain traceback lines of `x` with the kernel's coloured traceback.
+async function colourTraceback(x, box) {
+  const errorLines = [...box.querySelectorAll('.l[data-kind="error"]')];
+  if (!errorLines.length) return;
+  try {
+    const { text } = await get(`/kernels/${state.selected}/executions/${x.number}/traceback`);
+    const block = el("pre", { class: "l", "data-kind": "error" }, ansi(text));
+    errorLines[0].before(block);
+    for (const line of errorLines) line.remove();
+  } catch (error) { /* the plain lines stay */ }
+}
+
+// Fetches a running execution again (at most every FOLLOW_MS), keeping its card in place.
+function follow(number) {
+  if (state.refreshing.has(number)) return;
+  state.refreshing.set(number, setTimeout(async () => {
+    state.refreshing.delete(number);
+    const id = state.selected;
+    try {
+      const { execution } = await get(`/kernels/${id}/executions/${number}`, { head: HEAD, tail: TAIL, max_chars: 2000 });
+      if (id === state.selected) showExecution(execution);
+    } catch (error) { /* the next event tries again */ }
+  }, FOLLOW_MS));
+}
+
+// -- the full output, a page at a time ------------------------------------------------------
+
+async function openPager(number, first = 1) {
+  state.pager = { kernel: state.selected, number, first, total: 0 };
+  $("pager-title").textContent = `In [${number}]`;
+  if (!$("pager").open) $("pager").showModal();
+  await showPage(first);
+}
+
+async function showPage(first) {
+  const p = state.pager;
+  const read = await get(`/kernels/${p.kernel}/executions/${p.number}/streams/combined`, {
+    lines: `${first}:${first + PAGER_LINES - 1}`, max_chars: 5000,
+  });
+  p.first = read.first || first;
+  p.total = read.total;
+  $("pager-range").textContent = read.lines.length
+    ? `lines ${read.first}–${read.last} of ${read.total}` : `no lines (of ${read.total})`;
+  const box = $("pager-lines");
+  box.replaceChildren(...read.lines.map((line) =>
+    el("div", { class: "l", "data-kind": line.kind || "stdout", "data-n": line.n }, el("span", { class: "n", text: line.n }), line.text)));
+  box.scrollTop = 0;
+}
+
+for (const button of document.querySelectorAll("[data-page]")) {
+  button.addEventListener("click", () => {
+    const p = state.pager;
+    if (!p) return;
+    const last = Math.max(1, p.total - PAGER_LINES + 1);
+    const to = { first: 1, prev: Math.max(1, p.first - PAGER_LINES), next: Math.min(last, p.first + PAGER_LINES), last }[button.dataset.page];
+    showPage(to);
+  });
+}
+
+// -- search -----------------------------------------------------------------------------------
+
+$("search").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const query = $("query").value;
+  const box = $("search-results");
+  if (!query || !state.selected) { box.hidden = true; return; }
+  box.hidden = false;
+  box.replaceChildren(el("div", { class: "muted", text: "searching…" }));
+  try {
+    const result = await get(`/kernels/${state.selected}/search`, { query, execution: "all", context: 1, max_matches: 200 });
+    box.replaceChildren(el("div", { class: "muted", text: `${result.matches} matches in ${result.searched} executions${result.truncated ? " (first ones shown)" : ""}` }));
+    for (const group of result.groups) {
+      const lines = group.lines.map((line) => el("div", { class: "l" }, el("span", { class: "n", text: line.n }),
+        line.marker === "M" ? el("mark", { text: line.text }) : line.text));
+      box.append(el("div", { class: "group output" },
+        el("a", { href: "#", onclick: (e) => { e.preventDefault(); openPager(group.execution, Math.max(1, group.lines[0].n)); } }, `In [${group.execution}]`),
+        ...lines));
+    }
+  } catch (error) {
+    box.replaceChildren(el("div", { class: "note", text: error.message }));
+  }
+});
+
+// -- tool calls -------------------------------------------------------------------------------
+
+async function loadToolCalls() {
+  const { tool_calls } = await get("/tool-calls", { since: state.toolCallsSeen, limit: 500 });
+  for (const call of tool_calls) showToolCall(call);
+}
+
+function showToolCall(call) {
+  if (call.id <= state.toolCallsSeen) return;
+  state.toolCallsSeen = call.id;
+  const args = Object.entries(call.arguments).map(([k, v]) => `${k}=${v}`).join("\n");
+  const item = el("li", { class: call.error ? "error" : null, "data-tool": call.tool, "data-call": call.id },
+    el("div", {}, el("span", { class: "tool", text: call.tool }), " ",
+      el("span", { class: "muted", text: `${elapsed(call.duration)} · ${call.conversation}${call.client ? " (" + call.client + ")" : ""}` })),
+    args ? el("div", { class: "args", text: args }) : null,
+    el("div", { class: "summary", text: call.summary }));
+  $("tool-calls").prepend(item);
+  while ($("tool-calls").children.length > 500) $("tool-calls").lastChild.remove();
+}
+
+// -- live -------------------------------------------------------------------------------------
+
+let source = null;
+let everConnected = false;
+
+function connect() {
+  const url = new URL(API + "/events", location.origin);
+  if (TOKEN) url.searchParams.set("token", TOKEN);
+  source = new EventSource(url);
+  source.addEventListener("hello", async () => {
+    setLink("live", "live");
+    const again = everConnected;
+    everConnected = true;
+    // Picks up what happened while the page was not listening (a gateway restart included).
+    await loadKernels();
+    if (again && state.selected) {
+      const newest = Math.max(0, ...state.executions.keys());
+      await loadExecutions({ since: Math.max(0, newest - 1) });
+    }
+    await loadToolCalls();
+  });
+  source.addEventListener("kernel", (e) => {
+    const event = JSON.parse(e.data);
+    if (event.phase === "stopped" && !state.showEnded) state.kernels.delete(event.kernel_id);
+    else state.kernels.set(event.kernel_id, event.kernel);
+    renderKernels();
+    if (!state.selected && state.kernels.size) selectKernel(event.kernel_id);
+  });
+  source.addEventListener("holders", () => loadKernels());
+  source.addEventListener("execution", (e) => {
+    const event = JSON.parse(e.data);
+    const kernel = state.kernels.get(event.kernel_id);
+    if (kernel) {
+      kernel.last_activity = event.time;
+      kernel.state = event.execution.state === "running" ? "busy"
+        : event.execution.state === "awaiting_input" ? "awaiting_input" : "idle";
+      renderKernels();
+    } else loadKernels();
+    if (!state.selected) selectKernel(event.kernel_id);
+    else if (event.kernel_id === state.selected) follow(event.execution.number);
+  });
+  source.addEventListener("output", (e) => {
+    const event = JSON.parse(e.data);
+    if (event.kernel_id === state.selected) follow(event.number);
+  });
+  source.addEventListener("tool_call", (e) => showToolCall(JSON.parse(e.data).tool_call));
+  source.onerror = () => {
+    setLink("down", "reconnecting…");
+    // The browser retries a dropped stream itself, but gives up on an HTTP error (a gateway
+    // still starting): then this starts a new one.
+    if (source.readyState === EventSource.CLOSED) setTimeout(connect, 1000);
+  };
+}
+
+function setLink(state_, text) {
+  const link = $("link");
+  link.dataset.state = state_;
+  link.textContent = text;
+}
+
+$("older").addEventListener("click", () => loadExecutions({ before: state.oldest }));
+$("show-ended").addEventListener("change", (e) => { state.showEnded = e.target.checked; loadKernels(); });
+$("gateway").textContent = location.host;
+setInterval(renderKernels, 30000);  // "active … ago" ages
+connect();

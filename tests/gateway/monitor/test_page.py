@@ -1,0 +1,231 @@
+"""The monitor page in a real headless Chromium: live cells, tool calls, images, colours, huge
+outputs, a gateway restart, and the screenshot kept in docs/."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client
+from playwright.async_api import Locator, Page, expect
+
+from tests.support.browser import page_at
+from tests.support.gates import Gate
+from tests.support.gateways import GatewayProcess
+from tests.support.mcp_clients import stop_conversation_kernel, text
+from tests.support.png import decode
+from tests.support.translators import stdio
+
+API = "/api/loomgate"
+SEEN = 20_000  # ms the page may take to show something: generous, to fail rather than hang
+SCREENSHOT = Path(__file__).parents[3] / "docs" / "monitor.png"
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEklEQVR4nGP4z8CAFWEXHbQSACj/P8Fu7N9h"
+    "AAAAAElFTkSuQmCC"
+)
+
+
+def monitor_url(gateway: GatewayProcess, kernel: str | None = None) -> str:
+    """Return the page's address with the monitor token (showing `kernel`)."""
+    return f"{gateway.url}/loomgate/monitor?token={gateway.monitor_token}" + (
+        f"#{kernel}" if kernel else ""
+    )
+
+
+def card(page: Page, number: int) -> Locator:
+    """Return the locator of execution `number`'s card."""
+    return page.locator(f"#x-{number}")
+
+
+@pytest.fixture
+async def named(http: httpx.AsyncClient) -> AsyncIterator[str]:
+    """A named kernel on the shared gateway (stopped afterwards); yields its id."""
+    r = await http.post(f"{API}/kernels", json={"name": f"monitor-{os.urandom(3).hex()}"})
+    kernel = r.json()["kernel"]["id"]
+    try:
+        yield kernel
+    finally:
+        await http.delete(f"{API}/kernels/{kernel}")
+
+
+async def run(http: httpx.AsyncClient, kernel: str, code: str, **body: object) -> int:
+    """Run `code` on `kernel` and return its number."""
+    r = await http.post(f"{API}/kernels/{kernel}/executions", json={"code": code, **body})
+    assert r.status_code == 201, r.text
+    return int(r.json()["execution"]["number"])
+
+
+async def test_a_conversation_is_followed_live(gateway: GatewayProcess, gate: Gate) -> None:
+    async with Client(stdio(gateway)) as mcp:
+        try:
+            first = await mcp.call_tool("run_cell", {"code": "x = 6\nx * 7"})
+            assert "Out[1]: 42" in text(first)
+            listing = (await mcp.call_tool("list_kernels", {})).structured_content or {}
+            kernel = listing["current"]
+            async with page_at(monitor_url(gateway, kernel)) as page:
+                one = page.locator("#x-1")
+                await expect(one.locator("pre.code")).to_have_text("x = 6\nx * 7", timeout=SEEN)
+                await expect(one.locator(".out")).to_have_text("Out[1]: ", timeout=SEEN)
+                await expect(one.locator(".l")).to_have_text(["1Out[1]: 42"])
+                await expect(one).to_contain_text("conversation ")
+                # The tool call, with its result summary, in the conversation's list.
+                call = page.locator('#tool-calls li[data-tool="run_cell"]').first
+                await expect(call).to_contain_text("In [1]", timeout=SEEN)
+                await expect(call).to_contain_text("Out[1]: 42")
+                await expect(call.locator(".args")).to_have_text("code=x = 6\nx * 7")
+                # A running cell's output grows on the page while it prints.
+                code = f"print('first', flush=True)\n{gate.wait}\nprint('second')"
+                running = await mcp.call_tool("run_cell", {"code": code, "wait_seconds": 0.5})
+                assert "In [2] is still running" in text(running)
+                two = page.locator("#x-2")
+                await expect(two).to_have_attribute("data-state", "running", timeout=SEEN)
+                await expect(two.locator(".l")).to_have_text(["1first"], timeout=SEEN)
+                gate.open()
+                await expect(two).to_have_attribute("data-state", "completed", timeout=SEEN)
+                await expect(two.locator(".l")).to_have_text(["1first", "2second"])
+                kernels = page.locator(f'#kernels li[data-kernel="{kernel}"]')
+                await expect(kernels).to_contain_text("held by conversation ")
+        finally:
+            await stop_conversation_kernel(mcp)
+
+
+async def test_images_and_coloured_tracebacks_render(
+    gateway: GatewayProcess, http: httpx.AsyncClient, named: str
+) -> None:
+    image = await run(
+        http,
+        named,
+        f"from IPython.display import Image, display\n"
+        f"import base64\ndisplay(Image(base64.b64decode('{PNG}')))",
+        wait=30,
+    )
+    failing = await run(http, named, "def f():\n    return 1/0\nf()", wait=30)
+    async with page_at(monitor_url(gateway, named)) as page:
+        img = card(page, image).locator("img")
+        await expect(img).to_have_count(1, timeout=SEEN)
+        await page.wait_for_function(
+            "(img) => img.complete && img.naturalWidth === 8", arg=await img.element_handle()
+        )
+        error = card(page, failing).locator('pre[data-kind="error"]')
+        await expect(error).to_contain_text("ZeroDivisionError", timeout=SEEN)
+        colours = await error.locator("span[style]").evaluate_all(
+            "(spans) => spans.map((s) => getComputedStyle(s).color)"
+        )
+        assert len(set(colours)) >= 2  # more than one ANSI colour rendered
+        assert "\x1b" not in await error.inner_text()
+
+
+async def test_a_million_lines_page_through(
+    gateway: GatewayProcess, http: httpx.AsyncClient, named: str
+) -> None:
+    number = await run(http, named, "for i in range(1_000_000): print(i)", wait=300)
+    async with page_at(monitor_url(gateway, named)) as page:
+        box = card(page, number).locator(".output")
+        await expect(box.locator(".l").first).to_have_text("10", timeout=SEEN)
+        await expect(box.locator(".l").last).to_have_text("1000000999999")
+        await expect(box.locator(".omitted")).to_contain_text("999940 lines not shown")
+        assert await box.locator(".l").count() == 60  # head and tail, never the whole output
+        await card(page, number).locator("header a").click()
+        pager = page.locator("#pager")
+        await expect(page.locator("#pager-range")).to_have_text("lines 1–500 of 1000000")
+        await pager.locator('[data-page="next"]').click()
+        await expect(page.locator("#pager-range")).to_have_text("lines 501–1000 of 1000000")
+        await expect(page.locator("#pager-lines .l").first).to_have_text("501500")
+        await pager.locator('[data-page="last"]').click()
+        await expect(page.locator("#pager-range")).to_have_text("lines 999501–1000000 of 1000000")
+        await expect(page.locator("#pager-lines .l").last).to_have_text("1000000999999")
+        assert await page.locator("#pager-lines .l").count() == 500
+        # Still responsive: a script runs at once and the search answers.
+        assert await page.evaluate("1 + 1") == 2
+        await pager.locator('button[value="close"]').click()
+        await page.fill("#query", "^99999[0-9]$")
+        await page.click("#search button")
+        results = page.locator("#search-results")
+        await expect(results).to_contain_text("10 matches", timeout=SEEN)
+
+
+async def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    fresh_gateway.start()
+    async with httpx.AsyncClient(
+        base_url=fresh_gateway.url, headers=fresh_gateway.headers, timeout=120
+    ) as http:
+        r = await http.post(f"{API}/kernels", json={"name": "survivor"})
+        kernel = r.json()["kernel"]["id"]
+        before = await run(http, kernel, "'before'", wait=30)
+        async with page_at(monitor_url(fresh_gateway, kernel)) as page:
+            shown = page.locator(f"#x-{before}")
+            await expect(shown).to_contain_text("'before'", timeout=SEEN)
+            await expect(page.locator("#link")).to_have_attribute("data-state", "live")
+            # The page cannot listen again until the cell below has run: it must catch up.
+            await page.route("**/api/loomgate/events*", lambda route: route.abort())
+            fresh_gateway.kill()
+            await expect(page.locator("#link")).to_have_attribute(
+                "data-state", "down", timeout=SEEN
+            )
+            fresh_gateway.start()  # the same tokens; it takes the kernel back
+            missed = await run(http, kernel, "'missed'", wait=30)
+            assert missed == before + 1
+            await page.unroute("**/api/loomgate/events*")
+            await expect(page.locator(f"#x-{missed}")).to_contain_text("'missed'", timeout=SEEN)
+            await expect(page.locator("#link")).to_have_attribute("data-state", "live")
+        await http.delete(f"{API}/kernels/{kernel}")
+
+
+async def test_the_screenshot_in_docs(fresh_gateway: GatewayProcess) -> None:
+    fresh_gateway.start()
+    async with httpx.AsyncClient(
+        base_url=fresh_gateway.url, headers=fresh_gateway.headers, timeout=120
+    ) as http:
+        r = await http.post(f"{API}/kernels", json={"name": "analysis"})
+        kernel = r.json()["kernel"]["id"]
+        cells = [
+            ("data = [n * n for n in range(8)]\nprint(data)", "conversation 3f2a9b"),
+            ("def mean(xs):\n    # the average\n    return sum(xs) / len(xs)\nmean(data)", None),
+            ("mean([])", "cli"),
+        ]
+        calls = []
+        for code, client in cells:
+            r = await http.post(
+                f"{API}/kernels/{kernel}/executions",
+                json={
+                    "code": code,
+                    "wait": 30,
+                    "head": 1,
+                    "client": client or "conversation 3f2a9b",
+                },
+            )
+            execution = r.json()["execution"]
+            if client != "cli":
+                calls.append(
+                    {
+                        "conversation": "conversation 3f2a9b",
+                        "client": "claude-code",
+                        "tool": "run_cell",
+                        "arguments": {"code": code},
+                        "summary": f"In [{execution['number']}] (3 ms):\n"
+                        + execution["output"]["head"][0]["text"],
+                        "error": False,
+                        "duration": 0.004,
+                        "kernel_id": kernel,
+                    }
+                )
+        await http.post(f"{API}/tool-calls", json={"tool_calls": calls})
+        async with page_at(monitor_url(fresh_gateway, kernel)) as page:
+            traceback = card(page, 3).locator('pre[data-kind="error"]')
+            await expect(traceback).to_contain_text("ZeroDivisionError", timeout=SEEN)
+            await expect(page.locator("#tool-calls li")).to_have_count(2)
+            shot = await page.screenshot()
+        await http.delete(f"{API}/kernels/{kernel}")
+    if os.environ.get("LOOMGATE_UPDATE_SCREENSHOT") or not SCREENSHOT.exists():
+        SCREENSHOT.write_bytes(shot)
+    kept, taken = decode(SCREENSHOT.read_bytes()), decode(shot)
+    assert (taken.width, taken.height) == (kept.width, kept.height) == (1280, 800)
+    # The layout's fixed points: the top bar, the kernels pane, the cards' pane, the tools pane.
+    for x, y in [(640, 4), (4, 400), (600, 795), (1275, 400)]:
+        assert taken.pixel(x, y) == kept.pixel(x, y), (x, y)
+    assert taken.pixel(4, 400) != taken.pixel(600, 795)  # the panes are told apart

@@ -1,0 +1,152 @@
+"""A conversation's tool calls reach the gateway for the monitor, without touching results."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from loomgate.shared.events import TOOL_CALL_TEXT, TOOL_CALL_TEXT_KEPT
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.mcp_server import tool_reports
+from loomgate.translator.mcp_server.tool_reports import ToolReports
+from tests.support.gateways import GatewayProcess, free_port
+from tests.support.mcp_clients import conversation, text
+from tests.support.sse import events, next_event
+
+API = "/api/loomgate"
+
+
+async def tool_calls(http: httpx.AsyncClient, conversation_label: str | None = None) -> list[Any]:
+    """Return the gateway's kept tool calls (of one conversation)."""
+    r = await http.get(
+        f"{API}/tool-calls", params={"conversation": conversation_label, "limit": 2000}
+    )
+    assert r.status_code == 200
+    return list(r.json()["tool_calls"])
+
+
+async def test_tool_calls_are_reported_with_their_summary(
+    connect_client: Any, http: httpx.AsyncClient
+) -> None:
+    async with events(http) as stream, conversation(connect_client) as mcp:
+        code = "print('hello from the cell')\n" + "x = 1\n" * 200
+        result = await mcp.call_tool("run_cell", {"code": code})
+        event = await next_event(stream, "tool_call")
+        call = event["tool_call"]
+        assert call["tool"] == "run_cell"
+        assert call["error"] is False
+        assert call["summary"] == text(result)[:TOOL_CALL_TEXT]
+        assert call["arguments"]["code"].startswith("print('hello from the cell')")
+        assert call["arguments"]["code"].endswith(f"… (+{len(code) - TOOL_CALL_TEXT} characters)")
+        assert call["conversation"].startswith("conversation ")
+        assert call["kernel_id"] == event["kernel_id"] is not None
+        assert 0 <= call["duration"] < 60
+        # The cell it ran names the same conversation as its submitter, and so does the hold.
+        r = await http.get(f"{API}/kernels/{call['kernel_id']}/executions/latest")
+        assert r.json()["execution"]["client"] == call["conversation"]
+        r = await http.get(f"{API}/kernels/{call['kernel_id']}")
+        assert r.json()["kernel"]["held_by"] == [call["conversation"]]
+        failed = await mcp.call_tool("read_output", {"execution": 99})
+        assert failed.is_error
+        event = await next_event(stream, "tool_call")
+        assert event["tool_call"]["tool"] == "read_output"
+        assert event["tool_call"]["error"] is True
+        assert event["tool_call"]["summary"] == text(failed)
+        assert event["tool_call"]["arguments"] == {"execution": "99"}
+        mine = await tool_calls(http, call["conversation"])
+        assert [c["tool"] for c in mine] == ["run_cell", "read_output"]
+
+
+async def test_an_unreachable_gateway_costs_a_report_nothing_else() -> None:
+    closed = GatewayClient(f"http://127.0.0.1:{free_port()}", "token")
+    reports = ToolReports("conversation test")
+    try:
+        started = time.perf_counter()
+        reports.report(closed, "status", {}, "fine", time.time(), None)
+        assert time.perf_counter() - started < 0.05  # queued, not sent on the caller's time
+        await asyncio.sleep(tool_reports.BATCH_DELAY)  # the batch goes out after this delay
+        while reports._sending:
+            await asyncio.gather(*reports._sending)
+        assert reports._queue == [] and reports.dropped == 0
+    finally:
+        await closed.aclose()
+
+
+async def test_a_full_queue_drops_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool_reports, "QUEUE_SIZE", 3)
+    closed = GatewayClient(f"http://127.0.0.1:{free_port()}", "token")
+    reports = ToolReports("conversation test")
+    try:
+        for _ in range(5):
+            reports.report(closed, "status", {}, "fine", time.time(), None)
+        assert len(reports._queue) == 3 and reports.dropped == 2
+        reports.report(None, "status", {}, "no gateway yet", time.time(), None)
+        assert len(reports._queue) == 3  # no gateway chosen yet: nothing to report to
+    finally:
+        reports._sender.cancel() if reports._sender else None
+        await closed.aclose()
+
+
+@pytest.mark.parametrize(
+    ("body", "refusal"),
+    [
+        ({}, "tool_calls must be a list of 1 to 100 reports"),
+        ({"tool_calls": []}, "tool_calls must be a list of 1 to 100 reports"),
+        ({"tool_calls": ["x"]}, "each of tool_calls must be an object"),
+        ({"tool_calls": [{"tool": "t"}]}, "conversation (a string) is required"),
+        (
+            {"tool_calls": [{"conversation": "c", "tool": "t", "summary": "s"}]},
+            "duration (a number, 0 or more) is required",
+        ),
+        (
+            {
+                "tool_calls": [
+                    {"conversation": "c", "tool": "t", "summary": "s", "duration": 1, "error": 1}
+                ]
+            },
+            "error must be true or false",
+        ),
+    ],
+)
+async def test_bad_reports_are_refused_whole(
+    http: httpx.AsyncClient, body: dict[str, Any], refusal: str
+) -> None:
+    before = await tool_calls(http)
+    r = await http.post(f"{API}/tool-calls", json=body)
+    assert r.status_code == 400
+    assert r.json()["message"] == refusal
+    assert await tool_calls(http) == before
+
+
+async def test_reports_are_shortened_and_numbered(
+    gateway: GatewayProcess, http: httpx.AsyncClient
+) -> None:
+    report = {
+        "conversation": "conversation shortened",
+        "tool": "run_cell",
+        "arguments": {"code": "x" * 5000, "wait_seconds": 3},
+        "summary": "y" * 5000,
+        "duration": 0.5,
+        "error": False,
+        "kernel_id": None,
+    }
+    r = await http.post(f"{API}/tool-calls", json={"tool_calls": [report, report]})
+    assert r.status_code == 202
+    first, second = r.json()["tool_calls"]
+    assert second["id"] == first["id"] + 1
+    assert first["arguments"] == {
+        "code": "x" * TOOL_CALL_TEXT_KEPT + f"… (+{5000 - TOOL_CALL_TEXT_KEPT} characters)",
+        "wait_seconds": "3",
+    }
+    assert (
+        first["summary"]
+        == "y" * TOOL_CALL_TEXT_KEPT + f"… (+{5000 - TOOL_CALL_TEXT_KEPT} characters)"
+    )
+    kept = await tool_calls(http, "conversation shortened")
+    assert [c["id"] for c in kept][-2:] == [first["id"], second["id"]]
+    r = await http.get(f"{API}/tool-calls", params={"since": first["id"]})
+    assert [c["id"] for c in r.json()["tool_calls"]] == [second["id"]]
