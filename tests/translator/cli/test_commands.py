@@ -80,6 +80,17 @@ async def test_state_across_runs_and_exit_codes(gateway: GatewayProcess, tmp_pat
     assert (status, out) == (0, "stopped default\n")
 
 
+async def test_monitor_of_a_gateway_elsewhere_is_refused(
+    gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    status, out, err = await loomgate(cli_env(gateway, tmp_path), "monitor", "--no-browser")
+    assert (status, out) == (2, "")
+    assert err == (
+        "loomgate: loomgate monitor opens the local gateway's page; the monitor token of a "
+        "gateway given by URL is in the gateway.json of its state dir (monitor_token)\n"
+    )
+
+
 async def test_usage_and_connection_errors_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "LOOMGATE_URL": "http://127.0.0.1:1", "LOOMGATE_TOKEN": "x"}
     status, _, err = await loomgate(env, "run", "1")
@@ -162,6 +173,14 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         daemon_log = (state / DAEMON_LOG).read_text()
         assert "404 GET /api/loomgate/kernels/<token>" in daemon_log
         assert info["token"] not in out and info["token"] not in daemon_log
+        # The monitor's address carries only the read-only token; it opens the page.
+        status, out, _ = await loomgate(env, "monitor", "--no-browser")
+        page = f"{info['url']}/loomgate/monitor?token={info['monitor_token']}"
+        assert (status, out) == (0, page + "\n")
+        async with httpx.AsyncClient() as browser:
+            assert (await browser.get(page)).status_code == 200
+        status, out, _ = await loomgate(env, "gateway", "logs")
+        assert info["monitor_token"] not in out and info["monitor_token"] not in daemon_log
         kernels = {kernel.pid for kernel in resident_kernels(state, pool=False)}
         assert kernels, "the daemon should be running the default kernel"
 
@@ -194,6 +213,7 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         assert status == 0, err
         rotated = json.loads((state / "gateway.json").read_text())
         assert rotated["token"] != info["token"]
+        assert rotated["monitor_token"] not in (info["monitor_token"], rotated["token"])
         assert (await loomgate(env, "gateway", "token"))[1] == f"{rotated['token']}\n"
         async with httpx.AsyncClient(base_url=info["url"]) as anon:
             old = await anon.get("/api/loomgate/kernels", headers=headers)

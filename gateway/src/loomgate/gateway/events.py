@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -24,10 +25,11 @@ QUEUE_SIZE = 1000
 
 @dataclass
 class Subscription:
-    """One listener's queue; `kernel_id` None means every kernel."""
+    """One listener's queue of SSE frames (each event serialized once for all listeners);
+    `kernel_id` None means every kernel."""
 
     kernel_id: str | None
-    queue: asyncio.Queue[Event] = field(default_factory=lambda: asyncio.Queue(QUEUE_SIZE))
+    queue: asyncio.Queue[str] = field(default_factory=lambda: asyncio.Queue(QUEUE_SIZE))
     dropped: int = 0
 
 
@@ -128,10 +130,18 @@ class EventBus:
         self, event: KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent | ToolCallEvent
     ) -> None:
         """Queue `event` for every subscriber interested in its kernel."""
+        frame: str | None = None
         for subscription in self._subscriptions:
             if subscription.kernel_id not in (None, event["kernel_id"]):
                 continue
+            if frame is None:
+                frame = sse_frame(event)
             try:
-                subscription.queue.put_nowait(event)
+                subscription.queue.put_nowait(frame)
             except asyncio.QueueFull:
                 subscription.dropped += 1
+
+
+def sse_frame(event: Event) -> str:
+    """Return `event` as one server-sent event."""
+    return f"event: {event['event']}\ndata: {json.dumps(event)}\n\n"

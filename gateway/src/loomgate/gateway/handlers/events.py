@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 
 from tornado.http1connection import HTTP1Connection
 from tornado.iostream import StreamClosedError
 
 from loomgate.gateway.errors import BadRequest
+from loomgate.gateway.events import Subscription, sse_frame
 from loomgate.gateway.handlers.base import LoomHandler, endpoint
 from loomgate.gateway.kernels.kernel import LoomKernel
-from loomgate.shared.events import Event, HelloEvent
+from loomgate.shared.events import HelloEvent
 
 KEEPALIVE_SECONDS = 5.0
+KEEPALIVE = ": keepalive\n\n"
+CLOSED = ""  # queued when the client goes away (no frame is empty)
 
 
 class EventsHandler(LoomHandler):
@@ -26,7 +28,8 @@ class EventsHandler(LoomHandler):
 
     monitor_readable = True  # its GET (the monitor credential may read it)
 
-    _closed: asyncio.Event
+    _subscription: Subscription | None = None
+    _keepalive: asyncio.TimerHandle | None = None
 
     @endpoint
     async def get(self) -> None:
@@ -37,46 +40,48 @@ class EventsHandler(LoomHandler):
         if hold and kernel is None:
             raise BadRequest("hold=true needs a kernel")
         client = self.client_arg()
-        self._closed = asyncio.Event()
         if isinstance(self.request.connection, HTTP1Connection):
             self.request.connection.stream.set_nodelay(True)
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
-        subscription = self.events.subscribe(kernel.id if kernel else None)
+        subscription = self._subscription = self.events.subscribe(kernel.id if kernel else None)
+        self._keep_alive(subscription, first=True)
         if hold and kernel is not None:
             self.registry.holders.hold(kernel, client)
         try:
             hello = HelloEvent(event="hello", kernel=kernel.model() if kernel else None)
-            await self._send("hello", hello)
-            while not self._closed.is_set():
-                getter = asyncio.ensure_future(subscription.queue.get())
-                closed = asyncio.ensure_future(self._closed.wait())
-                done, _ = await asyncio.wait(
-                    {getter, closed}, timeout=KEEPALIVE_SECONDS, return_when="FIRST_COMPLETED"
-                )
-                for future in (getter, closed):
-                    if future not in done:
-                        future.cancel()
-                if getter in done:
-                    message = getter.result()
-                    await self._send(message["event"], message)
-                elif not done:
-                    self.write(": keepalive\n\n")
-                    await self.flush()
+            self.write(sse_frame(hello))
+            await self.flush()
+            while True:
+                frames = [await subscription.queue.get()]
+                while not subscription.queue.empty():  # what came meanwhile goes in one write
+                    frames.append(subscription.queue.get_nowait())
+                if CLOSED in frames:
+                    break
+                self.write("".join(frames))
+                await self.flush()
         except StreamClosedError:
             pass
         finally:
+            if self._keepalive is not None:
+                self._keepalive.cancel()
             self.events.unsubscribe(subscription)
             if hold and kernel is not None:
                 self.registry.holders.release(kernel, client)
             with contextlib.suppress(Exception):
                 self.finish()
 
-    async def _send(self, event: str, data: Event) -> None:
-        self.write(f"event: {event}\ndata: {json.dumps(data)}\n\n")
-        await self.flush()
+    def _keep_alive(self, subscription: Subscription, *, first: bool = False) -> None:
+        """Queue a comment when the stream has been quiet, so that proxies keep it open."""
+        if not first and subscription.queue.empty():
+            subscription.queue.put_nowait(KEEPALIVE)
+        self._keepalive = asyncio.get_running_loop().call_later(
+            KEEPALIVE_SECONDS, self._keep_alive, subscription
+        )
 
     def on_connection_close(self) -> None:
-        """Wake the stream loop so it releases its hold at once."""
-        self._closed.set()
+        """End the stream loop so it releases its hold at once."""
+        if self._subscription is not None:
+            with contextlib.suppress(asyncio.QueueFull):  # then the next write fails instead
+                self._subscription.queue.put_nowait(CLOSED)

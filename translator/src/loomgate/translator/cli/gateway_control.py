@@ -18,6 +18,7 @@ from loomgate.shared.paths import (
     DEFAULT_HOST,
     GATEWAY_FILE,
     LOG_FILE,
+    MONITOR_TOKEN_FILE,
     GatewayFile,
     read_gateway_file,
     read_token_file,
@@ -65,6 +66,8 @@ def control_gateway(args: argparse.Namespace) -> int:
         return 0
     if args.action == "rotate-token":
         write_token_file(directory, secrets.token_urlsafe(32))
+        # The monitor's token too: the next start makes a new one.
+        (directory / MONITOR_TOKEN_FILE).unlink(missing_ok=True)
         if running is None:
             print("new token kept; the next gateway start uses it")
             return 0

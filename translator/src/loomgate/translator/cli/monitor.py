@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import webbrowser
 
 from loomgate.shared.paths import read_gateway_file, state_dir
 from loomgate.translator.cli.errors import UsageError
@@ -17,8 +16,8 @@ def monitor_url(client: GatewayClient) -> str:
     """Return the monitor page's address with the read-only token (local gateways only)."""
     if not client.local:
         raise UsageError(
-            "the monitor token of a gateway on another machine is in its gateway.json there; "
-            "run `loomgate monitor --no-browser` on that machine"
+            "loomgate monitor opens the local gateway's page; the monitor token of a gateway "
+            "given by URL is in the gateway.json of its state dir (monitor_token)"
         )
     info = read_gateway_file(state_dir())
     if info is None or "monitor_token" not in info or info["url"] != client.url:
@@ -33,6 +32,8 @@ async def show_monitor(client: GatewayClient, args: argparse.Namespace) -> int:
     url = monitor_url(client)
     print(url, flush=True)
     if not args.no_browser:
+        import webbrowser  # here: only this command needs it
+
         try:
             opened = webbrowser.get().open(url)
         except webbrowser.Error:

@@ -8,7 +8,8 @@ const API = BASE + "/api/loomgate";
 const PAGE_EXECUTIONS = 30;   // executions shown per kernel before "older"
 const HEAD = 20, TAIL = 40;   // lines of each execution's output shown inline
 const PAGER_LINES = 500;      // lines per page of the full-output view
-const FOLLOW_MS = 250;        // a printing cell's output is fetched at most this often
+const FOLLOW_MS = 250;        // changes are fetched at most this often (a printing cell's output)
+const MAX_CARDS = 2 * PAGE_EXECUTIONS;  // cards kept on the page; "older" brings back the rest
 
 const state = {
   kernels: new Map(),          // id -> kernel model
@@ -16,7 +17,6 @@ const state = {
   executions: new Map(),       // number -> execution (of the selected kernel)
   oldest: null,                // lowest number shown
   toolCallsSeen: 0,            // highest tool call id shown
-  refreshing: new Map(),       // number -> timer of a pending output refresh
   pager: null,                 // {kernel, number, total, first}
   showEnded: false,
 };
@@ -157,10 +157,17 @@ async function loadKernels() {
   }
 }
 
+let shownKernels = "";
+
 function renderKernels() {
   const list = $("kernels");
-  list.replaceChildren();
   const kernels = [...state.kernels.values()].sort((a, b) => (b.last_activity || 0) - (a.last_activity || 0));
+  // Redrawn only when something it shows changed (activity is shown to the second).
+  const shown = JSON.stringify([state.selected, Math.floor(Date.now() / 1000), kernels.map((k) =>
+    [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0)])]);
+  if (shown === shownKernels) return;
+  shownKernels = shown;
+  list.replaceChildren();
   if (!kernels.length) list.append(el("li", { class: "muted", text: "no kernels yet" }));
   for (const k of kernels) {
     const holders = k.held_by && k.held_by.length ? "held by " + k.held_by.join(", ") : "no holder";
@@ -205,15 +212,23 @@ async function loadExecutions({ before = null, since = null } = {}) {
 }
 
 // Shows (or updates in place) one execution's card, newest first.
+const FINAL = new Set(["completed", "error", "interrupted", "killed", "died", "lost"]);
+
 function showExecution(execution) {
-  state.executions.set(execution.number, execution);
+  const known = state.executions.get(execution.number);
   const key = `x-${execution.number}`;
   const old = document.getElementById(key);
+  if (old && known && FINAL.has(known.state) && known.state === execution.state &&
+      known.note === execution.note && known.finished === execution.finished) return;  // unchanged
+  state.executions.set(execution.number, execution);
   const card = renderExecution(execution);
   if (old) { old.replaceWith(card); return; }
   const container = $("executions");
   const after = [...container.children].find((node) => Number(node.dataset.number) < execution.number);
   container.insertBefore(card, after || null);
+  if (container.children.length > MAX_CARDS) {
+    dropBelow(Number(container.children[MAX_CARDS - 1].dataset.number));
+  }
 }
 
 function renderExecution(x) {
@@ -287,17 +302,48 @@ async function colourTraceback(x, box) {
   } catch (error) { /* the plain lines stay */ }
 }
 
-// Fetches a running execution again (at most every FOLLOW_MS), keeping its card in place.
-function follow(number) {
-  if (state.refreshing.has(number)) return;
-  state.refreshing.set(number, setTimeout(async () => {
-    state.refreshing.delete(number);
+// Changes seen on the event stream are applied together, at most every FOLLOW_MS: a kernel that
+// runs a hundred cells a second costs the page (and the gateway) one request per interval.
+const pending = { numbers: new Set(), kernels: false, reload: false, timer: null };
+
+function later(change) {
+  change(pending);
+  if (pending.timer === null) pending.timer = setTimeout(applyPending, FOLLOW_MS);
+}
+
+async function applyPending() {
+  const numbers = [...pending.numbers];
+  const { kernels, reload } = pending;
+  Object.assign(pending, { numbers: new Set(), kernels: false, reload: false });
+  try {
+    if (reload) await loadKernels();
+    else if (kernels) renderKernels();
     const id = state.selected;
-    try {
-      const { execution } = await get(`/kernels/${id}/executions/${number}`, { head: HEAD, tail: TAIL, max_chars: 2000 });
-      if (id === state.selected) showExecution(execution);
-    } catch (error) { /* the next event tries again */ }
-  }, FOLLOW_MS));
+    if (numbers.length && id) {
+      const since = Math.min(...numbers) - 1;
+      const { executions } = await get(`/kernels/${id}/executions`, {
+        since, limit: PAGE_EXECUTIONS, head: HEAD, tail: TAIL, max_chars: 2000,
+      });
+      if (id === state.selected) {
+        if (executions.length && executions[0].number > since + 1) dropBelow(executions[0].number);
+        for (const execution of executions) showExecution(execution);
+      }
+    }
+  } catch (error) {
+    /* the next change fetches again */
+  } finally {
+    pending.timer = null;
+    if (pending.numbers.size || pending.kernels || pending.reload) later(() => {});
+  }
+}
+
+// Removes the cards older than `number` (more cells ran than a page shows; "older" brings them).
+function dropBelow(number) {
+  for (const node of [...$("executions").children]) {
+    if (Number(node.dataset.number) < number) { state.executions.delete(Number(node.dataset.number)); node.remove(); }
+  }
+  state.oldest = number;
+  $("older").hidden = !(number > 1);
 }
 
 // -- the full output, a page at a time ------------------------------------------------------
@@ -403,25 +449,29 @@ function connect() {
     const event = JSON.parse(e.data);
     if (event.phase === "stopped" && !state.showEnded) state.kernels.delete(event.kernel_id);
     else state.kernels.set(event.kernel_id, event.kernel);
-    renderKernels();
-    if (!state.selected && state.kernels.size) selectKernel(event.kernel_id);
+    later((p) => { p.kernels = true; });
+    if (!state.selected) selectKernel(event.kernel_id);
   });
-  source.addEventListener("holders", () => loadKernels());
+  source.addEventListener("holders", () => later((p) => { p.reload = true; }));
   source.addEventListener("execution", (e) => {
     const event = JSON.parse(e.data);
     const kernel = state.kernels.get(event.kernel_id);
-    if (kernel) {
+    if (!kernel) later((p) => { p.reload = true; });
+    else {
       kernel.last_activity = event.time;
-      kernel.state = event.execution.state === "running" ? "busy"
-        : event.execution.state === "awaiting_input" ? "awaiting_input" : "idle";
-      renderKernels();
-    } else loadKernels();
+      kernel.state = { running: "busy", awaiting_input: "awaiting_input" }[event.execution.state] || "idle";
+      if (event.execution.number > (kernel.last_execution || 0)) {
+        kernel.last_execution = event.execution.number;
+        kernel.executions = Math.max(kernel.executions, event.execution.number);
+      }
+      later((p) => { p.kernels = true; });
+    }
     if (!state.selected) selectKernel(event.kernel_id);
-    else if (event.kernel_id === state.selected) follow(event.execution.number);
+    else if (event.kernel_id === state.selected) later((p) => p.numbers.add(event.execution.number));
   });
   source.addEventListener("output", (e) => {
     const event = JSON.parse(e.data);
-    if (event.kernel_id === state.selected) follow(event.number);
+    if (event.kernel_id === state.selected) later((p) => p.numbers.add(event.number));
   });
   source.addEventListener("tool_call", (e) => showToolCall(JSON.parse(e.data).tool_call));
   source.onerror = () => {
