@@ -150,3 +150,27 @@ async def test_reports_are_shortened_and_numbered(
     assert [c["id"] for c in kept][-2:] == [first["id"], second["id"]]
     r = await http.get(f"{API}/tool-calls", params={"since": first["id"]})
     assert [c["id"] for c in r.json()["tool_calls"]] == [second["id"]]
+
+
+async def test_only_streams_of_all_kernels_get_tool_calls(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    report = {
+        "conversation": "conversation filtered",
+        "tool": "status",
+        "summary": "idle",
+        "duration": 0.001,
+        "kernel_id": kernel,
+    }
+    async with events(http) as everything, events(http, kernel) as one_kernel:
+        r = await http.post(f"{API}/tool-calls", json={"tool_calls": [report]})
+        assert r.status_code == 202
+        r = await http.post(f"{API}/kernels/{kernel}/executions", json={"code": "1"})
+        assert r.status_code == 201
+        # Events reach every stream in the order they were published: the tool call first.
+        seen = [(await anext(one_kernel))["event"]]
+        while seen[-1] != "execution":
+            seen.append((await anext(one_kernel))["event"])
+        assert "tool_call" not in seen
+        event = await next_event(everything, "tool_call")
+        assert event["tool_call"]["kernel_id"] == kernel

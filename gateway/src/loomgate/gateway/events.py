@@ -114,7 +114,8 @@ class EventBus:
             )
 
     def tool_call(self, tool_call: ToolCall) -> None:
-        """Publish a tool call a translator reported, to its kernel's and all kernels' listeners."""
+        """Publish a tool call a translator reported, to listeners of all kernels only (a
+        translator's own hold on its kernel has no use for it)."""
         if self._subscriptions:
             self._deliver(
                 ToolCallEvent(
@@ -123,16 +124,22 @@ class EventBus:
                     kernel_id=tool_call["kernel_id"],
                     time=time.time(),
                     tool_call=tool_call,
-                )
+                ),
+                everyone_only=True,
             )
 
     def _deliver(
-        self, event: KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent | ToolCallEvent
+        self,
+        event: KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent | ToolCallEvent,
+        *,
+        everyone_only: bool = False,
     ) -> None:
-        """Queue `event` for every subscriber interested in its kernel."""
+        """Queue `event` for every subscriber interested in its kernel (with `everyone_only`,
+        for the subscribers of all kernels alone)."""
         frame: str | None = None
+        wanted = (None,) if everyone_only else (None, event["kernel_id"])
         for subscription in self._subscriptions:
-            if subscription.kernel_id not in (None, event["kernel_id"]):
+            if subscription.kernel_id not in wanted:
                 continue
             if frame is None:
                 frame = sse_frame(event)
