@@ -3,6 +3,7 @@ outputs, a gateway restart, and the screenshot kept in docs/."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -49,6 +50,21 @@ async def named(http: httpx.AsyncClient) -> AsyncIterator[str]:
         yield kernel
     finally:
         await http.delete(f"{API}/kernels/{kernel}")
+
+
+@contextlib.asynccontextmanager
+async def kernel_on(
+    gateway: GatewayProcess, name: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """Start `gateway`; yield a client of it and a new kernel named `name` (stopped after)."""
+    gateway.start()
+    async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.headers, timeout=120) as c:
+        r = await c.post(f"{API}/kernels", json={"name": name})
+        kernel = r.json()["kernel"]["id"]
+        try:
+            yield c, kernel
+        finally:
+            await c.delete(f"{API}/kernels/{kernel}")
 
 
 async def run(http: httpx.AsyncClient, kernel: str, code: str, **body: object) -> int:
@@ -150,12 +166,7 @@ async def test_a_million_lines_page_through(
 async def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed(
     fresh_gateway: GatewayProcess,
 ) -> None:
-    fresh_gateway.start()
-    async with httpx.AsyncClient(
-        base_url=fresh_gateway.url, headers=fresh_gateway.headers, timeout=120
-    ) as http:
-        r = await http.post(f"{API}/kernels", json={"name": "survivor"})
-        kernel = r.json()["kernel"]["id"]
+    async with kernel_on(fresh_gateway, "survivor") as (http, kernel):
         before = await run(http, kernel, "'before'", wait=30)
         async with page_at(monitor_url(fresh_gateway, kernel)) as page:
             shown = page.locator(f"#x-{before}")
@@ -173,16 +184,10 @@ async def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed(
             await page.unroute("**/api/loomgate/events*")
             await expect(page.locator(f"#x-{missed}")).to_contain_text("'missed'", timeout=SEEN)
             await expect(page.locator("#link")).to_have_attribute("data-state", "live")
-        await http.delete(f"{API}/kernels/{kernel}")
 
 
 async def test_the_screenshot_in_docs(fresh_gateway: GatewayProcess) -> None:
-    fresh_gateway.start()
-    async with httpx.AsyncClient(
-        base_url=fresh_gateway.url, headers=fresh_gateway.headers, timeout=120
-    ) as http:
-        r = await http.post(f"{API}/kernels", json={"name": "analysis"})
-        kernel = r.json()["kernel"]["id"]
+    async with kernel_on(fresh_gateway, "analysis") as (http, kernel):
         cells = [
             ("data = [n * n for n in range(8)]\nprint(data)", "conversation 3f2a9b"),
             ("def mean(xs):\n    # the average\n    return sum(xs) / len(xs)\nmean(data)", None),
@@ -220,7 +225,6 @@ async def test_the_screenshot_in_docs(fresh_gateway: GatewayProcess) -> None:
             await expect(traceback).to_contain_text("ZeroDivisionError", timeout=SEEN)
             await expect(page.locator("#tool-calls li")).to_have_count(2)
             shot = await page.screenshot()
-        await http.delete(f"{API}/kernels/{kernel}")
     if os.environ.get("LOOMGATE_UPDATE_SCREENSHOT") or not SCREENSHOT.exists():
         SCREENSHOT.write_bytes(shot)
     kept, taken = decode(SCREENSHOT.read_bytes()), decode(shot)
