@@ -233,3 +233,14 @@ async def test_the_screenshot_in_docs(fresh_gateway: GatewayProcess) -> None:
     for x, y in [(640, 4), (4, 400), (600, 795), (1275, 400)]:
         assert taken.pixel(x, y) == kept.pixel(x, y), (x, y)
     assert taken.pixel(4, 400) != taken.pixel(600, 795)  # the panes are told apart
+
+
+async def test_the_page_follows_the_systems_colour_scheme(gateway: GatewayProcess) -> None:
+    async with page_at(monitor_url(gateway)) as page:
+        backgrounds = {}
+        for scheme in ("light", "dark"):
+            await page.emulate_media(color_scheme=scheme)
+            backgrounds[scheme] = await page.evaluate(
+                "getComputedStyle(document.body).backgroundColor"
+            )
+        assert backgrounds == {"light": "rgb(255, 255, 255)", "dark": "rgb(13, 17, 23)"}

@@ -16,6 +16,7 @@ from loomgate.shared.events import HelloEvent
 
 KEEPALIVE_SECONDS = 5.0
 KEEPALIVE = ": keepalive\n\n"
+WATCHER_BATCH_SECONDS = 0.05  # how long a stream that holds nothing gathers events
 CLOSED = ""  # queued when the client goes away (no frame is empty)
 
 
@@ -55,6 +56,10 @@ class EventsHandler(LoomHandler):
             await self.flush()
             while True:
                 frames = [await subscription.queue.get()]
+                if not hold:
+                    # A watcher (the monitor) gets what a cell sends in one write, a little
+                    # later, so that it does not wake up on every message while the cell runs.
+                    await asyncio.sleep(WATCHER_BATCH_SECONDS)
                 while not subscription.queue.empty():  # what came meanwhile goes in one write
                     frames.append(subscription.queue.get_nowait())
                 if CLOSED in frames:

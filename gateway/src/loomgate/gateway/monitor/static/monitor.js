@@ -9,6 +9,7 @@ const PAGE_EXECUTIONS = 30;   // executions shown per kernel before "older"
 const HEAD = 20, TAIL = 40;   // lines of each execution's output shown inline
 const PAGER_LINES = 500;      // lines per page of the full-output view
 const FOLLOW_MS = 250;        // changes are fetched at most this often (a printing cell's output)
+const FOLLOW_LIMIT = 10;      // new cards drawn per batch; when cells run faster, "older" has the rest
 const MAX_CARDS = 2 * PAGE_EXECUTIONS;  // cards kept on the page; "older" brings back the rest
 
 const state = {
@@ -322,7 +323,7 @@ async function applyPending() {
     if (numbers.length && id) {
       const since = Math.min(...numbers) - 1;
       const { executions } = await get(`/kernels/${id}/executions`, {
-        since, limit: PAGE_EXECUTIONS, head: HEAD, tail: TAIL, max_chars: 2000,
+        since, limit: FOLLOW_LIMIT, head: HEAD, tail: TAIL, max_chars: 2000,
       });
       if (id === state.selected) {
         if (executions.length && executions[0].number > since + 1) dropBelow(executions[0].number);
