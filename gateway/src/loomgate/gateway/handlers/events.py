@@ -27,7 +27,7 @@ class EventsHandler(LoomHandler):
     period only when its last holder's connection closes (a crashed translator included).
     """
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     _subscription: Subscription | None = None
     _keepalive: asyncio.TimerHandle | None = None

@@ -25,7 +25,7 @@ SEARCH_TIMEOUT = 10.0
 class ExecutionsHandler(LoomHandler):
     """GET/POST /api/loomgate/kernels/{ref}/executions: list; submit a cell."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self, ref: str) -> None:
@@ -60,7 +60,7 @@ class ExecutionsHandler(LoomHandler):
 class ExecutionHandler(LoomHandler):
     """GET /api/loomgate/kernels/{ref}/executions/{sel}: status, with an optional long-poll."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self, ref: str, selector: str) -> None:
@@ -76,7 +76,7 @@ class ExecutionHandler(LoomHandler):
 class StreamHandler(LoomHandler):
     """GET …/executions/{sel}/streams/{stream}?lines=a:b&max_chars=N: read lines."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self, ref: str, selector: str, stream: str) -> None:
@@ -112,7 +112,7 @@ class StreamHandler(LoomHandler):
 class RichHandler(LoomHandler):
     """GET …/executions/{sel}/rich/{index}: one rich output's MIME bundle."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self, ref: str, selector: str, index: str) -> None:
@@ -136,7 +136,7 @@ class RichHandler(LoomHandler):
 class TracebackHandler(LoomHandler):
     """GET …/executions/{sel}/traceback: the traceback with the kernel's ANSI colours."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self, ref: str, selector: str) -> None:
@@ -167,7 +167,7 @@ class InputHandler(LoomHandler):
 class SearchHandler(LoomHandler):
     """GET /api/loomgate/kernels/{ref}/search: find lines in one execution or all of them."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self, ref: str) -> None:

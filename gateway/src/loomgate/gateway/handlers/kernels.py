@@ -29,7 +29,7 @@ CAPABILITIES = [
 class InfoHandler(LoomHandler):
     """GET /api/loomgate/info: who this is, so a translator can tell it from a stock server."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self) -> None:
@@ -57,7 +57,7 @@ class InfoHandler(LoomHandler):
 class KernelsHandler(LoomHandler):
     """GET/POST /api/loomgate/kernels: list kernels; create or get one by name."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self) -> None:
@@ -97,7 +97,7 @@ class KernelsHandler(LoomHandler):
 class KernelHandler(LoomHandler):
     """GET/DELETE /api/loomgate/kernels/{ref}: one kernel's model; stop it."""
 
-    monitor_readable = True  # its GET (the monitor credential may read it)
+    monitor_readable = True
 
     @endpoint
     async def get(self, ref: str) -> None:
