@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 from collections.abc import AsyncIterator
@@ -143,3 +144,18 @@ async def test_the_monitor_token_is_kept_private_and_across_restarts(
     fresh_gateway.stop()
     fresh_gateway.start()
     assert fresh_gateway.monitor_token == first
+
+
+async def test_a_quiet_event_stream_is_kept_alive(monitor: httpx.AsyncClient, kernel: str) -> None:
+    async with monitor.stream("GET", f"{API}/events", params={"kernel": kernel}) as r:
+        lines = r.aiter_lines()
+        assert await anext(lines) == "event: hello"
+
+        async def first_comment() -> str:
+            async for line in lines:
+                if line.startswith(":"):
+                    return line
+            raise AssertionError("the stream ended")
+
+        # Nothing happens on this kernel: after KEEPALIVE_SECONDS (5 s) a comment arrives.
+        assert await asyncio.wait_for(first_comment(), 60) == ": keepalive"

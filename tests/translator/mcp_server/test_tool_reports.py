@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -68,10 +67,9 @@ async def test_an_unreachable_gateway_costs_a_report_nothing_else() -> None:
         started = time.perf_counter()
         reports.report(closed, "status", {}, "fine", time.time(), None)
         assert time.perf_counter() - started < 0.05  # queued, not sent on the caller's time
-        await asyncio.sleep(tool_reports.BATCH_DELAY)  # the batch goes out after this delay
-        while reports._sending:
-            await asyncio.gather(*reports._sending)
-        assert reports._queue == [] and reports.dropped == 0
+        assert reports.queued == 1
+        await reports.flush()  # sent, and failed quietly
+        assert reports.queued == 0 and reports.dropped == 0
     finally:
         await closed.aclose()
 
@@ -83,11 +81,11 @@ async def test_a_full_queue_drops_reports(monkeypatch: pytest.MonkeyPatch) -> No
     try:
         for _ in range(5):
             reports.report(closed, "status", {}, "fine", time.time(), None)
-        assert len(reports._queue) == 3 and reports.dropped == 2
+        assert reports.queued == 3 and reports.dropped == 2
         reports.report(None, "status", {}, "no gateway yet", time.time(), None)
-        assert len(reports._queue) == 3  # no gateway chosen yet: nothing to report to
+        assert reports.queued == 3  # no gateway chosen yet: nothing to report to
     finally:
-        reports._sender.cancel() if reports._sender else None
+        await reports.flush()
         await closed.aclose()
 
 
@@ -174,3 +172,19 @@ async def test_only_streams_of_all_kernels_get_tool_calls(
         assert "tool_call" not in seen
         event = await next_event(everything, "tool_call")
         assert event["tool_call"]["kernel_id"] == kernel
+
+
+async def test_a_conversations_last_calls_are_reported_as_it_ends(
+    connect_client: Any, http: httpx.AsyncClient
+) -> None:
+    async with conversation(connect_client) as mcp:
+        result = await mcp.call_tool("run_cell", {"code": "'last words'"})
+        kernel = result.structured_content["kernel"]
+    # The conversation ended at once after its last call (stop_kernel, by the helper).
+    r = await http.get(f"{API}/kernels/{kernel}/executions/latest")
+    label = r.json()["execution"]["client"]
+    assert [c["tool"] for c in await tool_calls(http, label)] == [
+        "run_cell",
+        "list_kernels",
+        "stop_kernel",
+    ]

@@ -47,7 +47,7 @@ class EventsHandler(LoomHandler):
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
         subscription = self._subscription = self.events.subscribe(kernel.id if kernel else None)
-        self._keep_alive(subscription, first=True)
+        self._arm_keepalive(subscription)
         if hold and kernel is not None:
             self.registry.holders.hold(kernel, client)
         try:
@@ -77,13 +77,17 @@ class EventsHandler(LoomHandler):
             with contextlib.suppress(Exception):
                 self.finish()
 
-    def _keep_alive(self, subscription: Subscription, *, first: bool = False) -> None:
-        """Queue a comment when the stream has been quiet, so that proxies keep it open."""
-        if not first and subscription.queue.empty():
-            subscription.queue.put_nowait(KEEPALIVE)
+    def _arm_keepalive(self, subscription: Subscription) -> None:
+        """Queue a comment each time the stream has been quiet for KEEPALIVE_SECONDS, so that
+        proxies keep it open."""
         self._keepalive = asyncio.get_running_loop().call_later(
             KEEPALIVE_SECONDS, self._keep_alive, subscription
         )
+
+    def _keep_alive(self, subscription: Subscription) -> None:
+        if subscription.queue.empty():
+            subscription.queue.put_nowait(KEEPALIVE)
+        self._arm_keepalive(subscription)
 
     def on_connection_close(self) -> None:
         """End the stream loop so it releases its hold at once."""

@@ -240,7 +240,9 @@ class Conversation:
             self.kernel = None
 
     async def close(self) -> None:
-        """Release the hold (a conversation kernel then starts its grace period) and clients."""
+        """Send the last tool call reports; release the hold (a conversation kernel then starts
+        its grace period) and clients."""
+        await self.reports.flush()
         if self._early is not None:
             task = self._early[1]
             self._early = None

@@ -19,6 +19,7 @@ log = logging.getLogger("loomgate.translator")
 QUEUE_SIZE = 256  # reports waiting to be sent; more are dropped
 BATCH_DELAY = 0.1  # seconds a report waits for others to go in the same request
 BATCH_SIZE = 100
+FLUSH_TIMEOUT = 2.0  # seconds a conversation's end waits for its last reports
 
 
 def summary_of(result: object) -> tuple[str, bool]:
@@ -80,6 +81,19 @@ class ToolReports:
         self._queue.append((client, report))
         if self._sender is None:
             self._sender = asyncio.get_running_loop().call_later(BATCH_DELAY, self._send)
+
+    @property
+    def queued(self) -> int:
+        """Return how many reports wait for their batch to be sent."""
+        return len(self._queue)
+
+    async def flush(self, timeout: float = FLUSH_TIMEOUT) -> None:
+        """Send what is queued now and wait (up to `timeout` s) for every send under way."""
+        if self._sender is not None:
+            self._sender.cancel()
+            self._send()
+        if self._sending:
+            await asyncio.wait(set(self._sending), timeout=timeout)
 
     def _send(self) -> None:
         """Start sending what is queued, one request per gateway and batch."""
