@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from loomgate.gateway.errors import Busy, Conflict
@@ -26,6 +27,14 @@ RECENT_RECORDS = 16  # finished records still matched to late IOPub output by ms
 REPLY_GRACE = 0.5
 
 
+@dataclass
+class Submission:
+    """A cell this gateway sent: its record once the kernel starts it, and who sent it."""
+
+    record: asyncio.Future[ExecutionRecord]
+    client: str | None
+
+
 class ExecutionTracker:
     """The executions of one kernel, built from the messages its channels deliver."""
 
@@ -37,8 +46,7 @@ class ExecutionTracker:
         self.current: ExecutionRecord | None = None
         self.last_activity = time.time()
         self._recent: OrderedDict[str, ExecutionRecord] = OrderedDict()
-        self._submissions: dict[str, asyncio.Future[ExecutionRecord]] = {}
-        self._clients: dict[str, str] = {}  # who sent each of those cells, as they said
+        self._submissions: dict[str, Submission] = {}  # our cells not started yet, by msg_id
         self._replies: dict[str, asyncio.Future[Message]] = {}  # our cells' execute_replies
         self._settling: set[asyncio.Task[None]] = set()
         self._input_requests: dict[int, Message] = {}
@@ -57,9 +65,8 @@ class ExecutionTracker:
         """Return the future record of the cell sent as `msg_id` (set when it starts); `reply`
         is the future of its execute_reply."""
         self._replies[msg_id] = reply
-        future = self._submissions[msg_id] = asyncio.get_running_loop().create_future()
-        if client is not None:
-            self._clients[msg_id] = client
+        future: asyncio.Future[ExecutionRecord] = asyncio.get_running_loop().create_future()
+        self._submissions[msg_id] = Submission(future, client)
         return future
 
     def follow(self, record: ExecutionRecord) -> None:
@@ -76,7 +83,7 @@ class ExecutionTracker:
         waits for that (a few ms, at most `start_timeout`), so that it can name it.
         """
         if self.current is None and self._submissions:
-            starting = next(iter(self._submissions.values()))
+            starting = next(iter(self._submissions.values())).record
             with contextlib.suppress(Exception):  # it never started: refused without a number
                 await asyncio.wait_for(asyncio.shield(starting), start_timeout)
         if self.current is not None:
@@ -90,11 +97,10 @@ class ExecutionTracker:
 
     def fail_submissions(self, error: Exception) -> None:
         """Fail every cell sent but not yet started with `error`."""
-        for future in self._submissions.values():
-            if not future.done():
-                future.set_exception(error)
+        for submission in self._submissions.values():
+            if not submission.record.done():
+                submission.record.set_exception(error)
         self._submissions.clear()
-        self._clients.clear()
 
     def answer_input(self, record: ExecutionRecord, value: str) -> None:
         """Send `value` as the reply to the pending input() of `record`."""
@@ -175,7 +181,6 @@ class ExecutionTracker:
         if self.current is not None and not self.current.final:
             self.finish(self.current, "completed", note="superseded before its end was seen")
         submission = self._submissions.pop(msg_id, None)
-        client = self._clients.pop(msg_id, None)
         reported = int(content.get("execution_count") or 0)
         code = str(content.get("code", ""))
         record = self.store.new_record(
@@ -183,7 +188,7 @@ class ExecutionTracker:
             msg_id=msg_id,
             code=code,
             source="loomgate" if submission is not None else "other",
-            client=client,
+            client=submission.client if submission is not None else None,
         )
         if self.implementation == "ipython" and (record.number != reported or not code.strip()):
             # IPython does not count a blank cell (nor another client's store_history=False
@@ -194,8 +199,8 @@ class ExecutionTracker:
         self._recent[msg_id] = record
         while len(self._recent) > RECENT_RECORDS:
             self._recent.popitem(last=False)
-        if submission is not None and not submission.done():
-            submission.set_result(record)
+        if submission is not None and not submission.record.done():
+            submission.record.set_result(record)
         record.save_soon()  # after the waiting submitter has been woken
         self.publish_execution(record)
         early_input = self._early_input.pop(msg_id, None)

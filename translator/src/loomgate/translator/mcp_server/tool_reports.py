@@ -88,12 +88,15 @@ class ToolReports:
         return len(self._queue)
 
     async def flush(self, timeout: float = FLUSH_TIMEOUT) -> None:
-        """Send what is queued now and wait (up to `timeout` s) for every send under way."""
+        """Send what is queued now and wait (up to `timeout` s, then give up) for every send
+        under way."""
         if self._sender is not None:
             self._sender.cancel()
             self._send()
         if self._sending:
-            await asyncio.wait(set(self._sending), timeout=timeout)
+            _, late = await asyncio.wait(set(self._sending), timeout=timeout)
+            for task in late:
+                task.cancel()
 
     def _send(self) -> None:
         """Start sending what is queued, one request per gateway and batch."""
