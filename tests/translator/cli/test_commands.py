@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loomgate.shared.paths import DAEMON_LOG
+from loomgate.shared.paths import DAEMON_LOG, TOKEN_FILE
 from tests.support.gateways import (
     GatewayProcess,
     alive,
@@ -231,6 +232,16 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
     assert wait_gone({info["pid"], *kernels}, 30) == set()
     status, out, _ = await loomgate(env, "gateway", "status")
     assert status == 1
+    # A full stop keeps the (rotated) token, private, for the next start.
+    assert stat.S_IMODE((state / TOKEN_FILE).stat().st_mode) == 0o600
+    assert (state / TOKEN_FILE).read_text().strip() == info["token"]
+    try:
+        status, out, err = await loomgate(env, "gateway", "start", "--port", str(port))
+        assert status == 0, err
+        assert json.loads((state / "gateway.json").read_text())["token"] == info["token"]
+    finally:
+        await loomgate(env, "gateway", "stop")
+        stop_local_gateway(state)
 
 
 async def test_gateway_install_service_prints_and_writes_a_unit(tmp_path: Path) -> None:

@@ -96,5 +96,17 @@ async def test_streamable_http_sessions_share_one_conversation(gateway: GatewayP
         made: Any = await first.call_tool("run_cell", {"code": "shared = 'yes'"})
         seen: Any = await second.call_tool("run_cell", {"code": "shared"})
         assert text(seen).endswith("Out[2]: 'yes'")
-        assert seen.structured_content["kernel"] == made.structured_content["kernel"]
-        await first.call_tool("stop_kernel", {"kernel": made.structured_content["kernel"]})
+        shared_kernel = made.structured_content["kernel"]
+        assert seen.structured_content["kernel"] == shared_kernel
+        # A connect in one session moves them all (the instructions say so) ...
+        await second.call_tool("connect", {"kernel": "apart-b"})
+        moved: Any = await first.call_tool("run_cell", {"code": "'where'"})
+        own_kernel = moved.structured_content["kernel"]
+        assert own_kernel != shared_kernel
+        assert "moves every session" in (first.instructions or "")
+        # ... and kernel= on a call works apart from the current kernel.
+        apart: Any = await first.call_tool("run_cell", {"code": "shared", "kernel": shared_kernel})
+        assert text(apart).endswith("Out[3]: 'yes'")
+        assert apart.structured_content["kernel"] == shared_kernel
+        for kernel in (shared_kernel, own_kernel):
+            await first.call_tool("stop_kernel", {"kernel": kernel})

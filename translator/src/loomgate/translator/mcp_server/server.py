@@ -26,8 +26,9 @@ INSTRUCTIONS = (
 )
 # Over Streamable HTTP one server serves many MCP sessions, and they share one conversation.
 SHARED_SESSIONS = (
-    " Every MCP session of this server shares one conversation: the same kernel and "
-    "variables. connect() to a named kernel to work apart."
+    " Every MCP session of this server shares one conversation: the same current kernel and "
+    "variables, and a connect() in one session moves every session to that kernel. To work "
+    "apart, pass kernel=NAME on each call."
 )
 
 
