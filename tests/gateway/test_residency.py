@@ -4,9 +4,11 @@ next one on the same state dir, with their ids, names, variables, numbering and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -229,6 +231,7 @@ async def test_a_reused_pid_is_never_signalled(
         async with client(fresh_gateway) as http:
             model = (await http.get(f"{API}/victim")).json()["kernel"]
             assert not model["alive"] and model["state"] == "gone"
+            assert model["end_reason"] == "the kernel process ended while the gateway was down"
             record = (await http.get(f"{API}/victim/executions/1")).json()["execution"]
             assert record["state"] == "died"
             assert record["died"]["reason"] == "the kernel process ended while the gateway was down"
@@ -237,6 +240,38 @@ async def test_a_reused_pid_is_never_signalled(
     finally:
         stranger.kill()
         await stranger.wait()
+
+
+async def test_a_kernel_that_does_not_answer_is_taken_back_once_it_does(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        kernel_id = await created(http, name="frozen")
+        await run(http, "frozen", "kept = 7")
+    [pid] = fresh_gateway.kernel_pids()
+    os.kill(pid, signal.SIGSTOP)  # alive and ours, but it cannot answer
+    try:
+        fresh_gateway.kill()
+        fresh_gateway.start()
+        async with client(fresh_gateway) as http:
+            model = (await http.get(f"{API}/frozen")).json()["kernel"]
+            assert (model["alive"], model["state"], model["ended"]) == (False, "gone", None)
+            assert model["end_reason"] == (
+                f"its process (pid {pid}) runs but did not answer when the gateway came back "
+                "(no kernel_info reply within 10 s); it is tried again every 5 s"
+            )
+            kept = fresh_gateway.state_dir / "kernels" / kernel_id / RESIDENT_FILE
+            assert stat.S_IMODE(kept.stat().st_mode) == 0o600  # kept, and private
+            async with events(http) as stream:
+                os.kill(pid, signal.SIGCONT)
+                await next_event(stream, "kernel", kernel_id=kernel_id, phase="ready")
+            assert await output(http, "frozen", "print(kept)") == "7"
+            model = (await http.get(f"{API}/frozen")).json()["kernel"]
+            assert (model["alive"], model["state"], model["end_reason"]) == (True, "idle", None)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from loomgate.translator.presentation import (
     Audience,
     format_elapsed,
     render_cell,
+    render_kernel,
     render_kernels,
     render_prewarmed,
     render_read,
@@ -484,3 +485,57 @@ def info(prewarm: int, *pooled: tuple[int, int | None]) -> wire.Info:
 )
 def test_prewarmed_kernels_in_one_line(about: wire.Info, expected: str) -> None:
     assert render_prewarmed(about) == expected
+
+
+def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
+    """Return a kernel's model that is not live, `ended` or not, with `reason`."""
+    return wire.Kernel(
+        id="cccccccc-3",
+        name="lab",
+        kernel_spec="python3",
+        lifetime="persistent",
+        state="gone",
+        alive=False,
+        current_execution=None,
+        executions=2,
+        last_execution=2,
+        last_activity=None,
+        connections=0,
+        holders=0,
+        held_by=[],
+        cwd=None,
+        created=1.0,
+        ended=ended,
+        end_reason=reason,
+        implementation="",
+        setup=wire.Setup(parts=[], results=[]),
+    )
+
+
+@pytest.mark.parametrize(
+    ("kernel", "last_lines"),
+    [
+        (gone_kernel(5.0, None), ["executions: 2 (latest In [2])", "connections: 0"]),
+        (
+            gone_kernel(5.0, "the kernel process ended while the gateway was down"),
+            [
+                "executions: 2 (latest In [2])",
+                "died: the kernel process ended while the gateway was down",
+                "connections: 0",
+            ],
+        ),
+        (
+            gone_kernel(None, "its process (pid 9) runs but did not answer"),
+            [
+                "executions: 2 (latest In [2])",
+                "not taken back: its process (pid 9) runs but did not answer",
+                "connections: 0",
+            ],
+        ),
+    ],
+    ids=["stopped", "died-while-away", "not-answering"],
+)
+def test_a_gone_kernel_says_why(kernel: wire.Kernel, last_lines: list[str]) -> None:
+    first, *rest = render_kernel(kernel, gateway="local").split("\n")
+    assert first == "Kernel lab [cccccccc] on local: gone, persistent, python3"
+    assert rest == last_lines

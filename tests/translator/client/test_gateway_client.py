@@ -198,11 +198,28 @@ async def test_unreachable_never_shows_the_token() -> None:
             await c.info()
     assert down.value.code == "unreachable"
     assert down.value.status is None
-    assert (
-        str(down.value) == f"cannot reach the gateway at {url} (connection refused); is it running?"
+    assert str(down.value) == (
+        f"cannot reach the gateway at {url} (connection refused); "
+        "is it running? `loomgate gateway start` starts one on this machine"
     )
     assert "sekrit" not in str(down.value) and "sekrit" not in repr(down.value)
     assert "sekrit" not in repr(c)
+
+
+async def test_an_unreachable_gateway_says_what_to_run() -> None:
+    async with GatewayClient("http://127.0.0.1:1", "t", name="far", local=True) as c:
+        with pytest.raises(GatewayError) as down:
+            await c.info()
+    assert str(down.value).endswith(
+        "(connection refused); is it running? `loomgate gateway start` starts it"
+    )
+    # A refused connection to another machine cannot be made here; its advice is the same text.
+    remote = GatewayClient("http://gpu-box.example:8787", "t", name="gpu")
+    assert remote.start_advice == (
+        "is it running? Start it on its host with `loomgate gateway start` "
+        "(`loomgate gateway install-service` keeps it running)"
+    )
+    await remote.aclose()
 
 
 async def test_unknown_host_is_unreachable() -> None:

@@ -279,6 +279,9 @@ class Kernel(TypedDict):
     cwd: str | None
     created: float | None
     ended: float | None
+    # Why a gone kernel is gone when nobody stopped it (its process died while the gateway was
+    # down, its start failed), or why it is not taken back yet; None for a stopped kernel.
+    end_reason: str | None
     implementation: str
     setup: Setup
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry
 
 ADOPT_TIMEOUT = 10.0
+# A kernel that is ours but did not answer (stopped, or busy in code that holds the GIL) is
+# neither ended nor forgotten: it is tried again this often until it answers or its process ends.
+RETRY_SECONDS = 5.0
 
 
 async def take_back(registry: KernelRegistry, stores: list[RecordStore]) -> None:
@@ -59,15 +62,26 @@ async def take_back_one(registry: KernelRegistry, store: RecordStore) -> None:
         registry.live.pop(kernel.id, None)
         kernel.close_channels()
         reason = (
-            f"the kernel process (pid {pid}) did not answer when the gateway came back "
-            f"({type(e).__name__}: {e}); it was left running, not taken back"
+            f"its process (pid {pid}) runs but did not answer when the gateway came back "
+            f"({describe(e)}); it is tried again every {RETRY_SECONDS:g} s"
         )
-        registry.ended_while_away(store, reason)
+        registry.log.warning("Not taking back kernel %s yet: %s", store.kernel_id, reason)
+        store.note_pending(reason)
+        registry.retry_later(store, RETRY_SECONDS)
         return
+    if store.meta.get("end_reason"):
+        store.note_pending(None)
     await km.post_start_kernel()  # jupyter_client's restarter and control socket
     await register_adopted_kernel(registry.mkm, kernel.id, km)
     registry.wire_up(kernel)
     registry.log.info("Took back kernel %s (pid %s)", kernel.id, pid)
+
+
+def describe(error: Exception) -> str:
+    """Return why a kernel did not answer, in a few words."""
+    if isinstance(error, TimeoutError):
+        return f"no kernel_info reply within {ADOPT_TIMEOUT:g} s"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 async def provisioner_for(registry: KernelRegistry, state: ResidentState) -> ResidentProvisioner:

@@ -390,5 +390,6 @@ class LoomKernel:
         model["holders"] = self.holders
         model["held_by"] = list(self.held_by)
         model["ended"] = None
+        model["end_reason"] = None
         model["setup"] = self.setup.model()
         return model

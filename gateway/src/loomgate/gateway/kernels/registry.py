@@ -74,6 +74,7 @@ class KernelRegistry:
             stop=self.stop,
         )
         self._left_running: list[RecordStore] = []
+        self._retries: set[asyncio.Task[None]] = set()
         # `loomgate gateway stop` sets this; any other exit leaves the kernels running.
         self.stop_kernels_on_exit = False
         # Set once the kernels an earlier gateway left running have been taken back (or not).
@@ -100,7 +101,7 @@ class KernelRegistry:
                     self._left_running.append(store)  # taken back, or not, in take_back()
                     continue
                 store.all()  # loading marks the records that were running `lost`
-                store.mark_ended()
+                store.mark_ended("the gateway that ran it stopped without leaving it running")
             if now - float(store.meta["ended"]) > self.retention_seconds:
                 shutil.rmtree(child, ignore_errors=True)
                 continue
@@ -140,9 +141,22 @@ class KernelRegistry:
         if running is not None:
             died = Death(reason=reason, restarted=False)
             running.end_unseen("died", "the kernel process is gone", died=died)
-        store.mark_ended()
+        store.mark_ended(reason)
         resident.remove(store.directory)
         self.log.warning("Kernel %s is gone: %s", store.kernel_id, reason)
+        self.events.kernel(store.kernel_id, "stopped", store.model(), reason)
+
+    def retry_later(self, store: RecordStore, delay: float) -> None:
+        """Try again to take back a kernel that is ours but did not answer, after `delay` s."""
+
+        async def retry() -> None:
+            await asyncio.sleep(delay)
+            if store.kernel_id not in self.live and store.meta.get("ended") is None:
+                await adoption.take_back_one(self, store)
+
+        task = asyncio.get_running_loop().create_task(retry())
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
 
     def purge_expired(self) -> None:
         """Delete records of kernels that ended longer ago than the retention period."""
@@ -198,7 +212,7 @@ class KernelRegistry:
         except Exception:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
-            kernel.store.mark_ended()
+            kernel.store.mark_ended("its start failed")
             await self._discard_process(km)
             raise
         self.wire_up(kernel)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
@@ -13,8 +14,11 @@ from jupyter_client.manager import KernelManager
 from loomgate.shared.paths import write_json_atomic
 
 RESIDENT_FILE = "resident.json"
-# Raised when what is stored changes shape; a gateway refuses a format it does not know.
+# Raised when what is stored changes shape. A gateway reads every format up to its own, each
+# older one brought up to date by its step in MIGRATIONS, and refuses a newer one.
 FORMAT = 1
+# format N -> the function that turns a format-N state into format N + 1.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 class ResidentLaunch(TypedDict):
@@ -64,11 +68,14 @@ def load(directory: Path, kernel_id: str) -> ResidentState:
         raise ResidentError(f"{path} cannot be read: {e}") from None
     if not isinstance(data, dict):
         raise ResidentError(f"{path} is not a JSON object")
-    if data.get("format") != FORMAT:
+    written = data.get("format")
+    if not isinstance(written, int) or not 1 <= written <= FORMAT:
         raise ResidentError(
-            f"{path} has format {data.get('format')!r}; this gateway reads format {FORMAT} "
+            f"{path} has format {written!r}; this gateway reads formats 1 to {FORMAT} "
             "(a newer loomgate wrote it?)"
         )
+    for step in range(written, FORMAT):
+        data = MIGRATIONS[step](data)
     missing = set(ResidentState.__required_keys__) - data.keys()
     if missing:
         raise ResidentError(f"{path} lacks {', '.join(sorted(missing))}")

@@ -152,9 +152,17 @@ class RecordStore:
             stale.end_unseen("lost", "the gateway stopped while this execution ran")
         return unfinished[-1] if unfinished else None
 
-    def mark_ended(self) -> None:
-        """Note that the kernel is gone (its records stay for the retention period)."""
+    def mark_ended(self, reason: str | None = None) -> None:
+        """Note that the kernel is gone, and why if nobody stopped it (its records stay for the
+        retention period)."""
         self.meta["ended"] = time.time()
+        self.meta["end_reason"] = reason
+        self.save()
+
+    def note_pending(self, reason: str | None) -> None:
+        """Note why a kernel left running by an earlier gateway is not taken back yet (None once
+        it is)."""
+        self.meta["end_reason"] = reason
         self.save()
 
     def model(self) -> Kernel:
@@ -178,6 +186,7 @@ class RecordStore:
             cwd=meta.get("cwd"),
             created=meta.get("created"),
             ended=meta.get("ended"),
+            end_reason=meta.get("end_reason"),
             implementation=meta.get("implementation", ""),
             setup=kept_setup(meta),
         )

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from loomgate.shared.events import Event
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.transport import (
+    IS_IT_RUNNING,
     PlainHttpPool,
     PlainResponse,
     TransportFailure,
@@ -95,6 +96,18 @@ class GatewayHttp:
         if self.name:
             return f"the gateway {self.name!r} at {self.url}"
         return f"the gateway at {self.url}"
+
+    @property
+    def start_advice(self) -> str:
+        """Return what to run when this gateway does not answer at all."""
+        if self.local:
+            return "is it running? `loomgate gateway start` starts it"
+        if self.on_this_host:
+            return "is it running? `loomgate gateway start` starts one on this machine"
+        return (
+            "is it running? Start it on its host with `loomgate gateway start` "
+            "(`loomgate gateway install-service` keeps it running)"
+        )
 
     def __repr__(self) -> str:
         """Return the client's label (never its token)."""
@@ -199,6 +212,8 @@ class GatewayHttp:
                 f"{self.where} did not answer within {read_timeout:g} s", code="timeout"
             )
         reason, advice = connect_reason(error)
+        if advice == IS_IT_RUNNING:
+            advice = self.start_advice
         # Refused: the request never reached a gateway, so sending it again cannot repeat it.
         refused = any(isinstance(cause, ConnectionRefusedError) for cause in causes(error))
         return GatewayError(
@@ -246,7 +261,8 @@ class GatewayHttp:
             raise GatewayError(message, code="protocol", status=status)
         if status in (502, 503, 504):
             raise GatewayError(
-                f"cannot reach {self.where} (its proxy answered HTTP {status}); is it running?",
+                f"cannot reach {self.where} (its proxy answered HTTP {status}); "
+                f"{self.start_advice}",
                 code="unreachable",
                 status=status,
             )

@@ -297,13 +297,17 @@ def httpx_failure(error: httpx.TransportError) -> TransportFailure:
     return failure
 
 
+IS_IT_RUNNING = "is it running?"
+
+
 def connect_reason(error: TransportFailure) -> tuple[str, str]:
-    """Return (what went wrong, what to do) for a failed connection, in plain words."""
+    """Return (what went wrong, what to do) for a failed connection, in plain words
+    (IS_IT_RUNNING where the gateway may simply be down)."""
     if error.kind == "connect_timeout":
         return "connection timed out", "is it running and reachable?"
     for cause in causes(error):
         if isinstance(cause, ConnectionRefusedError):
-            return "connection refused", "is it running?"
+            return "connection refused", IS_IT_RUNNING
         if isinstance(cause, socket.gaierror):
             return "unknown host", "check the URL"
         if isinstance(cause, ssl.SSLCertVerificationError):
@@ -318,8 +322,8 @@ def connect_reason(error: TransportFailure) -> tuple[str, str]:
         if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
             return "no route to the host", "is the network up?"
     if error.kind == "dropped":
-        return f"the connection was dropped: {error}", "is it still running?"
-    return str(error), "is it running?"
+        return f"the connection was dropped: {error}", IS_IT_RUNNING
+    return str(error), IS_IT_RUNNING
 
 
 async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[Event]:

@@ -28,6 +28,8 @@ def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
         lines.append(f"running: In [{kernel['current_execution']}]")
     if kernel["cwd"]:
         lines.append(f"cwd: {kernel['cwd']}")
+    if kernel["end_reason"]:
+        lines.append(f"{'died' if kernel['ended'] else 'not taken back'}: {kernel['end_reason']}")
     lines.append(f"connections: {kernel['connections']}")
     return "\n".join(lines)
 
