@@ -393,7 +393,7 @@ def test_render_search_groups_and_markers() -> None:
 
 
 def test_render_kernels_marks_current() -> None:
-    common = {"kernel_spec": "python3"}
+    common = {"kernel_spec": "python3", "paths": []}
     kernels = [
         {
             "id": "aaaaaaaa-1",

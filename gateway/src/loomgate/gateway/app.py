@@ -320,7 +320,7 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.ServerApp.kernel_websocket_connection_class = (
         "loomgate.gateway.kernels.manager.NodelayWebsocketConnection"
     )
-    config.ServerApp.jpserver_extensions = {"loomgate.gateway.extension": True}
+    config.ServerApp.jpserver_extensions = {"loomgate.gateway": True}
     config.ServerApp.identity_provider_class = "loomgate.gateway.auth.LoomIdentityProvider"
     config.ServerApp.tornado_settings = {"log_function": log_request}
     config.KernelRestarter.time_to_dead = 0.5

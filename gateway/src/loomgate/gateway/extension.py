@@ -1,10 +1,20 @@
-"""The jupyter_server extension: builds the registry and mounts the /api/loomgate/ handlers."""
+"""The jupyter_server extension: loomgate's own gateway, or records inside anyone's Jupyter.
+
+`loomgate-gateway` configures a ServerApp for it (app.py). Enabled in a person's `jupyter lab`
+or `jupyter server` (`jupyter server extension enable loomgate.gateway`), it makes that server
+a gateway too: its kernels get records and the /api/loomgate/ endpoints, under its own auth.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import time
 from pathlib import Path
 from typing import Any
+
+from traitlets.config import Config
 
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.handlers.routes import routes
@@ -15,9 +25,14 @@ from loomgate.gateway.kernels.registry import (
     KernelRegistry,
 )
 from loomgate.gateway.monitor.tool_calls import ToolCallLog
-from loomgate.shared.paths import state_dir
+from loomgate.shared.paths import ensure_private_dir, state_dir
+from loomgate.shared.wire import GatewayMode
 
 PURGE_INTERVAL_SECONDS = 3600.0
+EXTENSION_DIR = "jupyter"  # in the state dir: the records of each Jupyter server's kernels
+SERVER_LOCK = "server.lock"
+KERNEL_MANAGER = "loomgate.gateway.kernels.manager.LoomMappingKernelManager"
+WEBSOCKET_CONNECTION = "loomgate.gateway.kernels.manager.NodelayWebsocketConnection"
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
@@ -25,15 +40,50 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "loomgate.gateway.extension"}]
 
 
+def mode_of(serverapp: Any) -> GatewayMode:
+    """Return "gateway" for loomgate's own server, "extension" inside another Jupyter server."""
+    return "gateway" if hasattr(serverapp, "loomgate_state_dir") else "extension"
+
+
+def upstream_configured(serverapp: Any) -> bool:
+    """Return whether the server sends its kernels to a remote gateway (GatewayClient.url)."""
+    url = serverapp.config.get("GatewayClient", {}).get("url")
+    return bool(url or os.environ.get("JUPYTER_GATEWAY_URL"))
+
+
+def _link_jupyter_server_extension(serverapp: Any) -> None:
+    """Give an enabled server loomgate's kernel manager, before it creates its own.
+
+    Passed upstream as extension config, as ExtensionApp's link step does. A kernel manager or
+    websocket class the person configured stays theirs; the extension then stays off (load says
+    why).
+    """
+    if mode_of(serverapp) == "gateway" or upstream_configured(serverapp):
+        return
+    chosen: dict[str, str] = {}
+    configured = serverapp.config.get("ServerApp", {})
+    if "kernel_manager_class" not in configured:
+        chosen["kernel_manager_class"] = KERNEL_MANAGER
+    if "kernel_websocket_connection_class" not in configured:
+        # The standard kernel websocket without Nagle's 40 ms delay on small frames.
+        chosen["kernel_websocket_connection_class"] = WEBSOCKET_CONNECTION
+    serverapp.update_config(Config({"ServerApp": chosen}))
+
+
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Attach the record registry to the kernel manager and add loomgate's routes."""
     mkm = serverapp.kernel_manager
+    mode = mode_of(serverapp)
     if not isinstance(mkm, LoomMappingKernelManager):
-        raise RuntimeError(
-            "loomgate needs --ServerApp.kernel_manager_class="
-            "loomgate.gateway.kernels.manager.LoomMappingKernelManager"
+        if mode == "gateway":
+            raise RuntimeError(f"loomgate needs --ServerApp.kernel_manager_class={KERNEL_MANAGER}")
+        serverapp.log.error(
+            "loomgate: not enabled: this server's kernel manager is %s (configured elsewhere, or "
+            "kernels on a remote gateway), and loomgate records only kernels it manages",
+            type(mkm).__name__,
         )
-    directory = Path(getattr(serverapp, "loomgate_state_dir", "") or state_dir())
+        return
+    directory = records_dir(serverapp, mode)
     events = EventBus()
     registry = KernelRegistry(
         mkm,
@@ -54,16 +104,48 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         loomgate_events=events,
         loomgate_tool_calls=ToolCallLog(events),
         loomgate_started=time.time(),
+        loomgate_mode=mode,
     )
     base = serverapp.web_app.settings.get("base_url", "/").rstrip("/")
     serverapp.web_app.add_handlers(".*$", routes(base))
     serverapp.io_loop.call_later(PURGE_INTERVAL_SECONDS, _purge_periodically, serverapp, registry)
+    if mode == "extension":
+        serverapp.log.info("loomgate: records of this server's kernels are kept in %s", directory)
+
+
+def records_dir(serverapp: Any, mode: GatewayMode) -> Path:
+    """Return where the registry keeps its records: the gateway's state dir, or, inside another
+    Jupyter server, a directory of that server's own (by its root dir, so a restarted server
+    finds its records again; a second server on the same root, running at once, gets its port's).
+    """
+    if mode == "gateway":
+        return Path(getattr(serverapp, "loomgate_state_dir", "") or state_dir())
+    root = str(Path(serverapp.root_dir).expanduser().resolve())
+    key = hashlib.sha256(root.encode()).hexdigest()[:12]
+    parent = ensure_private_dir(state_dir() / EXTENSION_DIR)
+    for name in (key, f"{key}-{serverapp.port}"):
+        directory = ensure_private_dir(parent / name)
+        if _lock(directory):
+            return directory
+    raise RuntimeError(f"loomgate: another Jupyter server keeps its records in {parent / key}")
+
+
+def _lock(directory: Path) -> bool:
+    """Return whether this process now holds `directory`'s server lock (for as long as it runs)."""
+    fd = os.open(directory / SERVER_LOCK, os.O_RDONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    return True  # the descriptor stays open: the lock lasts as long as the server
 
 
 async def _start_jupyter_server_extension(serverapp: Any) -> None:
     """Take back the kernels an earlier gateway left running (the IO loop runs now)."""
-    registry: KernelRegistry = serverapp.web_app.settings["loomgate_registry"]
-    await registry.take_back()
+    registry: KernelRegistry | None = serverapp.web_app.settings.get("loomgate_registry")
+    if registry is not None:
+        await registry.take_back()
 
 
 def _purge_periodically(serverapp: Any, registry: KernelRegistry) -> None:

@@ -19,6 +19,7 @@ FINAL_STATES: frozenset[ExecutionState] = frozenset(
     {"completed", "error", "interrupted", "killed", "died", "lost"}
 )
 RUNNING_STATES: frozenset[ExecutionState] = frozenset({"running", "awaiting_input"})
+GatewayMode = Literal["gateway", "extension"]
 KernelState = Literal["starting", "idle", "busy", "awaiting_input", "restarting", "dead", "gone"]
 Lifetime = Literal["persistent", "conversation"]
 LIFETIMES: tuple[Lifetime, ...] = get_args(Lifetime)
@@ -277,6 +278,9 @@ class Kernel(TypedDict):
     holders: int
     held_by: list[str]
     cwd: str | None
+    # The notebooks and consoles (Jupyter session paths) that use the kernel; for a gone kernel,
+    # the last ones known.
+    paths: list[str]
     created: float | None
     ended: float | None
     # Why a gone kernel is gone when nobody stopped it (its process died while the gateway was
@@ -317,6 +321,9 @@ class Info(TypedDict):
 
     service: Literal["loomgate"]
     version: str
+    # "gateway": loomgate's own resident server; "extension": an extension of someone's Jupyter
+    # server (JupyterLab, Notebook), whose kernels are the person's.
+    mode: GatewayMode
     protocol: int
     capabilities: list[str]
     pid: int

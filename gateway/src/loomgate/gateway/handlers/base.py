@@ -14,6 +14,7 @@ from tornado import web
 
 from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
 from loomgate.gateway.events import EventBus
+from loomgate.gateway.kernels.notebooks import note_paths
 from loomgate.gateway.kernels.registry import KernelRegistry
 from loomgate.gateway.records.output_log import KIND_MASK, PART_START, Line, OutputKind, clip_line
 from loomgate.gateway.records.record import ExecutionRecord
@@ -100,6 +101,17 @@ class LoomHandler(APIHandler):
     def events(self) -> EventBus:
         """Return the gateway's event bus."""
         return self.settings["loomgate_events"]  # type: ignore[no-any-return]
+
+    async def note_sessions(self) -> None:
+        """Bring each live kernel's notebook and console paths up to date from the server's
+        sessions (what JupyterLab opened), for kernel models and references by path."""
+        sessions = await self.settings["session_manager"].list_sessions()
+        paths: dict[str, list[str]] = {}
+        for session in sessions:
+            kernel = session.get("kernel") or {}
+            if kernel.get("id") and session.get("path"):
+                paths.setdefault(kernel["id"], []).append(str(session["path"]))
+        note_paths(self.registry.stores, self.registry.live, paths)
 
     def reply(self, data: Mapping[str, object], status: int = 200) -> None:
         """Finish the request with `data` as its JSON body."""

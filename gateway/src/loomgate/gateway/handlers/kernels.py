@@ -41,6 +41,7 @@ class InfoHandler(LoomHandler):
             wire.Info(
                 service="loomgate",
                 version=__version__,
+                mode=self.settings["loomgate_mode"],
                 protocol=PROTOCOL_VERSION,
                 capabilities=CAPABILITIES,
                 pid=os.getpid(),
@@ -62,6 +63,7 @@ class KernelsHandler(LoomHandler):
     @endpoint
     async def get(self) -> None:
         """Return live kernels (and, with all=true, gone kernels whose records remain)."""
+        await self.note_sessions()
         kernels = [k.model() for k in self.registry.live.values()]
         if self.bool_arg("all", False):
             live = self.registry.live
@@ -101,7 +103,8 @@ class KernelHandler(LoomHandler):
 
     @endpoint
     async def get(self, ref: str) -> None:
-        """Return the kernel's model (live or gone)."""
+        """Return the kernel's model (live or gone); `ref` may also name a notebook it serves."""
+        await self.note_sessions()
         store = self.registry.resolve_store(ref)
         kernel = self.registry.live.get(store.kernel_id)
         self.reply(wire.KernelReply(kernel=kernel.model() if kernel else store.model()))

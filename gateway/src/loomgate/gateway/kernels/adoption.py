@@ -67,7 +67,7 @@ async def take_back_one(registry: KernelRegistry, store: RecordStore) -> None:
         )
         registry.log.warning("Not taking back kernel %s yet: %s", store.kernel_id, reason)
         store.note_pending(reason)
-        registry.retry_later(store, RETRY_SECONDS)
+        retry_later(registry, store)
         return
     if store.meta.get("end_reason"):
         store.note_pending(None)
@@ -75,6 +75,20 @@ async def take_back_one(registry: KernelRegistry, store: RecordStore) -> None:
     await register_adopted_kernel(registry.mkm, kernel.id, km)
     registry.wire_up(kernel)
     registry.log.info("Took back kernel %s (pid %s)", kernel.id, pid)
+
+
+def retry_later(registry: KernelRegistry, store: RecordStore) -> None:
+    """Try again, RETRY_SECONDS from now, to take back a kernel that is ours but did not
+    answer (unless it was taken back or ended meanwhile)."""
+
+    async def retry() -> None:
+        await asyncio.sleep(RETRY_SECONDS)
+        if store.kernel_id not in registry.live and store.meta.get("ended") is None:
+            await take_back_one(registry, store)
+
+    task = asyncio.get_running_loop().create_task(retry())
+    registry.retries.add(task)
+    task.add_done_callback(registry.retries.discard)
 
 
 def describe(error: Exception) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,6 +43,17 @@ class LoomKernelManager(HookedKernelManager):
         self.registry.process_gone(self)
 
 
+def session_path(env: dict[str, str], root_dir: str) -> str:
+    """Return the notebook (or console) path a Jupyter session starts a kernel for, relative to
+    the server's root as the sessions API gives it ("" when no session started it)."""
+    started_for = env.get("JPY_SESSION_NAME", "")  # the sessions API sets it: root/dir/name
+    if not started_for or started_for == os.environ.get("JPY_SESSION_NAME"):
+        return ""  # none, or only inherited from the server's own environment
+    root = os.path.abspath(root_dir)
+    path = os.path.abspath(started_for)
+    return os.path.relpath(path, root) if path.startswith(root + os.sep) else started_for
+
+
 class LoomMappingKernelManager(AsyncMappingKernelManager):
     """jupyter_server's kernel map, making LoomKernelManagers and carrying the registry."""
 
@@ -58,6 +70,10 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         except GatewayError as e:
             # jupyter_server answers with `log_message` as it is (never formatted with args).
             raise web.HTTPError(e.status, e.message) from e
+        session = session_path(kwargs.get("env") or {}, self.root_dir)
+        store = self.loom_registry.stores.get(kernel_id)
+        if session and store is not None:
+            store.note_paths([session])  # a notebook's kernel is known by its path at once
         return kernel_id
 
     def kernel_model(self, kernel_id: str) -> dict[str, Any]:

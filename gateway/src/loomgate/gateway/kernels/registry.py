@@ -32,6 +32,7 @@ from loomgate.gateway.kernels.launch_options import (
     validated_cwd,
 )
 from loomgate.gateway.kernels.messages import claim_content
+from loomgate.gateway.kernels.notebooks import serving
 from loomgate.gateway.kernels.pool import KernelPool
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.records.store import RecordStore, probe_writable
@@ -74,7 +75,7 @@ class KernelRegistry:
             stop=self.stop,
         )
         self._left_running: list[RecordStore] = []
-        self._retries: set[asyncio.Task[None]] = set()
+        self.retries: set[asyncio.Task[None]] = set()  # kernels asked again (adoption.py)
         # `loomgate gateway stop` sets this; any other exit leaves the kernels running.
         self.stop_kernels_on_exit = False
         # Set once the kernels an earlier gateway left running have been taken back (or not).
@@ -145,18 +146,6 @@ class KernelRegistry:
         resident.remove(store.directory)
         self.log.warning("Kernel %s is gone: %s", store.kernel_id, reason)
         self.events.kernel(store.kernel_id, "stopped", store.model(), reason)
-
-    def retry_later(self, store: RecordStore, delay: float) -> None:
-        """Try again to take back a kernel that is ours but did not answer, after `delay` s."""
-
-        async def retry() -> None:
-            await asyncio.sleep(delay)
-            if store.kernel_id not in self.live and store.meta.get("ended") is None:
-                await adoption.take_back_one(self, store)
-
-        task = asyncio.get_running_loop().create_task(retry())
-        self._retries.add(task)
-        task.add_done_callback(self._retries.discard)
 
     def purge_expired(self) -> None:
         """Delete records of kernels that ended longer ago than the retention period."""
@@ -288,6 +277,9 @@ class KernelRegistry:
             return live_named[0]
         if by_name:
             return max(by_name, key=lambda s: float(s.meta.get("created") or 0))
+        by_path = serving(ref, list(self.stores.values()), self.live)
+        if by_path is not None:
+            return by_path
         if len(ref) >= MIN_PREFIX:
             matches = [s for s in self.stores.values() if s.kernel_id.startswith(ref)]
             live = [s for s in matches if s.kernel_id in self.live]
@@ -296,7 +288,10 @@ class KernelRegistry:
             if matches:
                 ids = ", ".join(s.kernel_id[:12] for s in matches[:5])
                 raise Ambiguous(f"kernel prefix {echo(ref)} matches several kernels: {ids}")
-        raise NotFound(f"no kernel named {echo(ref)} or with an id starting {echo(ref)}")
+        raise NotFound(
+            f"no kernel named {echo(ref)}, with an id starting {echo(ref)}, "
+            f"or serving a notebook {echo(ref)}"
+        )
 
     def find_live_by_name(self, name: str) -> LoomKernel | None:
         """Return the live kernel called `name`, if any."""

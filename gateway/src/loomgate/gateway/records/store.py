@@ -159,6 +159,12 @@ class RecordStore:
         self.meta["end_reason"] = reason
         self.save()
 
+    def note_paths(self, paths: list[str]) -> None:
+        """Keep the Jupyter session paths (notebooks, consoles) that use the kernel now."""
+        if self.meta.get("paths", []) != paths:
+            self.meta["paths"] = paths
+            self.save()
+
     def note_pending(self, reason: str | None) -> None:
         """Note why a kernel left running by an earlier gateway is not taken back yet (None once
         it is)."""
@@ -184,6 +190,7 @@ class RecordStore:
             holders=0,
             held_by=[],
             cwd=meta.get("cwd"),
+            paths=list(meta.get("paths", [])),
             created=meta.get("created"),
             ended=meta.get("ended"),
             end_reason=meta.get("end_reason"),

@@ -33,10 +33,12 @@ async def existing_kernel(client: GatewayClient, name: str | None) -> str:
     return (await client.get_kernel(name or DEFAULT_KERNEL))["id"]
 
 
-async def set_up(client: GatewayClient, kernel_id: str) -> None:
+async def set_up(client: GatewayClient, kernel_id: str, *, theirs: bool = False) -> None:
     """Give the kernel the user's startup.py and inspectors (they stay, and run again after
-    every restart), printing to stderr what running them now printed or how it failed."""
-    reply = await KernelSetup.from_config().install(client, kernel_id)
+    every restart; only the inspectors in a kernel of someone's Jupyter, `theirs`), printing
+    to stderr what running them now printed or how it failed."""
+    setup = KernelSetup.from_config()
+    reply = await (setup.inspectors_only() if theirs else setup).install(client, kernel_id)
     if reply is not None and reply["ran"]:
         report = render_setup(reply["setup"]["results"])
         if report:
@@ -124,11 +126,27 @@ async def show_reset(client: GatewayClient, args: argparse.Namespace) -> int:
 
 
 async def show_kernels(client: GatewayClient, args: argparse.Namespace) -> int:
-    """Print the gateway's kernels (a table, or JSON)."""
+    """Print the gateway's kernels and those of the person's Jupyter servers (tables, or
+    JSON)."""
+    from loomgate.translator.cli.jupyter import other_servers, render_others
+
     kernels = await client.list_kernels(all=args.all)
-    print(
-        json.dumps(kernels, indent=2) if args.json else render_kernels(kernels, None, client.label)
-    )
+    others = [] if args.gateway else await other_servers(client)
+    if args.json:
+        listing: dict[str, object] = {"gateway": client.label, "kernels": kernels}
+        listing["jupyter"] = [
+            {
+                "gateway": o.server.name,
+                "url": o.server.url,
+                "root_dir": o.server.root_dir,
+                "kernels": o.kernels,
+                "problem": o.problem,
+            }
+            for o in others
+        ]
+        print(json.dumps(listing, indent=2))
+    else:
+        print("\n\n".join([render_kernels(kernels, None, client.label), *render_others(others)]))
     return 0
 
 

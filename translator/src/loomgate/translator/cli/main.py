@@ -53,8 +53,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--file", type=Path, help="read the cell from this file")
     run.add_argument(
         "--kernel",
-        help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r}); a name that runs no "
-        "kernel starts a persistent one by that name",
+        help=f"kernel name, id prefix, or a notebook open in your Jupyter (default: "
+        f"{DEFAULT_KERNEL!r}); a name that runs no kernel starts a persistent one by that name",
     )
     run.add_argument("--json", action="store_true", help="print the record as JSON at the end")
     output = commands.add_parser("output", help="read lines of an execution's output")
@@ -95,6 +95,15 @@ def parser() -> argparse.ArgumentParser:
         "monitor", help="print (and open) the read-only monitor page of the local gateway"
     )
     monitor.add_argument("--no-browser", action="store_true", help="only print its address")
+    jupyter = commands.add_parser(
+        "jupyter", help="loomgate inside the person's own JupyterLab / Jupyter Server"
+    )
+    jupyter.add_argument(
+        "action",
+        choices=["enable", "disable", "status"],
+        help="enable or disable loomgate's server extension in your Jupyter config "
+        "($JUPYTER_CONFIG_DIR, else ~/.jupyter); status lists running Jupyter servers",
+    )
     gateway = commands.add_parser("gateway", help="control the local gateway")
     gateway.add_argument(
         "action",
@@ -136,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             from loomgate.translator.cli.gateway_control import control_gateway
 
             return control_gateway(args)
+        if args.command == "jupyter":
+            from loomgate.translator.cli.jupyter import jupyter_command
+
+            return asyncio.run(jupyter_command(args))
         return asyncio.run(dispatch(args))
     except (UsageError, GatewayError, GatewayConfigError) as e:
         print(f"loomgate: {e}", file=sys.stderr)
@@ -178,6 +191,10 @@ async def dispatch(args: argparse.Namespace) -> int:
     target = select_gateway(args.gateway, os.environ)
     client = await open_client(target, autostart=not args.no_autostart)
     client.client_label = "cli"
+    if getattr(args, "kernel", None) and args.command != "stop":
+        from loomgate.translator.cli.jupyter import client_with_kernel
+
+        client = await client_with_kernel(client, args.kernel, args.gateway is not None)
     try:
         return await COMMANDS[args.command](client, args)
     finally:

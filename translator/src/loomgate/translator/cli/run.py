@@ -15,6 +15,7 @@ from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL, set_up
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.jupyter_servers import is_notebook_path
 from loomgate.translator.presentation import (
     busy_refusal,
     clipped_suffix,
@@ -52,12 +53,18 @@ async def bound_kernel(client: GatewayClient, name: str | None) -> str:
     except GatewayError as e:
         if e.code != "not_found":
             raise
+    theirs = kernel_id is not None and client.mode == "extension"  # a notebook's kernel
     if kernel_id is None:
+        if is_notebook_path(chosen):
+            raise UsageError(
+                f"no kernel serves a notebook {chosen!r} on {client.label} or on a Jupyter "
+                "server of this machine with loomgate's extension (`loomgate kernels` lists them)"
+            )
         print(f"starting kernel {chosen!r} on {client.label} …", file=sys.stderr, flush=True)
         cwd = str(Path.cwd()) if client.on_this_host else None
         created = await client.create_kernel(name=chosen, lifetime="persistent", cwd=cwd)
         kernel_id = created["kernel"]["id"]
-    await set_up(client, kernel_id)
+    await set_up(client, kernel_id, theirs=theirs)
     return kernel_id
 
 

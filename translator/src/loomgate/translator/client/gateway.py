@@ -36,6 +36,10 @@ def wait_params(
 class GatewayClient(GatewayHttp):
     """The endpoints of one gateway, each returning the wire shape it answers with."""
 
+    # Whether it is loomgate's own gateway or an extension in someone's Jupyter (known once
+    # `info` has answered, which opening a client checks).
+    mode: wire.GatewayMode = "gateway"
+
     # -- gateway and kernels -----------------------------------------------------------------
 
     async def info(self) -> wire.Info:
@@ -46,7 +50,9 @@ class GatewayClient(GatewayHttp):
                 f"{self.url} answers /{API_PREFIX}info but is not a loomgate gateway",
                 code="protocol",
             )
-        return cast(wire.Info, data)
+        info = cast(wire.Info, data)
+        self.mode = info["mode"]
+        return info
 
     async def list_kernels(self, all: bool = False) -> list[wire.Kernel]:
         """Return the live kernels, with `all` also gone ones whose records remain."""

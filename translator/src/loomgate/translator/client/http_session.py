@@ -24,6 +24,7 @@ from loomgate.translator.client.transport import (
     decode_events,
     httpx_failure,
 )
+from loomgate.translator.presentation.kernels import ENABLE_HINT
 
 if TYPE_CHECKING:
     import httpx
@@ -254,7 +255,7 @@ class GatewayHttp:
         if status in (404, 405):
             jupyter = isinstance(data, dict) and "reason" in data
             message = (
-                f"{self.url} is a Jupyter server without loomgate's endpoints"
+                f"{self.url} is a Jupyter server without loomgate's endpoints; {ENABLE_HINT}"
                 if jupyter
                 else f"{self.url} is not a loomgate gateway (it has no /{API_PREFIX} endpoints)"
             )

@@ -138,6 +138,11 @@ class KernelSetup:
             parts.append(file_part(INSPECTORS, self.inspectors, INSPECTOR_RUNTIME, call))
         return parts
 
+    def inspectors_only(self) -> KernelSetup:
+        """Return the setup for a kernel someone else made (a notebook's): startup.py is theirs
+        to choose, the inspectors guard every cell the agent runs there."""
+        return KernelSetup(None, self.inspectors)
+
     async def install(self, client: GatewayClient, kernel_id: str) -> wire.SetupReply | None:
         """Register this setup as the kernel's (it runs now unless it already ran there
         unchanged); return the gateway's answer, or None when there is nothing to set up (a

@@ -11,6 +11,7 @@ from loomgate.translator.client.errors import GatewayConfigError
 from loomgate.translator.client.gateways_toml import gateways_file, load_gateways_toml
 from loomgate.translator.client.target import GatewayTarget, is_url
 
+JUPYTER_PREFIX = "jupyter:"  # the names of the person's running Jupyter servers: jupyter:PORT
 LOCAL_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 
 
@@ -39,6 +40,14 @@ def select_gateway(option: str | None, env: Mapping[str, str]) -> GatewayTarget:
 def named_gateway(name: str, env: Mapping[str, str]) -> GatewayTarget:
     """Return gateway `name` from gateways.toml, with its token_env resolved from `env`."""
     path = gateways_file()
+    if name.startswith(JUPYTER_PREFIX) and not (path.exists() and name in load_gateways_toml(path)):
+        # A running Jupyter server of the person's, by the name list_kernels gives it.
+        from loomgate.translator.client.jupyter_servers import server_named
+
+        server = server_named(name)
+        if server is None:
+            raise GatewayConfigError(f"no Jupyter server {echo(name)} is running on this machine")
+        return server.target()
     if not path.exists():
         raise GatewayConfigError(
             f"unknown gateway {echo(name)}: there is no {path} (a gateway is a name defined there, "

@@ -10,12 +10,24 @@ from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.hold import Hold
+from loomgate.translator.client.jupyter_servers import (
+    ServerKernels,
+    find_in_servers,
+    is_notebook_path,
+    list_server_kernels,
+    running_servers,
+)
 from loomgate.translator.client.kernel_setup import KernelSetup
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_reports import ToolReports
-from loomgate.translator.presentation import render_setup, replaced_note, started_note
+from loomgate.translator.presentation import (
+    kernel_label,
+    render_setup,
+    replaced_note,
+    started_note,
+)
 
 
 class NothingRunYet(Exception):
@@ -69,14 +81,19 @@ class Conversation:
         if option is None and self.client is not None:
             return self.client
         target = select_gateway(option or self.settings.gateway, self.settings.env)
+        client = await self.client_for(target)
+        if option is None:
+            self.client = client
+        return client
+
+    async def client_for(self, target: GatewayTarget) -> GatewayClient:
+        """Return this conversation's client of `target`, opened on first use."""
         key = target_key(target)
         client = self._clients.get(key)
         if client is None:
             client = await self._open(target)
             client.client_label = self.label
             self._clients[key] = client
-        if option is None:
-            self.client = client
         return client
 
     async def _open(self, target: GatewayTarget) -> GatewayClient:
@@ -163,11 +180,13 @@ class Conversation:
         await self._bind(client, kernel)
         self.pending_startup = await self.set_up(client, kernel["id"])
 
-    async def set_up(self, client: GatewayClient, kernel_id: str) -> str:
+    async def set_up(self, client: GatewayClient, kernel_id: str, *, theirs: bool = False) -> str:
         """Give the kernel this user's startup.py and inspectors (they stay, and run again after
-        every restart); return what running them now printed or how it failed ("" if they
-        had already run there)."""
-        reply = await self.setup.install(client, kernel_id)
+        every restart; only the inspectors in a kernel of someone else's Jupyter, `theirs`);
+        return what running them now printed or how it failed ("" if they had already run
+        there)."""
+        setup = self.setup.inspectors_only() if theirs else self.setup
+        reply = await setup.install(client, kernel_id)
         self.installed = reply["setup"]["parts"] if reply is not None and reply["ran"] else []
         if not self.installed or reply is None:
             return ""
@@ -199,6 +218,16 @@ class Conversation:
         """
         client = await self.gateway(gateway) if gateway else await self.gateway()
         existing = await self._find(client, kernel)
+        if gateway is None and (existing is None or not existing["alive"]):
+            elsewhere = await self._find_in_jupyter(kernel, client)
+            if elsewhere is not None:
+                client, existing = elsewhere
+        if existing is None and is_notebook_path(kernel):
+            raise GatewayError(
+                f"no kernel serves a notebook {kernel!r} on {client.label} or on a Jupyter "
+                "server of this machine with loomgate's extension (list_kernels shows them)",
+                code="not_found",
+            )
         self.replaced = None
         if existing is not None and not existing["alive"]:
             if existing["name"] != kernel:  # named by its id: there is no name to start anew
@@ -219,9 +248,35 @@ class Conversation:
                 cwd=self.settings.cwd if client.on_this_host else None,
             )
             chosen, is_new = reply["kernel"], reply["created"]
-        startup = await self.set_up(client, chosen["id"])
+        theirs = not is_new and client.mode == "extension"  # a kernel of the person's Jupyter
+        startup = await self.set_up(client, chosen["id"], theirs=theirs)
         await self._bind(client, chosen)
         return chosen, is_new, startup
+
+    async def elsewhere(self, listed: GatewayClient) -> list[ServerKernels]:
+        """Return the person's Jupyter servers other than `listed`, each with its kernels."""
+        servers = [s for s in running_servers() if s.url != listed.url]
+        return await list_server_kernels(servers, self.client_for)
+
+    async def _find_in_jupyter(
+        self, ref: str, current: GatewayClient
+    ) -> tuple[GatewayClient, wire.Kernel] | None:
+        """Return the one live kernel `ref` names on the person's other Jupyter servers, if any
+        (a GatewayError listing them when it names kernels on several)."""
+        servers = [s for s in running_servers() if s.url != current.url]
+        found = await find_in_servers(ref, servers, self.client_for)
+        if len(found) > 1:
+            listed = "; ".join(
+                f"{kernel_label(kernel)} on {client.label}"
+                + (f" ({', '.join(kernel['paths'])})" if kernel["paths"] else "")
+                for client, kernel in found
+            )
+            raise GatewayError(
+                f"{ref!r} names kernels on several Jupyter servers: {listed}; "
+                "pass gateway= to choose one",
+                code="ambiguous",
+            )
+        return found[0] if found else None
 
     async def _find(self, client: GatewayClient, ref: str) -> wire.Kernel | None:
         try:

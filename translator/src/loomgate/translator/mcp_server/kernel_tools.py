@@ -8,20 +8,25 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.mcp_server.results import (
     KernelAction,
     KernelInfo,
     KernelsResult,
+    ServerKernelsInfo,
     text_block,
     tool_result,
 )
 from loomgate.translator.mcp_server.tool_registry import KernelArg, conversation_of, tool
 from loomgate.translator.presentation import (
+    ENABLE_HINT,
     installed_note,
     kernel_label,
+    render_jupyter_server,
     render_kernels,
     render_setup,
     replaced_note,
+    serving,
 )
 
 
@@ -54,22 +59,35 @@ async def reset(ctx: Context, kernel: KernelArg = None) -> Annotated[CallToolRes
 
 @tool
 async def connect(
-    kernel: Annotated[str, Field(min_length=1, description="kernel name (or id prefix)")],
+    kernel: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="kernel name, id prefix, or the notebook it serves (analysis.ipynb)",
+        ),
+    ],
     ctx: Context,
     gateway: Annotated[
-        str | None, Field(description="a gateways.toml name or URL (default: current)")
+        str | None,
+        Field(description="a gateways.toml name, URL or jupyter:PORT (default: current)"),
     ] = None,
     kernel_spec: Annotated[str | None, Field(description="kernel spec for a new kernel")] = None,
 ) -> Annotated[CallToolResult, KernelAction]:
-    """Attach to a named persistent kernel (created if missing); later conversations can too."""
+    """Attach to a persistent kernel by name (created if missing), or to the kernel of a
+    notebook open in the person's Jupyter; later conversations can too."""
     conversation = conversation_of(ctx)
     model, created, startup = await conversation.attach(kernel, gateway, kernel_spec)
     client = await conversation.gateway()
     verb = "Created" if created else "Connected to"
     lines = [
-        f"{verb} kernel {kernel_label(model)} on {client.label} "
+        f"{verb} kernel {kernel_label(model)}{serving(model)} on {client.label} "
         f"({model['executions']} executions so far)."
     ]
+    if client.mode == "extension" and not created:
+        lines.append(
+            "This kernel belongs to a Jupyter server the person uses: their cells and yours "
+            "share its variables and its In [N] numbering."
+        )
     if conversation.replaced is not None:
         lines.append(replaced_note(conversation.replaced))
     if conversation.installed and not created:
@@ -92,17 +110,44 @@ async def list_kernels(
         bool, Field(description="also stopped kernels, whose records stay readable")
     ] = False,
 ) -> Annotated[CallToolResult, KernelsResult]:
-    """List the gateway's kernels; * marks the one this conversation uses."""
+    """List the gateway's kernels, and those of the person's Jupyter servers on this machine
+    (with the notebook each serves); * marks the one this conversation uses."""
     conversation = conversation_of(ctx)
     client = await conversation.gateway(gateway)
     kernels = await client.list_kernels(all=include_stopped)
     current = conversation.kernel["id"] if conversation.kernel else None
+    sections = [render_kernels(kernels, current, client.label)]
+    elsewhere: list[ServerKernelsInfo] = []
+    if gateway is None:
+        for other in await conversation.elsewhere(client):
+            sections.append(
+                render_jupyter_server(
+                    other.server.name,
+                    other.server.url,
+                    other.server.root_dir,
+                    other.kernels,
+                    current,
+                    other.problem,
+                )
+            )
+            listed = other.kernels
+            elsewhere.append(
+                ServerKernelsInfo(
+                    gateway=other.server.name,
+                    url=other.server.url,
+                    kernels=None
+                    if listed is None
+                    else [KernelInfo.of(k, other.server.name) for k in listed],
+                    note=other.problem or ("" if listed is not None else ENABLE_HINT),
+                )
+            )
     model = KernelsResult(
         gateway=client.label,
         current=current,
         kernels=[KernelInfo.of(k, client.label) for k in kernels],
+        elsewhere=elsewhere,
     )
-    content = [text_block(render_kernels(kernels, current, client.label))]
+    content = [text_block("\n\n".join(sections))]
     return tool_result(content, model, structured=conversation.settings.structured)
 
 
@@ -110,10 +155,22 @@ async def list_kernels(
 async def stop_kernel(
     kernel: Annotated[str, Field(min_length=1, description="kernel name or id prefix")],
     ctx: Context,
+    force: Annotated[
+        bool, Field(description="also stop a kernel that serves a person's open notebook")
+    ] = False,
 ) -> Annotated[CallToolResult, KernelAction]:
     """Stop a kernel and free its memory; its execution records stay readable."""
     conversation = conversation_of(ctx)
     client = await conversation.gateway()
+    if not force:
+        target = await client.get_kernel(kernel)
+        if target["paths"] and target["alive"]:
+            raise GatewayError(
+                f"kernel {kernel_label(target)} serves {', '.join(target['paths'])}, open in a "
+                "person's Jupyter; stopping it ends their session and variables. Call "
+                f"stop_kernel(kernel={kernel!r}, force=true) if that is what is wanted",
+                code="conflict",
+            )
     stopped = await client.stop_kernel(kernel)
     await conversation.forget_kernel(stopped["id"])
     text = f"Stopped kernel {kernel_label(stopped)}; its records stay readable."

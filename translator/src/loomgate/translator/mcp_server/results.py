@@ -22,6 +22,7 @@ class KernelInfo(BaseModel):
     executions: int
     current_execution: int | None
     gateway: str
+    paths: list[str] = []  # the notebooks and consoles that use it
 
     @classmethod
     def of(cls, kernel: wire.Kernel, gateway: str) -> KernelInfo:
@@ -35,6 +36,7 @@ class KernelInfo(BaseModel):
             executions=kernel["executions"],
             current_execution=kernel["current_execution"],
             gateway=gateway,
+            paths=kernel["paths"],
         )
 
 
@@ -98,12 +100,22 @@ class StatusResult(BaseModel):
     streams: dict[str, int] | None = None
 
 
+class ServerKernelsInfo(BaseModel):
+    """Another gateway or Jupyter server of this machine and its kernels."""
+
+    gateway: str
+    url: str
+    kernels: list[KernelInfo] | None  # None: it runs no loomgate extension, or did not answer
+    note: str = ""
+
+
 class KernelsResult(BaseModel):
-    """The kernels of a gateway."""
+    """The kernels of a gateway, and of the person's Jupyter servers."""
 
     gateway: str
     current: str | None
     kernels: list[KernelInfo]
+    elsewhere: list[ServerKernelsInfo] = []
 
 
 class KernelAction(BaseModel):

@@ -25,14 +25,17 @@ from loomgate.translator.presentation.cells import (
     unstored_note,
 )
 from loomgate.translator.presentation.kernels import (
+    ENABLE_HINT,
     installed_note,
     kernel_label,
     render_execution_status,
+    render_jupyter_server,
     render_kernel,
     render_kernels,
     render_prewarmed,
     render_setup,
     replaced_note,
+    serving,
     started_note,
 )
 from loomgate.translator.presentation.reads import (
@@ -48,6 +51,7 @@ from loomgate.translator.presentation.refusals import (
 )
 
 __all__ = [
+    "ENABLE_HINT",
     "RUNNING_TAIL",
     "STATE_PHRASES",
     "Audience",
@@ -67,6 +71,7 @@ __all__ = [
     "read_on",
     "render_cell",
     "render_execution_status",
+    "render_jupyter_server",
     "render_kernel",
     "render_kernels",
     "render_prewarmed",
@@ -75,6 +80,7 @@ __all__ = [
     "render_search",
     "render_setup",
     "replaced_note",
+    "serving",
     "started_note",
     "state_note",
     "unstored_note",

@@ -14,6 +14,12 @@ from loomgate.translator.presentation.cells import (
     unstored_note,
 )
 
+# How a person makes a Jupyter server of theirs reachable (a server without loomgate's extension).
+ENABLE_HINT = (
+    "`loomgate jupyter enable` (or enable the loomgate.gateway server extension), "
+    "then restart that server"
+)
+
 
 def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
     """Return one kernel's summary."""
@@ -79,28 +85,58 @@ def render_kernels(
     if not kernels:
         return f"No kernels on {gateway}."
     now = time.time() if now is None else now
-    rows = [("", "name", "id", "spec", "state", "lifetime", "runs", "idle", "conn")]
+    notebooks = any(kernel["paths"] for kernel in kernels)
+    rows: list[tuple[str, ...]] = [
+        ("", "name", "id", "spec", "state", "lifetime", "runs", "idle", "conn")
+    ]
+    if notebooks:
+        rows[0] += ("notebook",)
     for kernel in kernels:
         last = kernel["last_activity"]
-        rows.append(
-            (
-                "*" if kernel["id"] == current else "",
-                kernel["name"] or "-",
-                kernel["id"][:8],
-                kernel["kernel_spec"] or "-",
-                kernel["state"],
-                kernel["lifetime"],
-                str(kernel["executions"]),
-                format_elapsed(now - last) if last else "-",
-                str(kernel["connections"]),
-            )
+        row: tuple[str, ...] = (
+            "*" if kernel["id"] == current else "",
+            kernel["name"] or "-",
+            kernel["id"][:8],
+            kernel["kernel_spec"] or "-",
+            kernel["state"],
+            kernel["lifetime"],
+            str(kernel["executions"]),
+            format_elapsed(now - last) if last else "-",
+            str(kernel["connections"]),
         )
+        rows.append(row + ((", ".join(kernel["paths"]) or "-",) if notebooks else ()))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     table = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
     return "\n".join([f"Kernels on {gateway}:", *table])
+
+
+def render_jupyter_server(
+    name: str,
+    url: str,
+    root_dir: str,
+    kernels: Sequence[wire.Kernel] | None,
+    current: str | None,
+    problem: str = "",
+) -> str:
+    """Return a Jupyter server of the person's: its kernels, or why they cannot be reached."""
+    where = f"Jupyter server {name} at {url}" + (f" (root {root_dir})" if root_dir else "")
+    if problem:
+        return f"{where}: {problem}"
+    if kernels is None:
+        return f"{where} has no loomgate extension; to reach its kernels: {ENABLE_HINT}."
+    if not kernels:
+        return f"{where}: no kernels."
+    return render_kernels(kernels, current, name).replace(
+        f"Kernels on {name}:", f"Kernels on {where}:", 1
+    )
+
+
+def serving(kernel: wire.Kernel) -> str:
+    """Return " serving PATHS" for a kernel that notebooks or consoles use, else ""."""
+    return f" serving {', '.join(kernel['paths'])}" if kernel["paths"] else ""
 
 
 def kernel_label(kernel: wire.Kernel) -> str:

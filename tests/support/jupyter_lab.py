@@ -1,0 +1,172 @@
+"""A person's real JupyterLab (or plain Jupyter Server) for tests: its own Jupyter config,
+runtime and data dirs, loomgate's extension enabled with the documented command, always
+stopped with its kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.gateways import free_port, wait_gone
+
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+
+
+def jupyter_environment(home: Path) -> dict[str, str]:
+    """Return an environment whose Jupyter and loomgate dirs all live under `home`."""
+    return {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "jupyter-config"),
+        "JUPYTER_RUNTIME_DIR": str(home / "jupyter-runtime"),
+        "JUPYTER_DATA_DIR": str(home / "jupyter-data"),
+        "LOOMGATE_STATE_DIR": str(home / "loomgate-state"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+    }
+
+
+def loomgate_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Return the finished `loomgate *args` (in `env`)."""
+    return subprocess.run(
+        [sys.executable, "-m", "loomgate.translator.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+class JupyterServerProcess:
+    """`jupyter lab` (app "lab") or `jupyter server` (app "server") in dirs of its own."""
+
+    def __init__(self, home: Path, *, app: str = "lab", extension: bool = True) -> None:
+        self.home = home
+        self.app = app
+        self.env = jupyter_environment(home)
+        self.root = home / "notebooks"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.token = "jupyter-test-token"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.kernel_pids: set[int] = set()
+        if extension:
+            enabled = loomgate_cli(self.env, "jupyter", "enable")  # the README's command
+            assert enabled.returncode == 0, enabled.stderr
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Return the request headers carrying the server's token."""
+        return {"Authorization": f"token {self.token}"}
+
+    @property
+    def runtime_dir(self) -> Path:
+        """Return where the server writes its jpserver-PID.json."""
+        return Path(self.env["JUPYTER_RUNTIME_DIR"])
+
+    def start(self) -> None:
+        """Start the server and return once it answers /api/status."""
+        module = "jupyterlab" if self.app == "lab" else "jupyter_server"
+        command = [
+            sys.executable,
+            "-m",
+            module,
+            "--no-browser",
+            f"--port={self.port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.allow_root=True",
+        ]
+        log = (self.home / f"{self.app}.log").open("ab")
+        self.process = subprocess.Popen(
+            command, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyter {self.app} exited: {self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/api/status", headers=self.headers).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"jupyter {self.app} did not start: {self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        """Return the end of the server's log."""
+        path = self.home / f"{self.app}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def open_notebook(self, path: str) -> dict[str, Any]:
+        """Return the session JupyterLab creates when the person opens notebook `path`."""
+        body = {
+            "path": path,
+            "name": Path(path).name,
+            "type": "notebook",
+            "kernel": {"name": "python3"},
+        }
+        r = httpx.post(f"{self.url}/api/sessions", json=body, headers=self.headers, timeout=60)
+        assert r.status_code == 201, r.text
+        session: dict[str, Any] = r.json()
+        self.note_kernels()
+        return session
+
+    def note_kernels(self) -> None:
+        """Remember the pids of the server's kernel processes (to check they end with it)."""
+        for path in self.runtime_dir.glob("kernel-*.json"):
+            kernel_id = path.stem.removeprefix("kernel-")
+            for pid in pids_of_kernel(kernel_id):
+                self.kernel_pids.add(pid)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM: it shuts its kernels down), then check they are gone."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        self.note_kernels()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        left = wait_gone(self.kernel_pids, STOP_TIMEOUT)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, f"kernels outlived jupyter {self.app}: {left}"
+
+
+def pids_of_kernel(kernel_id: str) -> list[int]:
+    """Return the pids of processes whose command line names `kernel_id`'s connection file."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"kernel-{kernel_id}.json".encode() in command:
+            found.append(int(proc.name))
+    return found
+
+
+def runtime_info(server: JupyterServerProcess) -> dict[str, Any]:
+    """Return the server's jpserver-PID.json."""
+    assert server.process is not None
+    path = server.runtime_dir / f"jpserver-{server.process.pid}.json"
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

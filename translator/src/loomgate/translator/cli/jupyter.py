@@ -1,0 +1,139 @@
+"""The person's own Jupyter servers from the shell: `loomgate jupyter enable|disable|status`,
+their kernels in `loomgate kernels`, and `--kernel NOTEBOOK` reaching the kernel of a notebook."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+
+from loomgate.translator.cli.errors import UsageError
+from loomgate.translator.client.connection import open_client
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.jupyter_servers import (
+    ServerKernels,
+    enabled_config,
+    find_in_servers,
+    is_enabled,
+    list_server_kernels,
+    running_servers,
+    set_enabled,
+)
+from loomgate.translator.client.target import GatewayTarget
+from loomgate.translator.presentation import ENABLE_HINT, kernel_label, render_jupyter_server
+
+
+class ServerClients:
+    """Clients of the person's Jupyter servers, opened on first use; `aclose` closes those not
+    taken."""
+
+    def __init__(self) -> None:
+        self._opened: dict[str, GatewayClient] = {}
+
+    async def open(self, target: GatewayTarget) -> GatewayClient:
+        """Return a checked client of `target`."""
+        if target.url not in self._opened:
+            client = await open_client(target, autostart=False)
+            client.client_label = "cli"
+            self._opened[target.url] = client
+        return self._opened[target.url]
+
+    def take(self, client: GatewayClient) -> GatewayClient:
+        """Return `client`, which `aclose` will now leave open (its caller closes it)."""
+        self._opened.pop(client.url, None)
+        return client
+
+    async def aclose(self) -> None:
+        """Close every client not taken."""
+        for client in self._opened.values():
+            await client.aclose()
+        self._opened.clear()
+
+
+@contextlib.asynccontextmanager
+async def server_clients() -> AsyncIterator[ServerClients]:
+    """Yield clients of the person's Jupyter servers, closed afterwards unless taken."""
+    clients = ServerClients()
+    try:
+        yield clients
+    finally:
+        await clients.aclose()
+
+
+async def other_servers(listed: GatewayClient) -> list[ServerKernels]:
+    """Return the person's running Jupyter servers other than `listed`, with their kernels."""
+    servers = [s for s in running_servers() if s.url != listed.url]
+    async with server_clients() as clients:
+        return await list_server_kernels(servers, clients.open)
+
+
+def render_others(others: list[ServerKernels]) -> list[str]:
+    """Return a section per Jupyter server: its kernels, or how to reach them."""
+    return [
+        render_jupyter_server(
+            o.server.name, o.server.url, o.server.root_dir, o.kernels, None, o.problem
+        )
+        for o in others
+    ]
+
+
+async def client_with_kernel(
+    client: GatewayClient, ref: str | None, gateway_given: bool
+) -> GatewayClient:
+    """Return `client`, or a client of the Jupyter server whose live kernel `ref` names (a
+    notebook path, name or id prefix) when `client`'s gateway runs no such kernel."""
+    if ref is None or gateway_given:
+        return client
+    try:
+        if (await client.get_kernel(ref))["alive"]:
+            return client
+    except GatewayError as e:
+        if e.code != "not_found":
+            raise
+    servers = [s for s in running_servers() if s.url != client.url]
+    async with server_clients() as clients:
+        found = await find_in_servers(ref, servers, clients.open)
+        if len(found) > 1:
+            listed = "; ".join(f"{kernel_label(k)} on {c.label}" for c, k in found)
+            raise UsageError(
+                f"{ref!r} names kernels on several Jupyter servers: {listed}; "
+                "choose one with --gateway jupyter:PORT"
+            )
+        if not found:
+            return client
+        chosen = clients.take(found[0][0])
+    await client.aclose()
+    return chosen
+
+
+async def jupyter_command(args: argparse.Namespace) -> int:
+    """Enable, disable or report loomgate's extension in the person's Jupyter; return 0."""
+    if args.action in ("enable", "disable"):
+        path = set_enabled(args.action == "enable")
+        verb = "enabled" if args.action == "enable" else "disabled"
+        print(f"loomgate's Jupyter server extension is {verb} in {path}.")
+        print(
+            "Restart running Jupyter servers for it to take effect; loomgate must be installed "
+            "in the environment that runs them."
+        )
+        return 0
+    state = "enabled" if is_enabled() else "not enabled"
+    print(f"loomgate's Jupyter server extension: {state} ({enabled_config()})")
+    servers = running_servers()
+    if not servers:
+        print("No Jupyter server is running on this machine.")
+        return 0
+    async with server_clients() as clients:
+        for listing in await list_server_kernels(servers, clients.open):
+            server = listing.server
+            if listing.problem:
+                print(f"{server.name} at {server.url}: {listing.problem}")
+            elif listing.kernels is None:
+                print(f"{server.name} at {server.url}: no loomgate extension; {ENABLE_HINT}")
+            else:
+                print(
+                    f"{server.name} at {server.url}: loomgate extension on, "
+                    f"{len(listing.kernels)} kernel(s)"
+                )
+    return 0

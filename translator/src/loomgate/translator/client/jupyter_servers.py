@@ -1,0 +1,185 @@
+"""The person's running Jupyter servers (JupyterLab, Notebook, Jupyter Server), found the way
+`jupyter server list` finds them, and the kernels of those that run loomgate's extension."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loomgate.shared import wire
+from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.selection import JUPYTER_PREFIX
+from loomgate.translator.client.target import GatewayTarget
+
+EXTENSION = "loomgate.gateway"
+EXTENSION_CONFIG = f"jupyter_server_config.d/{EXTENSION}.json"
+
+
+@dataclass(frozen=True)
+class JupyterServer:
+    """A running Jupyter server on this machine, from its runtime file (never shows its token)."""
+
+    url: str
+    token: str = field(repr=False)
+    pid: int
+    port: int
+    root_dir: str
+    version: str
+
+    @property
+    def name(self) -> str:
+        """Return the name a tool or the CLI calls this server by."""
+        return f"{JUPYTER_PREFIX}{self.port}"
+
+    def target(self) -> GatewayTarget:
+        """Return this server as a gateway to talk to."""
+        return GatewayTarget(self.url, self.token, True, self.name, False)
+
+
+@dataclass(frozen=True)
+class ServerKernels:
+    """A Jupyter server and its kernels (None when it runs no loomgate extension)."""
+
+    server: JupyterServer
+    kernels: list[wire.Kernel] | None
+    problem: str = ""  # why its kernels are unknown, when it could not be asked
+
+
+def jupyter_dir(variable: str, linux: Path, mac: Path) -> Path:
+    """Return $variable if set, else this platform's default."""
+    explicit = os.environ.get(variable)
+    if explicit:
+        return Path(explicit).expanduser()
+    return mac if sys.platform == "darwin" else linux
+
+
+def runtime_dir() -> Path:
+    """Return Jupyter's runtime dir, where each running server writes its url and token."""
+    if os.environ.get("JUPYTER_RUNTIME_DIR"):
+        return Path(os.environ["JUPYTER_RUNTIME_DIR"]).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    linux = (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share") / "jupyter"
+    data = jupyter_dir("JUPYTER_DATA_DIR", linux, Path.home() / "Library" / "Jupyter")
+    return data / "runtime"
+
+
+def config_dir() -> Path:
+    """Return the person's Jupyter config dir ($JUPYTER_CONFIG_DIR, else ~/.jupyter)."""
+    home = Path.home() / ".jupyter"
+    return jupyter_dir("JUPYTER_CONFIG_DIR", home, home)
+
+
+def running_servers(directory: Path | None = None) -> list[JupyterServer]:
+    """Return the Jupyter servers whose runtime files say they run (their process exists)."""
+    directory = directory or runtime_dir()
+    servers: dict[int, JupyterServer] = {}
+    files = sorted(directory.glob("jpserver-*.json")) + sorted(directory.glob("nbserver-*.json"))
+    for path in files:
+        server = read_runtime_file(path)
+        if server is not None and server.port not in servers and process_exists(server.pid):
+            servers[server.port] = server
+    return sorted(servers.values(), key=lambda s: s.port)
+
+
+def read_runtime_file(path: Path) -> JupyterServer | None:
+    """Return the server a runtime file describes (None if it is unreadable or incomplete)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return JupyterServer(
+            url=str(data["url"]).rstrip("/"),
+            token=str(data.get("token") or ""),
+            pid=int(data["pid"]),
+            port=int(data["port"]),
+            root_dir=str(data.get("root_dir") or data.get("notebook_dir") or ""),
+            version=str(data.get("version", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def process_exists(pid: int) -> bool:
+    """Return whether a process `pid` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def server_named(name: str) -> JupyterServer | None:
+    """Return the running server called `name` (jupyter:PORT), if any."""
+    return next((s for s in running_servers() if s.name == name), None)
+
+
+def is_notebook_path(ref: str) -> bool:
+    """Return whether a kernel reference can only mean a notebook or console path."""
+    return "/" in ref or ref.endswith((".ipynb", ".py", ".md"))
+
+
+async def list_server_kernels(
+    servers: list[JupyterServer], open_client: Callable[[GatewayTarget], Awaitable[GatewayClient]]
+) -> list[ServerKernels]:
+    """Return each server with its kernels (None for a server without loomgate's extension)."""
+
+    async def one(server: JupyterServer) -> ServerKernels:
+        try:
+            client = await open_client(server.target())
+            return ServerKernels(server, await client.list_kernels())
+        except GatewayError as e:
+            if e.status == 404:
+                return ServerKernels(server, None)
+            return ServerKernels(server, None, problem=str(e))
+
+    return list(await asyncio.gather(*(one(server) for server in servers)))
+
+
+async def find_in_servers(
+    ref: str,
+    servers: list[JupyterServer],
+    open_client: Callable[[GatewayTarget], Awaitable[GatewayClient]],
+) -> list[tuple[GatewayClient, wire.Kernel]]:
+    """Return the live kernels `ref` names (a notebook path or its tail, a name, an id prefix)
+    on the servers that run loomgate's extension."""
+
+    async def one(server: JupyterServer) -> tuple[GatewayClient, wire.Kernel] | None:
+        try:
+            client = await open_client(server.target())
+            kernel = await client.get_kernel(ref)
+        except GatewayError:
+            return None  # no extension, not there, or not answering: not a match
+        return (client, kernel) if kernel["alive"] else None
+
+    found = await asyncio.gather(*(one(server) for server in servers))
+    return [match for match in found if match is not None]
+
+
+def enabled_config(directory: Path | None = None) -> Path:
+    """Return the Jupyter config file that enables loomgate's extension for this person."""
+    return (directory or config_dir()) / EXTENSION_CONFIG
+
+
+def set_enabled(enabled: bool, directory: Path | None = None) -> Path:
+    """Enable or disable loomgate's extension for the person's Jupyter servers, as `jupyter
+    server extension enable --user` records it; return the file written."""
+    path = enabled_config(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = {"ServerApp": {"jpserver_extensions": {EXTENSION: enabled}}}
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def is_enabled(directory: Path | None = None) -> bool:
+    """Return whether the person's Jupyter config enables loomgate's extension."""
+    try:
+        config = json.loads(enabled_config(directory).read_text(encoding="utf-8"))
+        return bool(config["ServerApp"]["jpserver_extensions"][EXTENSION])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
