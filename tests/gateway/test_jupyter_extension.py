@@ -4,13 +4,11 @@ every cell run there is a record under the server's own auth, found by its noteb
 
 from __future__ import annotations
 
-import asyncio
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -61,10 +59,10 @@ async def test_jupyterlab_works_as_before_and_every_cell_is_recorded(
             assert reply["content"]["status"] == "error"
             # JupyterLab's interrupt button: REST, while a cell runs.
             running = await ws.execute(f"print('waiting', flush=True)\n{gate.wait}")
-            await ws_message(ws, running, "stream")  # the cell runs: an interrupt reaches it
+            await ws.answer(running, "stream")  # the cell runs: an interrupt reaches it
             r = await http.post(f"/api/kernels/{kernel_id}/interrupt")
             assert r.status_code == 204
-            interrupted = await ws_message(ws, running, "execute_reply")
+            interrupted = await ws.answer(running, "execute_reply")
             assert interrupted["content"]["ename"] == "KeyboardInterrupt"
             reply, _ = await ws.run("len(data)")
             assert (reply["content"]["status"], reply["content"]["execution_count"]) == ("ok", 4)
@@ -98,19 +96,6 @@ async def test_jupyterlab_works_as_before_and_every_cell_is_recorded(
         assert r.status_code == 204
         gone = (await http.get(f"{API}/kernels/analysis.ipynb")).json()["kernel"]
         assert (gone["id"], gone["alive"]) == (kernel_id, False)
-
-
-async def ws_message(ws: KernelWebsocket, msg_id: str, msg_type: str) -> dict[str, Any]:
-    """Return the next message of `msg_type` that answers `msg_id`."""
-
-    async def find() -> dict[str, Any]:
-        while True:
-            msg = await ws.receive()
-            parent = msg["parent_header"].get("msg_id")
-            if parent == msg_id and msg["header"]["msg_type"] == msg_type:
-                return msg
-
-    return await asyncio.wait_for(find(), 60)
 
 
 async def test_a_restarted_server_keeps_its_notebooks_records(tmp_path: Path) -> None:

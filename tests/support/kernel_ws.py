@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import datetime, timezone
@@ -124,3 +125,15 @@ class KernelWebsocket:
                     msg["header"]["msg_type"] == "status" and content["execution_state"] == "idle"
                 )
         return reply, iopub
+
+    async def answer(self, msg_id: str, msg_type: str, timeout: float = 60) -> dict[str, Any]:
+        """Return the next message of `msg_type` whose parent is `msg_id` (others are skipped)."""
+
+        async def find() -> dict[str, Any]:
+            while True:
+                msg = await self.receive()
+                parent = msg["parent_header"].get("msg_id")
+                if parent == msg_id and msg["header"]["msg_type"] == msg_type:
+                    return msg
+
+        return await asyncio.wait_for(find(), timeout)
