@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 
@@ -54,65 +55,83 @@ async def test_an_agent_works_in_the_notebook_the_person_has_open(
     (setup / "inspectors.py").write_text(INSPECTORS)
     kernel_id = lab.open_notebook("work/analysis.ipynb")["kernel"]["id"]
     person_cell, stuck = Gate(tmp_path, "person-cell-gate"), Gate(tmp_path, "stuck-gate")
+    async with KernelWebsocket(lab.url, lab.token, kernel_id, binary=True) as ws:
+        async with Client(stdio(gateway, env=agent_env(lab))) as mcp:
+            await agent_session(mcp, ws, lab, kernel_id, person_cell, stuck)
+        # The conversation is over; the person's kernel and variables are still there.
+        reply, _ = await ws.run("who, sum(data)")
+        assert reply["content"]["execution_count"] == 9
+    async with Client(stdio(gateway, env=agent_env(lab))) as mcp:
+        forced = await mcp.call_tool("stop_kernel", {"kernel": "analysis.ipynb", "force": True})
+        assert text(forced) == f"Stopped kernel {kernel_id[:8]}; its records stay readable."
+    async with httpx.AsyncClient(base_url=lab.url, headers=lab.headers) as http:
+        assert (await http.get("/api/kernels")).json() == []
+
+
+async def agent_session(
+    mcp: Client,
+    ws: KernelWebsocket,
+    lab: JupyterServerProcess,
+    kernel_id: str,
+    person_cell: Gate,
+    stuck: Gate,
+) -> None:
+    """Drive the agent's side: find, attach, read, run, wait, input, interrupt, stop."""
     name = f"jupyter:{lab.port}"
-    async with (
-        KernelWebsocket(lab.url, lab.token, kernel_id, binary=True) as ws,
-        Client(stdio(gateway, env=agent_env(lab))) as mcp,
-    ):
-        await ws.run("data = list(range(10))")
-        await ws.run("1/0")
-        listing = text(await mcp.call_tool("list_kernels", {}))
-        assert f"Kernels on Jupyter server {name} at {lab.url} (root {lab.root}):" in listing
-        assert listing.splitlines()[-1].split()[-1] == "work/analysis.ipynb"
+    await ws.run("data = list(range(10))")
+    await ws.run("1/0")
+    listing = text(await mcp.call_tool("list_kernels", {}))
+    assert f"Kernels on Jupyter server {name} at {lab.url} (root {lab.root}):" in listing
+    assert listing.splitlines()[-1].split()[-1] == "work/analysis.ipynb"
 
-        connected = await mcp.call_tool("connect", {"kernel": "analysis.ipynb"})
-        assert text(connected).split("\n") == [
-            f"Connected to kernel {kernel_id[:8]} serving work/analysis.ipynb on {name} "
-            "(2 executions so far).",
-            "This kernel belongs to a Jupyter server the person uses: their cells and yours "
-            "share its variables and its In [N] numbering.",
-            "Installed inspectors.py in this kernel; it runs again after every restart.",
-        ]
-        failed = text(await mcp.call_tool("read_output", {"execution": 2}))
-        assert failed.splitlines()[-1].endswith("ZeroDivisionError: division by zero")
-        seen = await mcp.call_tool("run_cell", {"code": "sum(data), 'STARTED' in dir()"})
-        assert text(seen).endswith("Out[3]: (45, False)")  # startup.py is not the person's
-        blocked = await mcp.call_tool("run_cell", {"code": "import shutil; shutil.rmtree('/x')"})
-        assert "RuleBlock: shutil.rmtree is blocked here" in text(blocked)
+    connected = await mcp.call_tool("connect", {"kernel": "analysis.ipynb"})
+    assert text(connected).split("\n") == [
+        f"Connected to kernel {kernel_id[:8]} serving work/analysis.ipynb on {name} "
+        "(2 executions so far).",
+        "This kernel belongs to a Jupyter server the person uses: their cells and yours "
+        "share its variables and its In [N] numbering.",
+        "Installed inspectors.py in this kernel; it runs again after every restart.",
+    ]
+    failed = text(await mcp.call_tool("read_output", {"execution": 2}))
+    assert failed.splitlines()[-1].endswith("ZeroDivisionError: division by zero")
+    seen = await mcp.call_tool("run_cell", {"code": "sum(data), 'STARTED' in dir()"})
+    assert text(seen).endswith("Out[3]: (45, False)")  # startup.py is not the person's
+    blocked = await mcp.call_tool("run_cell", {"code": "import shutil; shutil.rmtree('/x')"})
+    assert "RuleBlock: shutil.rmtree is blocked here" in text(blocked)
 
-        # A cell the person runs: the agent's is refused, naming it; wait follows it.
-        running = await ws.execute(f"print('person', flush=True)\n{person_cell.wait}\n'done'")
-        await ws.answer(running, "stream")
-        busy = await mcp.call_tool("run_cell", {"code": "1"})
-        assert busy.is_error and text(busy) == (
-            "The kernel is busy running In [5]; the cell was not run. "
-            "Use wait(execution=5) to wait for it or interrupt() to stop it."
-        )
-        person_cell.open()
-        waited: Any = await mcp.call_tool("wait", {"execution": 5})
-        assert text(waited).endswith("Out[5]: 'done'")
+    # A cell the person runs: the agent's is refused, naming it; wait follows it.
+    running = await ws.execute(f"print('person', flush=True)\n{person_cell.wait}\n'done'")
+    await ws.answer(running, "stream")
+    busy = await mcp.call_tool("run_cell", {"code": "1"})
+    assert busy.is_error and text(busy) == (
+        "The kernel is busy running In [5]; the cell was not run. "
+        "Use wait(execution=5) to wait for it or interrupt() to stop it."
+    )
+    person_cell.open()
+    waited: Any = await mcp.call_tool("wait", {"execution": 5})
+    assert text(waited).endswith("Out[5]: 'done'")
 
-        # input() in the agent's cell, answered through send_input.
-        asking = await mcp.call_tool(
-            "run_cell", {"code": "who = input('who? ')\nprint('hi', who)", "wait_seconds": 5}
-        )
-        assert "In [6] is waiting for input" in text(asking)
-        answered = await mcp.call_tool("send_input", {"value": "ada"})
-        assert text(answered).endswith("hi ada")
+    # input() in the agent's cell, answered through send_input.
+    asking = await mcp.call_tool(
+        "run_cell", {"code": "who = input('who? ')\nprint('hi', who)", "wait_seconds": 5}
+    )
+    assert "In [6] is waiting for input" in text(asking)
+    answered = await mcp.call_tool("send_input", {"value": "ada"})
+    assert text(answered).endswith("hi ada")
 
-        # The agent interrupts its own long cell.
-        long = await mcp.call_tool("run_cell", {"code": stuck.wait, "wait_seconds": 0.5})
-        assert "In [7] is still running" in text(long)
-        stopped = await mcp.call_tool("interrupt", {})
-        assert "KeyboardInterrupt" in text(stopped)
+    # The agent interrupts its own long cell.
+    long = await mcp.call_tool("run_cell", {"code": stuck.wait, "wait_seconds": 0.5})
+    assert "In [7] is still running" in text(long)
+    stopped = await mcp.call_tool("interrupt", {})
+    assert "KeyboardInterrupt" in text(stopped)
 
-        # The person's next cell sees the agent's variables, numbered after the agent's.
-        reply, _ = await ws.run("who")
-        assert reply["content"]["execution_count"] == 8
+    # The person's next cell sees the agent's variables, numbered after the agent's.
+    reply, _ = await ws.run("who")
+    assert reply["content"]["execution_count"] == 8
 
-        refused = await mcp.call_tool("stop_kernel", {"kernel": "analysis.ipynb"})
-        assert refused.is_error and "force=true" in text(refused)
-        assert "work/analysis.ipynb" in text(refused)
+    refused = await mcp.call_tool("stop_kernel", {"kernel": "analysis.ipynb"})
+    assert refused.is_error and "force=true" in text(refused)
+    assert "work/analysis.ipynb" in text(refused)
 
 
 def test_the_cli_reaches_a_notebook_and_names_servers_without_loomgate(
@@ -120,6 +139,7 @@ def test_the_cli_reaches_a_notebook_and_names_servers_without_loomgate(
 ) -> None:
     lab = JupyterServerProcess(tmp_path / "person")
     plain = JupyterServerProcess(tmp_path / "plain", app="server", extension=False)
+    other = JupyterServerProcess(tmp_path / "colleague")
     # The same person's machine: one runtime dir; only the lab enables loomgate.
     plain.env["JUPYTER_RUNTIME_DIR"] = lab.env["JUPYTER_RUNTIME_DIR"]
     try:
@@ -144,8 +164,22 @@ def test_the_cli_reaches_a_notebook_and_names_servers_without_loomgate(
         missing = loomgate_cli(env, "run", "--kernel", "nowhere.ipynb", "1")
         assert missing.returncode == 2
         assert "no kernel serves a notebook 'nowhere.ipynb'" in missing.stderr
+        # A second JupyterLab with a notebook of the same name: the person chooses.
+        other.env["JUPYTER_RUNTIME_DIR"] = lab.env["JUPYTER_RUNTIME_DIR"]
+        other.start()
+        other.open_notebook("analysis.ipynb")
+        twice = loomgate_cli(env, "run", "--kernel", "analysis.ipynb", "1")
+        assert twice.returncode == 2
+        assert "'analysis.ipynb' names kernels on several Jupyter servers: " in twice.stderr
+        assert f"on jupyter:{lab.port}" in twice.stderr
+        assert f"on jupyter:{other.port}" in twice.stderr
+        chosen = loomgate_cli(
+            env, "run", "--gateway", f"jupyter:{other.port}", "--kernel", "analysis.ipynb", "7"
+        )
+        assert chosen.stdout.splitlines()[1] == "Out[1]: 7", chosen.stderr
     finally:
         try:
             plain.stop()
+            other.stop()
         finally:
             lab.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
@@ -49,9 +50,10 @@ def session_path(env: dict[str, str], root_dir: str) -> str:
     started_for = env.get("JPY_SESSION_NAME", "")  # the sessions API sets it: root/dir/name
     if not started_for or started_for == os.environ.get("JPY_SESSION_NAME"):
         return ""  # none, or only inherited from the server's own environment
-    root = os.path.abspath(root_dir)
-    path = os.path.abspath(started_for)
-    return os.path.relpath(path, root) if path.startswith(root + os.sep) else started_for
+    try:
+        return Path(started_for).resolve().relative_to(Path(root_dir).resolve()).as_posix()
+    except ValueError:  # outside the server's root: the path as the session named it
+        return started_for
 
 
 class LoomMappingKernelManager(AsyncMappingKernelManager):

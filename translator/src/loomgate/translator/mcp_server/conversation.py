@@ -258,6 +258,19 @@ class Conversation:
         servers = [s for s in running_servers() if s.url != listed.url]
         return await list_server_kernels(servers, self.client_for)
 
+    async def locate(self, ref: str) -> tuple[GatewayClient, wire.Kernel]:
+        """Return the kernel `ref` names and its gateway: this conversation's, else the one
+        Jupyter server of the person's that runs it (a GatewayError if none does)."""
+        client = await self.gateway()
+        found = await self._find(client, ref)
+        if found is None or not found["alive"]:
+            elsewhere = await self._find_in_jupyter(ref, client)
+            if elsewhere is not None:
+                return elsewhere
+        if found is None:
+            return client, await client.get_kernel(ref)  # its not-found error says what is wrong
+        return client, found
+
     async def _find_in_jupyter(
         self, ref: str, current: GatewayClient
     ) -> tuple[GatewayClient, wire.Kernel] | None:

@@ -161,17 +161,15 @@ async def stop_kernel(
 ) -> Annotated[CallToolResult, KernelAction]:
     """Stop a kernel and free its memory; its execution records stay readable."""
     conversation = conversation_of(ctx)
-    client = await conversation.gateway()
-    if not force:
-        target = await client.get_kernel(kernel)
-        if target["paths"] and target["alive"]:
-            raise GatewayError(
-                f"kernel {kernel_label(target)} serves {', '.join(target['paths'])}, open in a "
-                "person's Jupyter; stopping it ends their session and variables. Call "
-                f"stop_kernel(kernel={kernel!r}, force=true) if that is what is wanted",
-                code="conflict",
-            )
-    stopped = await client.stop_kernel(kernel)
+    client, target = await conversation.locate(kernel)
+    if not force and target["paths"] and target["alive"]:
+        raise GatewayError(
+            f"kernel {kernel_label(target)} serves {', '.join(target['paths'])}, open in a "
+            "person's Jupyter; stopping it ends their session and variables. Call "
+            f"stop_kernel(kernel={kernel!r}, force=true) if that is what is wanted",
+            code="conflict",
+        )
+    stopped = await client.stop_kernel(target["id"])
     await conversation.forget_kernel(stopped["id"])
     text = f"Stopped kernel {kernel_label(stopped)}; its records stay readable."
     action = KernelAction(action="stop", kernel=KernelInfo.of(stopped, client.label))
