@@ -15,9 +15,10 @@ import pytest
 from tests.support import browser, gateways, imports, jupyter_lab, terminals, translators
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
+from tests.support.jupyter_lab import JupyterServerProcess
 
 # Fixtures that start processes, and modules whose use in a test module means it starts some.
-PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway"})
+PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "lab"})
 SPAWNING_MODULES = (subprocess, browser, gateways, imports, jupyter_lab, terminals, translators)
 SPAWNING_NAMES = frozenset(module.__name__ for module in SPAWNING_MODULES)
 
@@ -74,6 +75,17 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     config.mkdir(parents=True)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config.parent))
     return config
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[JupyterServerProcess]:
+    """A running JupyterLab with loomgate's extension enabled; stopped with its kernels."""
+    server = JupyterServerProcess(tmp_path / "person")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -7,12 +7,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
-import pytest
 
 from tests.support import jupyter_lab
 from tests.support.gates import Gate
@@ -20,17 +18,6 @@ from tests.support.jupyter_lab import JupyterServerProcess
 from tests.support.kernel_ws import KernelWebsocket
 
 API = "/api/loomgate"
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[JupyterServerProcess]:
-    """A running JupyterLab with loomgate's extension enabled; stopped with its kernels."""
-    server = JupyterServerProcess(tmp_path / "person")
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def client(server: JupyterServerProcess) -> httpx.AsyncClient:

@@ -4,12 +4,10 @@ that finds it, attaches by the notebook's path and shares its variables and numb
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from mcp import Client
 
 from tests.support.gates import Gate
@@ -28,17 +26,6 @@ def inspect(tree):
             raise RuleBlock("shutil.rmtree is blocked here")
 """
 JUPYTER_VARIABLES = ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR")
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[JupyterServerProcess]:
-    """The person's JupyterLab, loomgate's extension enabled; stopped with its kernels."""
-    server = JupyterServerProcess(tmp_path / "person")
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
 
 
 def agent_env(lab: JupyterServerProcess) -> dict[str, str]:

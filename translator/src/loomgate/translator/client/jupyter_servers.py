@@ -14,6 +14,7 @@ from pathlib import Path
 from loomgate.shared import wire
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.local_gateway import process_alive
 from loomgate.translator.client.selection import JUPYTER_PREFIX
 from loomgate.translator.client.target import GatewayTarget
 
@@ -82,7 +83,7 @@ def running_servers(directory: Path | None = None) -> list[JupyterServer]:
     files = sorted(directory.glob("jpserver-*.json")) + sorted(directory.glob("nbserver-*.json"))
     for path in files:
         server = read_runtime_file(path)
-        if server is not None and server.port not in servers and process_exists(server.pid):
+        if server is not None and server.port not in servers and process_alive(server.pid):
             servers[server.port] = server
     return sorted(servers.values(), key=lambda s: s.port)
 
@@ -101,17 +102,6 @@ def read_runtime_file(path: Path) -> JupyterServer | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def process_exists(pid: int) -> bool:
-    """Return whether a process `pid` exists (one of another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def server_named(name: str) -> JupyterServer | None:
