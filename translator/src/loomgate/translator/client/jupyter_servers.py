@@ -19,6 +19,7 @@ from loomgate.translator.client.selection import JUPYTER_PREFIX
 from loomgate.translator.client.target import GatewayTarget
 
 EXTENSION = "loomgate.gateway"
+NO_TOKEN = "it signs in with a password, not a token, so loomgate cannot reach its kernels"
 EXTENSION_CONFIG = f"jupyter_server_config.d/{EXTENSION}.json"
 
 
@@ -111,7 +112,7 @@ def server_named(name: str) -> JupyterServer | None:
 
 def is_notebook_path(ref: str) -> bool:
     """Return whether a kernel reference can only mean a notebook or console path."""
-    return "/" in ref or ref.endswith((".ipynb", ".py", ".md"))
+    return "/" in ref or ref.endswith(".ipynb")
 
 
 async def list_server_kernels(
@@ -120,6 +121,8 @@ async def list_server_kernels(
     """Return each server with its kernels (None for a server without loomgate's extension)."""
 
     async def one(server: JupyterServer) -> ServerKernels:
+        if not server.token:
+            return ServerKernels(server, None, problem=NO_TOKEN)
         try:
             client = await open_client(server.target())
             return ServerKernels(server, await client.list_kernels())
@@ -140,6 +143,8 @@ async def find_in_servers(
     on the servers that run loomgate's extension."""
 
     async def one(server: JupyterServer) -> tuple[GatewayClient, wire.Kernel] | None:
+        if not server.token:
+            return None
         try:
             client = await open_client(server.target())
             kernel = await client.get_kernel(ref)

@@ -217,11 +217,7 @@ class Conversation:
         gateway or kernel leaves everything as it was.
         """
         client = await self.gateway(gateway) if gateway else await self.gateway()
-        existing = await self._find(client, kernel)
-        if gateway is None and (existing is None or not existing["alive"]):
-            elsewhere = await self._find_in_jupyter(kernel, client)
-            if elsewhere is not None:
-                client, existing = elsewhere
+        client, existing = await self._locate(kernel, client, search=gateway is None)
         if existing is None and is_notebook_path(kernel):
             raise GatewayError(
                 f"no kernel serves a notebook {kernel!r} on {client.label} or on a Jupyter "
@@ -261,14 +257,21 @@ class Conversation:
     async def locate(self, ref: str) -> tuple[GatewayClient, wire.Kernel]:
         """Return the kernel `ref` names and its gateway: this conversation's, else the one
         Jupyter server of the person's that runs it (a GatewayError if none does)."""
-        client = await self.gateway()
+        client, found = await self._locate(ref, await self.gateway(), search=True)
+        if found is None:
+            return client, await client.get_kernel(ref)  # its not-found error says what is wrong
+        return client, found
+
+    async def _locate(
+        self, ref: str, client: GatewayClient, *, search: bool
+    ) -> tuple[GatewayClient, wire.Kernel | None]:
+        """Return the kernel `ref` names on `client`'s gateway, or (when `search`) the live one
+        on a Jupyter server of the person's when that gateway has none live by that name."""
         found = await self._find(client, ref)
-        if found is None or not found["alive"]:
+        if search and (found is None or not found["alive"]):
             elsewhere = await self._find_in_jupyter(ref, client)
             if elsewhere is not None:
                 return elsewhere
-        if found is None:
-            return client, await client.get_kernel(ref)  # its not-found error says what is wrong
         return client, found
 
     async def _find_in_jupyter(

@@ -1,0 +1,120 @@
+"""Finding the person's Jupyter servers: runtime files, dirs, names, the extension's config."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from loomgate.translator.client import jupyter_servers
+from loomgate.translator.client.jupyter_servers import (
+    is_enabled,
+    is_notebook_path,
+    read_runtime_file,
+    running_servers,
+    set_enabled,
+)
+
+DEAD_PID = 2**22 + 7  # above Linux's pid_max: never a running process
+
+
+def runtime_file(directory: Path, name: str, **fields: object) -> Path:
+    """Write a jpserver-style runtime file; return its path."""
+    data = {
+        "url": "http://localhost:8888/",
+        "token": "t0k",
+        "pid": os.getpid(),
+        "port": 8888,
+        "root_dir": "/home/me",
+        "version": "2.21.1",
+        **fields,
+    }
+    path = directory / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("fields", "url", "root"),
+    [
+        ({}, "http://localhost:8888", "/home/me"),
+        ({"url": "http://localhost:8888/lab-base/"}, "http://localhost:8888/lab-base", "/home/me"),
+        ({"root_dir": None, "notebook_dir": "/old/nb"}, "http://localhost:8888", "/old/nb"),
+    ],
+    ids=["plain", "base-url", "classic-notebook"],
+)
+def test_a_runtime_file_is_read(
+    tmp_path: Path, fields: dict[str, object], url: str, root: str
+) -> None:
+    server = read_runtime_file(runtime_file(tmp_path, "jpserver-1.json", **fields))
+    assert server is not None
+    assert (server.url, server.root_dir, server.name) == (url, root, "jupyter:8888")
+    assert "t0k" not in repr(server)
+    assert server.target().token == "t0k"
+
+
+@pytest.mark.parametrize(
+    "text", ["", "{", "[]", '{"url": "http://x/"}', '{"url": "u", "pid": "x", "port": 1}']
+)
+def test_a_broken_runtime_file_is_skipped(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "jpserver-2.json"
+    path.write_text(text)
+    assert read_runtime_file(path) is None
+
+
+def test_only_running_servers_are_listed(tmp_path: Path) -> None:
+    runtime_file(tmp_path, "jpserver-10.json", port=8890)
+    runtime_file(tmp_path, "jpserver-11.json", port=8889, pid=DEAD_PID)
+    runtime_file(tmp_path, "nbserver-12.json", port=8891)
+    runtime_file(tmp_path, "kernel-abc.json", port=9999)  # a kernel's, not a server's
+    (tmp_path / "jpserver-13.json").write_text("{")
+    assert [s.port for s in running_servers(tmp_path)] == [8890, 8891]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"JUPYTER_RUNTIME_DIR": "/r"}, "/r"),
+        ({"JUPYTER_DATA_DIR": "/d"}, "/d/runtime"),
+        ({"XDG_DATA_HOME": "/x"}, "/x/jupyter/runtime"),
+    ],
+    ids=["runtime-dir", "data-dir", "xdg"],
+)
+def test_the_runtime_dir(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+) -> None:
+    for name in ("JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "XDG_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(jupyter_servers.sys, "platform", "linux")
+    assert str(jupyter_servers.runtime_dir()) == expected
+
+
+@pytest.mark.parametrize(
+    ("ref", "notebook"),
+    [
+        ("analysis.ipynb", True),
+        ("work/analysis.ipynb", True),
+        ("train.py", False),  # a kernel may be named so
+        ("default", False),
+        ("3f2a9b1c", False),
+        ("my-kernel.v2", False),
+    ],
+)
+def test_what_only_a_notebook_path_can_mean(ref: str, notebook: bool) -> None:
+    assert is_notebook_path(ref) is notebook
+
+
+def test_enable_and_disable_write_jupyters_own_config(tmp_path: Path) -> None:
+    assert not is_enabled(tmp_path)
+    path = set_enabled(True, tmp_path)
+    assert path == tmp_path / "jupyter_server_config.d" / "loomgate.gateway.json"
+    assert json.loads(path.read_text()) == {
+        "ServerApp": {"jpserver_extensions": {"loomgate.gateway": True}}
+    }
+    assert is_enabled(tmp_path)
+    set_enabled(False, tmp_path)
+    assert not is_enabled(tmp_path)
