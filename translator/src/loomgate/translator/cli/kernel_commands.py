@@ -133,17 +133,10 @@ async def show_kernels(client: GatewayClient, args: argparse.Namespace) -> int:
     kernels = await client.list_kernels(all=args.all)
     others = [] if args.gateway else await other_servers(client)
     if args.json:
-        listing: dict[str, object] = {"gateway": client.label, "kernels": kernels}
-        listing["jupyter"] = [
-            {
-                "gateway": o.server.name,
-                "url": o.server.url,
-                "root_dir": o.server.root_dir,
-                "kernels": o.kernels,
-                "problem": o.problem,
-            }
-            for o in others
-        ]
+        # One list, as always; each kernel says which gateway (or Jupyter server) runs it.
+        listing = [{**kernel, "gateway": client.label} for kernel in kernels]
+        for other in others:
+            listing += [{**k, "gateway": other.server.name} for k in other.kernels or []]
         print(json.dumps(listing, indent=2))
     else:
         print("\n\n".join([render_kernels(kernels, None, client.label), *render_others(others)]))
