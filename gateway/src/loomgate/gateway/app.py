@@ -12,11 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from jupyter_server.log import log_request as jupyter_log_request
-from jupyter_server.prometheus.log_functions import prometheus_log_method
 from jupyter_server.serverapp import ServerApp
-from tornado import web
-from tornado.log import access_log
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Config
 
@@ -32,6 +28,7 @@ from loomgate.gateway.kernels.registry import (
 )
 from loomgate.gateway.records.record import os_error_reason
 from loomgate.gateway.records.store import probe_writable
+from loomgate.gateway.request_log import log_request
 from loomgate.shared.paths import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -89,20 +86,6 @@ class GatewayLogFile(logging.Handler):
                 os.close(fd)
         except OSError:
             self.handleError(record)
-
-
-def log_request(handler: web.RequestHandler) -> None:
-    """Log a request as jupyter_server does, without formatting a line no handler would write.
-
-    jupyter_server logs successes at debug level, but builds the line (and scrubs its URL)
-    for every request first.
-    """
-    status = handler.get_status()
-    logger: logging.Logger = getattr(handler, "log", access_log)  # what jupyter_server logs to
-    if (status < 300 or status == 304) and not logger.isEnabledFor(logging.DEBUG):
-        prometheus_log_method(handler)
-        return
-    jupyter_log_request(handler)
 
 
 class LoomgateServerApp(ServerApp):
