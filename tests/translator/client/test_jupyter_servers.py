@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from loomgate.translator.client import jupyter_servers
+from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.jupyter_servers import (
     is_enabled,
     is_notebook_path,
@@ -16,6 +18,7 @@ from loomgate.translator.client.jupyter_servers import (
     running_servers,
     set_enabled,
 )
+from loomgate.translator.client.target import GatewayTarget
 
 DEAD_PID = 2**22 + 7  # above Linux's pid_max: never a running process
 
@@ -118,3 +121,35 @@ def test_enable_and_disable_write_jupyters_own_config(tmp_path: Path) -> None:
     assert is_enabled(tmp_path)
     set_enabled(False, tmp_path)
     assert not is_enabled(tmp_path)
+
+
+async def test_a_server_that_does_not_answer_holds_up_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jupyter_servers, "ASK_TIMEOUT", 0.3)
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # takes the request, never answers
+        writer.close()
+
+    listener = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        path = runtime_file(tmp_path, "jpserver-1.json", url=f"http://127.0.0.1:{port}/", port=port)
+        server = read_runtime_file(path)
+        assert server is not None
+
+        async def opener(target: GatewayTarget) -> GatewayClient:
+            client = GatewayClient(target.url, target.token or "", name=target.name)
+            opened.append(client)
+            await client.info()
+            return client
+
+        opened: list[GatewayClient] = []
+        [listing] = await jupyter_servers.list_server_kernels([server], opener)
+        assert (listing.kernels, listing.problem) == (None, "no answer within 0.3 s")
+        assert await jupyter_servers.find_in_servers("a.ipynb", [server], opener) == []
+        for client in opened:
+            await client.aclose()
+    finally:
+        listener.close()

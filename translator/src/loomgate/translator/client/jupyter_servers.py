@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
+
 from loomgate.shared import wire
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
@@ -19,6 +21,9 @@ from loomgate.translator.client.selection import JUPYTER_PREFIX
 from loomgate.translator.client.target import GatewayTarget
 
 EXTENSION = "loomgate.gateway"
+# How long one of the person's servers may take to say which kernels it runs (a hung server
+# must not hold up a listing of the others).
+ASK_TIMEOUT = 5.0
 NO_TOKEN = "it signs in with a password, not a token, so loomgate cannot reach its kernels"
 EXTENSION_CONFIG = f"jupyter_server_config.d/{EXTENSION}.json"
 
@@ -124,12 +129,15 @@ async def list_server_kernels(
         if not server.token:
             return ServerKernels(server, None, problem=NO_TOKEN)
         try:
-            client = await open_client(server.target())
-            return ServerKernels(server, await client.list_kernels())
+            with anyio.fail_after(ASK_TIMEOUT):
+                client = await open_client(server.target())
+                return ServerKernels(server, await client.list_kernels())
         except GatewayError as e:
             if e.status == 404:
                 return ServerKernels(server, None)
             return ServerKernels(server, None, problem=str(e))
+        except TimeoutError:
+            return ServerKernels(server, None, problem=f"no answer within {ASK_TIMEOUT:g} s")
 
     return list(await asyncio.gather(*(one(server) for server in servers)))
 
@@ -146,9 +154,10 @@ async def find_in_servers(
         if not server.token:
             return None
         try:
-            client = await open_client(server.target())
-            kernel = await client.get_kernel(ref)
-        except GatewayError:
+            with anyio.fail_after(ASK_TIMEOUT):
+                client = await open_client(server.target())
+                kernel = await client.get_kernel(ref)
+        except (GatewayError, TimeoutError):
             return None  # no extension, not there, or not answering: not a match
         return (client, kernel) if kernel["alive"] else None
 
