@@ -120,7 +120,10 @@ class PlainHttpPool:
             except (ConnectionError, asyncio.IncompleteReadError) as e:
                 connection[1].close()
                 if reused and attempt == 0:
-                    continue  # the server closed an idle keep-alive connection: retry once
+                    # The server closed an idle keep-alive connection (a timeout, or it is gone):
+                    # the other idle ones are as stale, so the retry opens a new connection.
+                    await self.aclose()
+                    continue
                 raise TransportFailure(f"the connection was closed: {e}", "dropped") from e
             except BaseException:
                 connection[1].close()  # cancelled or broken mid-exchange: never reuse it
