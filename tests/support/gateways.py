@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -61,6 +62,25 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def wait_refused(url: str, timeout: float = 30) -> None:
+    """Wait until nothing listens at `url` any more.
+
+    A killed process is a zombie before its last thread has closed its sockets: for a moment
+    after `wait_gone`, connections are still accepted there, and then reset.
+    """
+    parts = urlsplit(url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((parts.hostname, parts.port), timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"{url} still accepts connections after {timeout:g} s")
 
 
 def wait_gone(pids: set[int], timeout: float) -> set[int]:

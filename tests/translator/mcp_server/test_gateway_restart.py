@@ -19,7 +19,7 @@ from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.local_gateway import open_local_client
 from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
-from tests.support.gateways import free_port, stop_local_gateway, wait_gone
+from tests.support.gateways import free_port, stop_local_gateway, wait_gone, wait_refused
 from tests.support.holds import wait_for_holders
 from tests.support.mcp_clients import text
 from tests.support.translators import TRANSLATOR
@@ -93,6 +93,7 @@ async def test_the_next_call_after_a_gateway_sigkill_succeeds(state: Path) -> No
         assert died is not None
         os.kill(died["pid"], signal.SIGKILL)
         assert not wait_gone({died["pid"]}, 30)
+        wait_refused(died["url"])  # its last thread has closed the listening socket
 
         after = await mcp.call_tool("run_cell", {"code": "x + 1"})
         assert not after.is_error, text(after)

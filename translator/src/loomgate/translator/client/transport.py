@@ -109,7 +109,7 @@ class PlainHttpPool:
             head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
         message = head.encode() + b"\r\n" + payload
         for attempt in (0, 1):
-            reused = bool(self._idle)
+            reused = attempt == 0 and bool(self._idle)  # a retry always takes a new one
             connection = self._idle.pop() if reused else await self._connect()
             try:
                 async with deadline(read_timeout):
