@@ -12,6 +12,7 @@ from loomgate.translator.presentation import (
     Audience,
     format_elapsed,
     render_cell,
+    render_jupyter_server,
     render_kernel,
     render_kernels,
     render_prewarmed,
@@ -539,3 +540,49 @@ def test_a_gone_kernel_says_why(kernel: wire.Kernel, last_lines: list[str]) -> N
     first, *rest = render_kernel(kernel, gateway="local").split("\n")
     assert first == "Kernel lab [cccccccc] on local: gone, persistent, python3"
     assert rest == last_lines
+
+
+@pytest.mark.parametrize(
+    ("kernels", "problem", "expected"),
+    [
+        (
+            None,
+            "",
+            "Jupyter server jupyter:8888 at http://localhost:8888 (root /home/me) has no loomgate "
+            "extension; to reach its kernels: `loomgate jupyter enable` (or enable the "
+            "loomgate.gateway server extension), then restart that server.",
+        ),
+        (
+            None,
+            "no answer within 5 s",
+            "Jupyter server jupyter:8888 at http://localhost:8888 (root /home/me): "
+            "no answer within 5 s",
+        ),
+        (
+            [],
+            "",
+            "Jupyter server jupyter:8888 at http://localhost:8888 (root /home/me): no kernels.",
+        ),
+    ],
+    ids=["no-extension", "problem", "no-kernels"],
+)
+def test_a_jupyter_server_in_one_section(
+    kernels: list[wire.Kernel] | None, problem: str, expected: str
+) -> None:
+    assert (
+        render_jupyter_server(
+            "jupyter:8888", "http://localhost:8888", "/home/me", kernels, None, problem
+        )
+        == expected
+    )
+
+
+def test_a_jupyter_servers_kernels_show_their_notebooks() -> None:
+    kernel = gone_kernel(None, None)
+    kernel.update(state="idle", alive=True, ended=None, paths=["work/analysis.ipynb"])
+    text = render_jupyter_server("jupyter:8888", "http://h:8888", "", [kernel], kernel["id"], "")
+    assert text.split("\n") == [
+        "Kernels on Jupyter server jupyter:8888 at http://h:8888:",
+        "   name  id        spec     state  lifetime    runs  idle  conn  notebook",
+        "*  lab   cccccccc  python3  idle   persistent  2     -     0     work/analysis.ipynb",
+    ]
