@@ -11,6 +11,7 @@ from loomgate.translator.output_view import CellOutput, Image, OutputLimits, Sea
 from loomgate.translator.presentation import (
     Audience,
     format_elapsed,
+    no_notebook_kernel,
     render_cell,
     render_jupyter_server,
     render_kernel,
@@ -19,6 +20,7 @@ from loomgate.translator.presentation import (
     render_read,
     render_running,
     render_search,
+    several_kernels,
 )
 
 
@@ -505,6 +507,7 @@ def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
         holders=0,
         held_by=[],
         cwd=None,
+        paths=[],
         created=1.0,
         ended=ended,
         end_reason=reason,
@@ -586,3 +589,38 @@ def test_a_jupyter_servers_kernels_show_their_notebooks() -> None:
         "   name  id        spec     state  lifetime    runs  idle  conn  notebook",
         "*  lab   cccccccc  python3  idle   persistent  2     -     0     work/analysis.ipynb",
     ]
+
+
+@pytest.mark.parametrize(
+    ("audience", "expected"),
+    [
+        (
+            "model",
+            "'a.ipynb' names kernels on several Jupyter servers: lab on jupyter:8888 "
+            "(work/a.ipynb); cccccccc on jupyter:8889; pass gateway= to choose one",
+        ),
+        (
+            "person",
+            "'a.ipynb' names kernels on several Jupyter servers: lab on jupyter:8888 "
+            "(work/a.ipynb); cccccccc on jupyter:8889; choose one with --gateway jupyter:PORT",
+        ),
+    ],
+)
+def test_a_notebook_on_several_servers_asks_to_choose(audience: Audience, expected: str) -> None:
+    named = gone_kernel(None, None)
+    named["paths"] = ["work/a.ipynb"]
+    unnamed = gone_kernel(None, None)
+    unnamed["name"] = None
+    matches = [("jupyter:8888", named), ("jupyter:8889", unnamed)]
+    assert several_kernels("a.ipynb", matches, audience) == expected
+
+
+@pytest.mark.parametrize(
+    ("audience", "lister"),
+    [("model", "list_kernels shows them"), ("person", "`loomgate kernels` lists them")],
+)
+def test_a_notebook_path_that_names_nothing(audience: Audience, lister: str) -> None:
+    assert no_notebook_kernel("b.ipynb", "local", audience) == (
+        "no kernel serves a notebook 'b.ipynb' on local or on a Jupyter server of this machine "
+        f"with loomgate's extension ({lister})"
+    )

@@ -21,7 +21,7 @@ from loomgate.translator.client.jupyter_servers import (
     set_enabled,
 )
 from loomgate.translator.client.target import GatewayTarget
-from loomgate.translator.presentation import ENABLE_HINT, kernel_label, render_jupyter_server
+from loomgate.translator.presentation import ENABLE_HINT, render_jupyter_server, several_kernels
 
 
 class ServerClients:
@@ -63,7 +63,7 @@ async def server_clients() -> AsyncIterator[ServerClients]:
 
 async def other_servers(listed: GatewayClient) -> list[ServerKernels]:
     """Return the person's running Jupyter servers other than `listed`, with their kernels."""
-    servers = [s for s in running_servers() if s.url != listed.url]
+    servers = running_servers(except_url=listed.url)
     async with server_clients() as clients:
         return await list_server_kernels(servers, clients.open)
 
@@ -91,15 +91,12 @@ async def client_with_kernel(
     except GatewayError as e:
         if e.code != "not_found":
             raise
-    servers = [s for s in running_servers() if s.url != client.url]
+    servers = running_servers(except_url=client.url)
     async with server_clients() as clients:
         found = await find_in_servers(ref, servers, clients.open)
         if len(found) > 1:
-            listed = "; ".join(f"{kernel_label(k)} on {c.label}" for c, k in found)
-            raise UsageError(
-                f"{ref!r} names kernels on several Jupyter servers: {listed}; "
-                "choose one with --gateway jupyter:PORT"
-            )
+            matches = [(c.label, kernel) for c, kernel in found]
+            raise UsageError(several_kernels(ref, matches, "person"))
         if not found:
             return client
         chosen = clients.take(found[0][0])

@@ -20,6 +20,7 @@ from loomgate.translator.presentation import (
     busy_refusal,
     clipped_suffix,
     format_elapsed,
+    no_notebook_kernel,
     output_line,
 )
 
@@ -56,10 +57,7 @@ async def bound_kernel(client: GatewayClient, name: str | None) -> str:
     theirs = kernel_id is not None and client.mode == "extension"  # a notebook's kernel
     if kernel_id is None:
         if is_notebook_path(chosen):
-            raise UsageError(
-                f"no kernel serves a notebook {chosen!r} on {client.label} or on a Jupyter "
-                "server of this machine with loomgate's extension (`loomgate kernels` lists them)"
-            )
+            raise UsageError(no_notebook_kernel(chosen, client.label, "person"))
         print(f"starting kernel {chosen!r} on {client.label} …", file=sys.stderr, flush=True)
         cwd = str(Path.cwd()) if client.on_this_host else None
         created = await client.create_kernel(name=chosen, lifetime="persistent", cwd=cwd)

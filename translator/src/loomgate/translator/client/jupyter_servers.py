@@ -10,6 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -26,6 +27,9 @@ EXTENSION = "loomgate.gateway"
 ASK_TIMEOUT = 5.0
 NO_TOKEN = "it signs in with a password, not a token, so loomgate cannot reach its kernels"
 EXTENSION_CONFIG = f"jupyter_server_config.d/{EXTENSION}.json"
+
+
+Answer = TypeVar("Answer")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,10 @@ class ServerKernels:
     problem: str = ""  # why its kernels are unknown, when it could not be asked
 
 
+# Opens (or reuses) a checked client of a server: the conversation's or the CLI's own.
+Opener = Callable[[GatewayTarget], Awaitable[GatewayClient]]
+
+
 def jupyter_dir(variable: str, linux: Path, mac: Path) -> Path:
     """Return $variable if set, else this platform's default."""
     explicit = os.environ.get(variable)
@@ -82,14 +90,19 @@ def config_dir() -> Path:
     return jupyter_dir("JUPYTER_CONFIG_DIR", home, home)
 
 
-def running_servers(directory: Path | None = None) -> list[JupyterServer]:
-    """Return the Jupyter servers whose runtime files say they run (their process exists)."""
+def running_servers(
+    directory: Path | None = None, *, except_url: str | None = None
+) -> list[JupyterServer]:
+    """Return the Jupyter servers whose runtime files say they run (their process exists),
+    but the one at `except_url` (a gateway already asked)."""
     directory = directory or runtime_dir()
     servers: dict[int, JupyterServer] = {}
     files = sorted(directory.glob("jpserver-*.json")) + sorted(directory.glob("nbserver-*.json"))
     for path in files:
         server = read_runtime_file(path)
-        if server is not None and server.port not in servers and process_alive(server.pid):
+        if server is None or server.url == except_url:
+            continue
+        if server.port not in servers and process_alive(server.pid):
             servers[server.port] = server
     return sorted(servers.values(), key=lambda s: s.port)
 
@@ -120,8 +133,20 @@ def is_notebook_path(ref: str) -> bool:
     return "/" in ref or ref.endswith(".ipynb")
 
 
+async def ask(
+    server: JupyterServer,
+    open_client: Opener,
+    question: Callable[[GatewayClient], Awaitable[Answer]],
+) -> tuple[GatewayClient, Answer]:
+    """Return a client of `server` and its answer to `question`, within ASK_TIMEOUT
+    (GatewayError, or TimeoutError when it does not answer)."""
+    with anyio.fail_after(ASK_TIMEOUT):
+        client = await open_client(server.target())
+        return client, await question(client)
+
+
 async def list_server_kernels(
-    servers: list[JupyterServer], open_client: Callable[[GatewayTarget], Awaitable[GatewayClient]]
+    servers: list[JupyterServer], open_client: Opener
 ) -> list[ServerKernels]:
     """Return each server with its kernels (None for a server without loomgate's extension)."""
 
@@ -129,23 +154,18 @@ async def list_server_kernels(
         if not server.token:
             return ServerKernels(server, None, problem=NO_TOKEN)
         try:
-            with anyio.fail_after(ASK_TIMEOUT):
-                client = await open_client(server.target())
-                return ServerKernels(server, await client.list_kernels())
+            _, kernels = await ask(server, open_client, lambda client: client.list_kernels())
         except GatewayError as e:
-            if e.status == 404:
-                return ServerKernels(server, None)
-            return ServerKernels(server, None, problem=str(e))
+            return ServerKernels(server, None, problem="" if e.status == 404 else str(e))
         except TimeoutError:
             return ServerKernels(server, None, problem=f"no answer within {ASK_TIMEOUT:g} s")
+        return ServerKernels(server, kernels)
 
     return list(await asyncio.gather(*(one(server) for server in servers)))
 
 
 async def find_in_servers(
-    ref: str,
-    servers: list[JupyterServer],
-    open_client: Callable[[GatewayTarget], Awaitable[GatewayClient]],
+    ref: str, servers: list[JupyterServer], open_client: Opener
 ) -> list[tuple[GatewayClient, wire.Kernel]]:
     """Return the live kernels `ref` names (a notebook path or its tail, a name, an id prefix)
     on the servers that run loomgate's extension."""
@@ -154,9 +174,7 @@ async def find_in_servers(
         if not server.token:
             return None
         try:
-            with anyio.fail_after(ASK_TIMEOUT):
-                client = await open_client(server.target())
-                kernel = await client.get_kernel(ref)
+            client, kernel = await ask(server, open_client, lambda c: c.get_kernel(ref))
         except (GatewayError, TimeoutError):
             return None  # no extension, not there, or not answering: not a match
         return (client, kernel) if kernel["alive"] else None

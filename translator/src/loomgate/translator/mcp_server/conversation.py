@@ -23,9 +23,10 @@ from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_reports import ToolReports
 from loomgate.translator.presentation import (
-    kernel_label,
+    no_notebook_kernel,
     render_setup,
     replaced_note,
+    several_kernels,
     started_note,
 )
 
@@ -219,11 +220,7 @@ class Conversation:
         client = await self.gateway(gateway) if gateway else await self.gateway()
         client, existing = await self._locate(kernel, client, search=gateway is None)
         if existing is None and is_notebook_path(kernel):
-            raise GatewayError(
-                f"no kernel serves a notebook {kernel!r} on {client.label} or on a Jupyter "
-                "server of this machine with loomgate's extension (list_kernels shows them)",
-                code="not_found",
-            )
+            raise GatewayError(no_notebook_kernel(kernel, client.label, "model"), code="not_found")
         self.replaced = None
         if existing is not None and not existing["alive"]:
             if existing["name"] != kernel:  # named by its id: there is no name to start anew
@@ -251,7 +248,7 @@ class Conversation:
 
     async def elsewhere(self, listed: GatewayClient) -> list[ServerKernels]:
         """Return the person's Jupyter servers other than `listed`, each with its kernels."""
-        servers = [s for s in running_servers() if s.url != listed.url]
+        servers = running_servers(except_url=listed.url)
         return await list_server_kernels(servers, self.client_for)
 
     async def locate(self, ref: str) -> tuple[GatewayClient, wire.Kernel]:
@@ -279,19 +276,11 @@ class Conversation:
     ) -> tuple[GatewayClient, wire.Kernel] | None:
         """Return the one live kernel `ref` names on the person's other Jupyter servers, if any
         (a GatewayError listing them when it names kernels on several)."""
-        servers = [s for s in running_servers() if s.url != current.url]
+        servers = running_servers(except_url=current.url)
         found = await find_in_servers(ref, servers, self.client_for)
         if len(found) > 1:
-            listed = "; ".join(
-                f"{kernel_label(kernel)} on {client.label}"
-                + (f" ({', '.join(kernel['paths'])})" if kernel["paths"] else "")
-                for client, kernel in found
-            )
-            raise GatewayError(
-                f"{ref!r} names kernels on several Jupyter servers: {listed}; "
-                "pass gateway= to choose one",
-                code="ambiguous",
-            )
+            matches = [(client.label, kernel) for client, kernel in found]
+            raise GatewayError(several_kernels(ref, matches, "model"), code="ambiguous")
         return found[0] if found else None
 
     async def _find(self, client: GatewayClient, ref: str) -> wire.Kernel | None:

@@ -47,7 +47,9 @@ from loomgate.translator.presentation.refusals import (
     STATE_PHRASES,
     busy_refusal,
     dismissed_dialog_note,
+    no_notebook_kernel,
     not_waiting_for_input,
+    several_kernels,
 )
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "gap_note",
     "installed_note",
     "kernel_label",
+    "no_notebook_kernel",
     "not_waiting_for_input",
     "omission_line",
     "output_line",
@@ -81,6 +84,7 @@ __all__ = [
     "render_setup",
     "replaced_note",
     "serving",
+    "several_kernels",
     "started_note",
     "state_note",
     "unstored_note",

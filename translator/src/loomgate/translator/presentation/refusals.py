@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loomgate.shared import wire
 from loomgate.translator.presentation.audience import Audience
 
 
@@ -62,3 +63,30 @@ def not_waiting_for_input(number: int | None, state: str | None) -> str:
         return "No cell is waiting for input."
     phrase = STATE_PHRASES.get(state or "", f"is {state}")
     return f"In [{number}] is not waiting for input; it {phrase}."
+
+
+def no_notebook_kernel(ref: str, gateway: str, audience: Audience) -> str:
+    """Return why a notebook path names no kernel (it is never made a new kernel's name)."""
+    lister = "list_kernels shows them" if audience == "model" else "`loomgate kernels` lists them"
+    return (
+        f"no kernel serves a notebook {ref!r} on {gateway} or on a Jupyter server of this "
+        f"machine with loomgate's extension ({lister})"
+    )
+
+
+def several_kernels(
+    ref: str, matches: Sequence[tuple[str, wire.Kernel]], audience: Audience
+) -> str:
+    """Return that `ref` names kernels on several Jupyter servers (gateway, kernel), and how to
+    choose one."""
+    listed = "; ".join(
+        f"{kernel['name'] or kernel['id'][:8]} on {gateway}"
+        + (f" ({', '.join(kernel['paths'])})" if kernel["paths"] else "")
+        for gateway, kernel in matches
+    )
+    choose = (
+        "pass gateway= to choose one"
+        if audience == "model"
+        else ("choose one with --gateway jupyter:PORT")
+    )
+    return f"{ref!r} names kernels on several Jupyter servers: {listed}; {choose}"
