@@ -12,14 +12,31 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import browser, gateways, imports, jupyter_lab, terminals, translators
+from tests.support import (
+    browser,
+    gateways,
+    imports,
+    jupyter_lab,
+    terminals,
+    translators,
+    upstreams,
+)
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
 from tests.support.jupyter_lab import JupyterServerProcess
 
 # Fixtures that start processes, and modules whose use in a test module means it starts some.
 PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "lab"})
-SPAWNING_MODULES = (subprocess, browser, gateways, imports, jupyter_lab, terminals, translators)
+SPAWNING_MODULES = (
+    subprocess,
+    browser,
+    gateways,
+    imports,
+    jupyter_lab,
+    terminals,
+    translators,
+    upstreams,
+)
 SPAWNING_NAMES = frozenset(module.__name__ for module in SPAWNING_MODULES)
 
 

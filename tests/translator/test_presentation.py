@@ -511,6 +511,7 @@ def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
         created=1.0,
         ended=ended,
         end_reason=reason,
+        attached=None,
         implementation="",
         setup=wire.Setup(parts=[], results=[]),
     )

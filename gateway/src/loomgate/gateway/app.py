@@ -29,6 +29,7 @@ from loomgate.gateway.kernels.registry import (
 from loomgate.gateway.records.record import os_error_reason
 from loomgate.gateway.records.store import probe_writable
 from loomgate.gateway.request_log import log_request
+from loomgate.gateway.upstream import options as upstream
 from loomgate.shared.paths import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -210,9 +211,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="started, idle kernels kept ready for new kernels of the default kernel spec "
         "(default %(default)d; 0 turns it off)",
     )
+    upstream.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.prewarm < 0:
         parser.error("--prewarm must be 0 or more")
+    problem = upstream.check(args)
+    if problem is not None:
+        parser.error(problem)
     return args
 
 
@@ -313,9 +318,14 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.LoomgateServerApp.conversation_grace_seconds = args.conversation_grace
     config.LoomgateServerApp.prewarm = args.prewarm
     config.LoomgateServerApp.retention_days = args.retention_days
+    upstream_secrets = upstream.take_secrets(args) if args.upstream else None
+    if args.upstream:
+        upstream.configure(config, args)
+        config.LoomgateServerApp.prewarm = 0  # idle kernels on someone's server: never
     app = LoomgateServerApp(config=config)
     monitor = monitor_token(directory)
-    redact = RedactToken(token, monitor)
+    secrets = upstream_secrets.values() if upstream_secrets else []
+    redact = RedactToken(token, monitor, *secrets)
     file_handler = GatewayLogFile(directory / LOG_FILE)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     file_handler.setLevel(args.log_level)  # the loggers pass DEBUG on to every handler
@@ -332,6 +342,8 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     app.identity_provider.token = token
     app.identity_provider.token_generated = False
     app.identity_provider.monitor_token = monitor  # type: ignore[attr-defined]
+    if upstream_secrets is not None:
+        upstream.apply_secrets(upstream_secrets)
     return app
 
 

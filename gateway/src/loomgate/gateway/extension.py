@@ -25,6 +25,7 @@ from loomgate.gateway.kernels.registry import (
     KernelRegistry,
 )
 from loomgate.gateway.monitor.tool_calls import ToolCallLog
+from loomgate.gateway.upstream.manager import UpstreamMappingKernelManager
 from loomgate.shared.paths import ensure_private_dir, state_dir
 from loomgate.shared.wire import GatewayMode
 
@@ -74,7 +75,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Attach the record registry to the kernel manager and add loomgate's routes."""
     mkm = serverapp.kernel_manager
     mode = mode_of(serverapp)
-    if not isinstance(mkm, LoomMappingKernelManager):
+    if not isinstance(mkm, (LoomMappingKernelManager, UpstreamMappingKernelManager)):
         if mode == "gateway":
             raise RuntimeError(f"loomgate needs --ServerApp.kernel_manager_class={KERNEL_MANAGER}")
         serverapp.log.error(

@@ -286,6 +286,9 @@ class Kernel(TypedDict):
     # Why a gone kernel is gone when nobody stopped it (its process died while the gateway was
     # down, its start failed), or why it is not taken back yet; None for a stopped kernel.
     end_reason: str | None
+    # When loomgate began recording a kernel it did not start (one already running on an
+    # upstream): its earlier cells have no records. None for a kernel loomgate started.
+    attached: float | None
     implementation: str
     setup: Setup
 
@@ -333,6 +336,10 @@ class Info(TypedDict):
     conversation_grace_seconds: float
     prewarm: int
     prewarmed: list[PooledKernel]
+    # Upstream mode: the Jupyter server the kernels run on, and why it cannot be used now
+    # (None while it answers). Both None for a gateway whose kernels are its own processes.
+    upstream: str | None
+    upstream_error: str | None
 
 
 class PooledKernel(TypedDict):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 
-from loomgate.gateway.errors import BadRequest
+from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
 from loomgate.gateway.handlers.base import LoomHandler, endpoint
+from loomgate.gateway.upstream import attach as upstream_attach
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
 
@@ -36,7 +37,11 @@ class InfoHandler(LoomHandler):
         """Return service name, versions, capabilities and kernel specs."""
         from loomgate.gateway import __version__
 
-        specs = self.registry.mkm.kernel_spec_manager.find_kernel_specs()
+        upstream_error: str | None = None
+        try:
+            specs = await self.registry.kernel_specs()
+        except GatewayError as e:  # an upstream that does not answer (or refuses)
+            specs, upstream_error = [], e.message
         self.reply(
             wire.Info(
                 service="loomgate",
@@ -46,11 +51,13 @@ class InfoHandler(LoomHandler):
                 capabilities=CAPABILITIES,
                 pid=os.getpid(),
                 started=self.settings["loomgate_started"],
-                kernel_specs=sorted(specs),
+                kernel_specs=specs,
                 default_kernel_spec=self.registry.mkm.default_kernel_name,
                 conversation_grace_seconds=self.registry.holders.grace_seconds,
                 prewarm=self.registry.pool.size,
                 prewarmed=self.registry.pool.report(),
+                upstream=self.registry.mkm.upstream,
+                upstream_error=upstream_error,
             )
         )
 
@@ -103,9 +110,16 @@ class KernelHandler(LoomHandler):
 
     @endpoint
     async def get(self, ref: str) -> None:
-        """Return the kernel's model (live or gone); `ref` may also name a notebook it serves."""
+        """Return the kernel's model (live or gone); `ref` may also name a notebook it serves,
+        or (in upstream mode) a kernel of the upstream, which is attached now."""
         await self.note_sessions()
-        store = self.registry.resolve_store(ref)
+        try:
+            store = self.registry.resolve_store(ref)
+        except NotFound:
+            attached = await upstream_attach.attach(self.registry, ref.strip())
+            if attached is None:
+                raise
+            store = attached
         kernel = self.registry.live.get(store.kernel_id)
         self.reply(wire.KernelReply(kernel=kernel.model() if kernel else store.model()))
 

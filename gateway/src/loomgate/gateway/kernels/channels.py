@@ -1,110 +1,49 @@
-"""The gateway's own ZMQ connections to one kernel process: IOPub, shell, stdin, control."""
+"""What loomgate asks of a kernel and waits for, over any transport: replies by request, IOPub
+proof, silent runs, draining. A transport (ZMQ here, a websocket upstream) subclasses it."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from hmac import compare_digest
-from typing import Any, cast
+from typing import Any, Literal
 
-import zmq
 from jupyter_client.session import Session
-from zmq.eventloop.zmqstream import ZMQStream
-from zmq.utils.monitor import parse_monitor_message
 
 Message = dict[str, Any]
 Handler = Callable[[Message], None]
+Channel = Literal["shell", "control", "stdin"]
 
 NUDGE_INTERVAL = 0.2
 
 
-def channel_url(info: dict[str, Any], channel: str) -> str:
-    """Return the ZMQ address of one of a kernel's channels, from its connection info."""
-    port = info[f"{channel}_port"]
-    if info["transport"] == "tcp":
-        return f"tcp://{info['ip']}:{port}"
-    return f"{info['transport']}://{info['ip']}-{port}"
-
-
 class KernelChannels:
-    """IOPub subscriber, a shell/stdin pair sharing one identity (so input_request finds us),
-    and a control socket for the requests a busy kernel must still answer.
+    """The requests loomgate sends a kernel, matched to their replies; IOPub and stdin messages
+    handed on. Subclasses send (`_send`) and deliver what arrives to `_iopub_message`,
+    `_reply` and `on_stdin`.
 
-    The IOPub socket is opened as soon as the kernel process is launched, and `confirm()` proves
-    the subscription is live before anything is executed: a late ZMQ subscriber misses messages.
+    `confirm()` proves IOPub live before anything is executed: a late subscriber misses messages.
     """
 
-    def __init__(self, km: Any, *, on_iopub: Handler, on_stdin: Handler) -> None:
-        self.session: Session = km.session
-        identity = uuid.uuid4().hex.encode()
+    def __init__(self, session: Session, *, on_iopub: Handler, on_stdin: Handler) -> None:
+        self.session = session
         self._on_iopub = on_iopub
+        self.on_stdin = on_stdin
         self._replies: dict[str, asyncio.Future[Message]] = {}
         self._probes: set[str] = set()
         self._iopub_seen: asyncio.Future[None] | None = None
         self._idle_waiters: dict[str, asyncio.Future[None]] = {}
         self._silent_output: dict[str, list[str]] = {}  # stream text of silent runs, by msg_id
-        self.iopub: ZMQStream = km.connect_iopub()
-        self.shell: ZMQStream = km.connect_shell(identity=identity)
-        self.control: ZMQStream = km.connect_control()
-        self.stdin, self._stdin_monitor = self._monitored_stdin(km, identity)
-        self._stdin_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._stdin_monitor.on_recv(self._stdin_event)
-        self.iopub.on_recv(self._receiver(self._iopub_message))
-        self.shell.on_recv(self._receiver(self._reply))
-        self.control.on_recv(self._receiver(self._reply))
-        self.stdin.on_recv(self._receiver(on_stdin))
 
-    @staticmethod
-    def _monitored_stdin(km: Any, identity: bytes) -> tuple[ZMQStream, ZMQStream]:
-        """Return the stdin DEALER and a monitor of its handshake, watched before connecting.
+    def _send(self, channel: Channel, msg: Message) -> None:
+        """Send `msg` (made by the session) on `channel`."""
+        raise NotImplementedError
 
-        The kernel's stdin ROUTER drops an input_request addressed to a peer whose handshake is
-        not done, and the cell then waits for ever: `confirm()` waits for this handshake.
-        """
-        # Made as jupyter_client makes the other channels' sockets: on the manager's context
-        # (shadowed, for the plain sockets ZMQStream needs), with the kernel's CurveZMQ keys
-        # when transport encryption is on.
-        socket: zmq.Socket[bytes] = zmq.Context.shadow(km.context).socket(zmq.DEALER)
-        socket.linger = 1000
-        socket.identity = identity
-        if km.curve_publickey is not None:
-            socket.curve_secretkey = km.curve_secretkey
-            socket.curve_publickey = km.curve_publickey
-            socket.curve_serverkey = km.curve_publickey
-        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
-        socket.connect(channel_url(km.get_connection_info(), "stdin"))
-        return ZMQStream(socket), ZMQStream(monitor)
+    async def _open(self, timeout: float) -> None:
+        """Return once the transport is open (RuntimeError saying why if it cannot open)."""
 
-    def _stdin_event(self, parts: list[bytes]) -> None:
-        event = parse_monitor_message(parts)["event"]
-        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED and not self._stdin_ready.done():
-            self._stdin_ready.set_result(None)
-
-    def _receiver(self, handler: Handler) -> Callable[[list[bytes]], None]:
-        session = self.session
-        unpack = session.unpack
-
-        def receive(parts: list[bytes]) -> None:
-            # Session.deserialize also parses every header date and adapts protocol versions:
-            # a third of the gateway's time per message, and loomgate uses neither.
-            _, frames = session.feed_identities(parts)  # copied frames: bytes
-            parts = cast("list[bytes]", frames)
-            if len(parts) < 5:
-                return
-            if session.auth is not None and not compare_digest(parts[0], session.sign(parts[1:5])):
-                return
-            handler(
-                {
-                    "header": unpack(parts[1]),
-                    "parent_header": unpack(parts[2]),
-                    "metadata": unpack(parts[3]),
-                    "content": unpack(parts[4]),
-                }
-            )
-
-        return receive
+    async def _connected(self, timeout: float) -> None:
+        """Return once the transport can carry every channel (an input_request included)."""
 
     def _iopub_message(self, msg: Message) -> None:
         parent_id = msg["parent_header"].get("msg_id")
@@ -129,10 +68,10 @@ class KernelChannels:
             future.set_result(msg)
 
     def _send_expecting_reply(
-        self, msg_type: str, content: dict[str, Any], stream: ZMQStream | None = None
+        self, msg_type: str, content: dict[str, Any], channel: Channel = "shell"
     ) -> tuple[str, asyncio.Future[Message]]:
         msg = self.session.msg(msg_type, content)
-        self.session.send(stream or self.shell, msg)
+        self._send(channel, msg)
         msg_id = msg["header"]["msg_id"]
         future = self._replies[msg_id] = asyncio.get_running_loop().create_future()
         return msg_id, future
@@ -155,12 +94,13 @@ class KernelChannels:
         loop = asyncio.get_running_loop()
         self._iopub_seen = loop.create_future()
         deadline = loop.time() + timeout
+        await self._open(timeout)
         replies: list[asyncio.Future[Message]] = []
         try:
             while loop.time() < deadline:
                 if not alive():
                     raise RuntimeError("the kernel process exited while starting")
-                msg_id, future = self._send_expecting_reply("kernel_info_request", {}, self.control)
+                msg_id, future = self._send_expecting_reply("kernel_info_request", {}, "control")
                 self._probes.add(msg_id)
                 replies.append(future)
                 pending: list[asyncio.Future[Any]] = [*replies, self._iopub_seen]
@@ -168,9 +108,7 @@ class KernelChannels:
                 await asyncio.wait(waiting, timeout=NUDGE_INTERVAL)
                 answered = [f.result() for f in replies if f.done()]
                 if answered and self._iopub_seen.done():
-                    remaining = max(0.0, deadline - loop.time())
-                    await asyncio.wait_for(asyncio.shield(self._stdin_ready), remaining)
-                    self._stop_monitor()
+                    await self._connected(max(0.0, deadline - loop.time()))
                     return answered[0]
         finally:
             for future in replies:
@@ -188,7 +126,7 @@ class KernelChannels:
         msg = self.session.msg("execute_request", content)
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._idle_waiters[msg["header"]["msg_id"]] = waiter
-        self.session.send(self.shell, msg)
+        self._send("shell", msg)
         await waiter
 
     def send_silently(self, code: str, user_expressions: dict[str, str]) -> SilentRun:
@@ -214,7 +152,7 @@ class KernelChannels:
     def send_shell(self, msg_type: str, content: dict[str, Any]) -> Message:
         """Send a shell request and return the message sent (its header has the msg_id)."""
         msg = self.session.msg(msg_type, content)
-        self.session.send(self.shell, msg)
+        self._send("shell", msg)
         return msg
 
     def send_cell(self, content: dict[str, Any]) -> tuple[str, asyncio.Future[Message]]:
@@ -223,25 +161,14 @@ class KernelChannels:
 
     def send_stdin(self, msg_type: str, content: dict[str, Any], parent: Message) -> None:
         """Send a stdin message (an input_reply) answering `parent`."""
-        self.session.send(self.stdin, msg_type, content, parent=parent)
-
-    def _stop_monitor(self) -> None:
-        if not self._stdin_monitor.closed():
-            self._stdin_monitor.on_recv(None)
-            self.stdin.socket.disable_monitor()
-            self._stdin_monitor.close(linger=0)
+        self._send("stdin", self.session.msg(msg_type, content, parent=parent))
 
     def close(self) -> None:
-        """Close every socket; whoever waits on this kernel's messages stops waiting."""
-        self._stop_monitor()
+        """Stop waiting: whoever waits on this kernel's replies or idle is told (cancelled)."""
         waiters: list[asyncio.Future[Any]] = [*self._idle_waiters.values(), *self._replies.values()]
         for waiter in waiters:
             waiter.cancel()
         self._idle_waiters.clear()
-        for stream in (self.iopub, self.shell, self.stdin, self.control):
-            if not stream.closed():
-                stream.on_recv(None)
-                stream.close(linger=0)
 
 
 @dataclass

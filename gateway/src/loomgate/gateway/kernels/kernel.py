@@ -7,7 +7,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Coroutine
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
@@ -15,7 +14,12 @@ from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.channels import KernelChannels, Message
 from loomgate.gateway.kernels.executions import ExecutionTracker
 from loomgate.gateway.kernels.messages import cell_content, seed_content
-from loomgate.gateway.kernels.provisioner import ResidentProvisioner, exit_reason
+from loomgate.gateway.kernels.provisioner import (
+    ResidentProvisioner,
+    last_lines,
+    process_ending,
+    process_running,
+)
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
@@ -36,35 +40,6 @@ EARLY_INTERRUPT = 0.5
 INTERRUPT_RECHECK = 0.5
 INTERRUPT_REPEATS = 5
 START_OUTPUT_LINES = 10  # of a kernel that failed to start, shown with the reason
-
-
-def process_running(km: Any) -> bool:
-    """Return whether the kernel's process still runs (True when no process is known)."""
-    provisioner = getattr(km, "provisioner", None)
-    if isinstance(provisioner, ResidentProvisioner):
-        return provisioner.is_ours()
-    process = getattr(provisioner, "process", None)
-    return process is None or process.poll() is None
-
-
-def last_lines(path: Path, count: int) -> str:
-    """Return the last `count` lines of a file ("" when it is missing)."""
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - 8192))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.rstrip("\n").splitlines()[-count:])
-
-
-def process_ending(km: Any) -> str:
-    """Return a sentence saying how the kernel's process ended."""
-    provisioner = getattr(km, "provisioner", None)
-    if isinstance(provisioner, ResidentProvisioner):
-        return provisioner.ending()
-    process = getattr(provisioner, "process", None)
-    return exit_reason(process.poll() if process is not None else None)
 
 
 class LoomKernel:
@@ -171,11 +146,19 @@ class LoomKernel:
             self._spawn(self._settle_after_gap(running))
         self._ready()
 
+    async def rejoin(self) -> None:
+        """Open the channels again after they dropped (the process ran on); the running
+        execution's output in between may be missing, and its record says so."""
+        try:
+            await self.adopt(self.current, CONFIRM_TIMEOUT)
+        except (RuntimeError, TimeoutError) as e:
+            raise Unavailable(str(e)) from None
+
     async def _attach(self, timeout: float) -> None:
         """Open fresh channels to the process and prove them live (kernel_info on control)."""
         self.close_channels()
-        self.channels = KernelChannels(
-            self.km, on_iopub=self._on_iopub, on_stdin=self.executions.on_stdin
+        self.channels = self.km.open_channels(
+            on_iopub=self._on_iopub, on_stdin=self.executions.on_stdin
         )
         self.executions.channels = self.channels
         reply = await self.channels.confirm(timeout, alive=self._process_running)

@@ -14,6 +14,8 @@ from traitlets import Unicode
 
 from loomgate.gateway.errors import GatewayError
 from loomgate.gateway.jupyter_internals import HookedKernelManager
+from loomgate.gateway.kernels.channels import Handler, KernelChannels
+from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry
@@ -30,6 +32,10 @@ class LoomKernelManager(HookedKernelManager):
     def registry(self) -> KernelRegistry:
         """Return the gateway's kernel registry."""
         return cast("LoomMappingKernelManager", self.parent).loom_registry
+
+    def open_channels(self, *, on_iopub: Handler, on_stdin: Handler) -> KernelChannels:
+        """Return loomgate's own connections to the kernel process."""
+        return ZmqChannels(self, on_iopub=on_iopub, on_stdin=on_stdin)
 
     async def process_started(self) -> None:
         """Attach the registry to the just-launched process."""
@@ -63,6 +69,7 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         "loomgate.gateway.kernels.manager.LoomKernelManager", config=True
     )
     loom_registry: KernelRegistry
+    upstream: str | None = None  # kernels here are local processes
 
     async def start_kernel(self, **kwargs: Any) -> str:  # type: ignore[override]
         """Start a kernel; a start that fails is an HTTP error saying why (jupyter_server's own
@@ -97,22 +104,28 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         kernel.last_activity = datetime.now(timezone.utc)
 
     def note_activity(self, km: LoomKernelManager, msg: dict[str, Any]) -> None:
-        """Update last_activity and execution_state from an IOPub message like jupyter_server."""
-        msg_type = msg["header"]["msg_type"]
-        parent_type = msg["parent_header"].get("msg_type")
-        tracked = self.track_message_type(parent_type)
-        if self.track_message_type(msg_type) or tracked or km.execution_state == "busy":
-            self.last_kernel_activity = km.last_activity = datetime.now(timezone.utc)
-        if msg_type == "status":
-            state = msg["content"]["execution_state"]
-            if tracked:
-                km.execution_state = state
-            elif km.execution_state == "starting" and state != "starting":
-                km.execution_state = "idle"
+        """Update the kernel's activity markers from one of its IOPub messages."""
+        note_activity(self, km, msg)
 
     def connections(self, kernel_id: str) -> int:
         """Return how many Jupyter websockets are open on the kernel (0 while it starts)."""
         return int(self.kernel_model(kernel_id)["connections"]) if kernel_id in self else 0
+
+
+def note_activity(mkm: Any, km: Any, msg: dict[str, Any]) -> None:
+    """Update last_activity and execution_state from an IOPub message, as jupyter_server's own
+    activity watch does."""
+    msg_type = msg["header"]["msg_type"]
+    parent_type = msg["parent_header"].get("msg_type")
+    tracked = mkm.track_message_type(parent_type)
+    if mkm.track_message_type(msg_type) or tracked or km.execution_state == "busy":
+        mkm.last_kernel_activity = km.last_activity = datetime.now(timezone.utc)
+    if msg_type == "status":
+        state = msg["content"]["execution_state"]
+        if tracked:
+            km.execution_state = state
+        elif km.execution_state == "starting" and state != "starting":
+            km.execution_state = "idle"
 
 
 class NodelayWebsocketConnection(ZMQChannelsWebsocketConnection):

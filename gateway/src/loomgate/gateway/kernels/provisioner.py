@@ -177,3 +177,34 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: json_safe(item) for key, item in value.items()}
     return value
+
+
+def process_running(km: Any) -> bool:
+    """Return whether the kernel's process still runs (True when no process is known)."""
+    provisioner = getattr(km, "provisioner", None)
+    if isinstance(provisioner, ResidentProvisioner):
+        return provisioner.is_ours()
+    process = getattr(provisioner, "process", None)
+    return process is None or process.poll() is None
+
+
+def last_lines(path: Path, count: int) -> str:
+    """Return the last `count` lines of a file ("" when it is missing)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 8192))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-count:])
+
+
+def process_ending(km: Any) -> str:
+    """Return a sentence saying how the kernel's process ended."""
+    if getattr(km, "ending", ""):  # a kernel on an upstream: what the upstream said
+        return str(km.ending)
+    provisioner = getattr(km, "provisioner", None)
+    if isinstance(provisioner, ResidentProvisioner):
+        return provisioner.ending()
+    process = getattr(provisioner, "process", None)
+    return exit_reason(process.poll() if process is not None else None)

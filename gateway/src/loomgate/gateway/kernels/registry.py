@@ -14,11 +14,9 @@ from typing import Any
 from tornado import web
 
 from loomgate.gateway.errors import (
-    Ambiguous,
     BadRequest,
     Conflict,
     GatewayError,
-    NotFound,
     Unavailable,
 )
 from loomgate.gateway.events import EventBus
@@ -32,8 +30,9 @@ from loomgate.gateway.kernels.launch_options import (
     validated_cwd,
 )
 from loomgate.gateway.kernels.messages import claim_content
-from loomgate.gateway.kernels.notebooks import serving
 from loomgate.gateway.kernels.pool import KernelPool
+from loomgate.gateway.kernels.provisioner import process_ending
+from loomgate.gateway.kernels.references import find_store
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
@@ -42,7 +41,6 @@ from loomgate.shared.wire import Death
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
 DEFAULT_GRACE_SECONDS = 600.0
 DEFAULT_RETENTION_DAYS = 7.0
-MIN_PREFIX = 4
 
 
 class KernelRegistry:
@@ -158,8 +156,9 @@ class KernelRegistry:
 
     # -- hooks from the kernel manager --------------------------------------------------------
 
-    async def process_started(self, km: Any) -> None:
-        """Attach loomgate to a kernel process that just started (first start or restart)."""
+    async def process_started(self, km: Any, intent: dict[str, Any] | None = None) -> None:
+        """Attach loomgate to a kernel process that just started (first start or restart);
+        `intent` says what it was started as (else the one `create` left for its id)."""
         if self.pool.holds(km.kernel_id):
             await self.pool.process_started(km)
             return
@@ -172,7 +171,9 @@ class KernelRegistry:
                 # the restarter sees the dead process and gives up after its restart limit.
                 self.log.exception("Kernel %s did not come back after a restart", kernel.id)
             return
-        await self._make_kernel(km, self._intents.pop(km.kernel_id, {}))
+        if intent is None:
+            intent = self._intents.pop(km.kernel_id, {})
+        await self._make_kernel(km, intent)
 
     async def _make_kernel(
         self, km: Any, intent: dict[str, Any], prepare: dict[str, Any] | None = None
@@ -180,16 +181,21 @@ class KernelRegistry:
         """Give the started process `km` its records and make it a live kernel (its process is
         discarded if that fails); `prepare` runs in it first (a claimed pool kernel's move)."""
         try:
-            store = RecordStore.create(
-                self.root / km.kernel_id,
-                {
-                    "id": km.kernel_id,
-                    "name": intent.get("name"),
-                    "lifetime": intent.get("lifetime", "persistent"),
-                    "kernel_spec": km.kernel_name,
-                    "cwd": intent.get("cwd"),
-                },
-            )
+            store = self.stores.get(km.kernel_id)
+            if store is not None:  # a kernel on an upstream, attached again: its records go on
+                store.reopen()
+            else:
+                store = RecordStore.create(
+                    self.root / km.kernel_id,
+                    {
+                        "id": km.kernel_id,
+                        "name": intent.get("name"),
+                        "lifetime": intent.get("lifetime", "persistent"),
+                        "kernel_spec": km.kernel_name,
+                        "cwd": intent.get("cwd"),
+                        "attached": intent.get("attached"),
+                    },
+                )
         except Exception:
             await self._discard_process(km)
             raise
@@ -234,21 +240,22 @@ class KernelRegistry:
         if kernel is not None:
             kernel.process_stopping(restart=restart)
 
-    def process_gone(self, km: Any) -> None:
-        """Forget a kernel whose process has been shut down for good (its records stay)."""
+    def process_gone(self, km: Any, reason: str | None = None) -> None:
+        """Forget a kernel whose process has been shut down for good (its records stay);
+        `reason` says why when nobody stopped it."""
         kernel = self.live.pop(km.kernel_id, None)
         if kernel is None:
             return
         kernel.process_stopping(restart=False)
         self.holders.forget(kernel.id)
-        kernel.store.mark_ended()
+        kernel.store.mark_ended(reason)
         resident.remove(kernel.store.directory)
         kernel.process_gone()
-        self.events.kernel(kernel.id, "stopped", kernel.model())
+        self.events.kernel(kernel.id, "stopped", kernel.model(), reason)
 
     def _process_dead(self, kernel: LoomKernel) -> None:
         kernel.process_died(restarting=False)
-        self.process_gone(kernel.km)
+        self.process_gone(kernel.km, process_ending(kernel.km))
 
     # -- lookup -------------------------------------------------------------------------------
 
@@ -266,32 +273,7 @@ class KernelRegistry:
 
     def resolve_store(self, ref: str) -> RecordStore:
         """Return the records of the kernel `ref` names, live or gone (live ones win)."""
-        ref = ref.strip()
-        if not ref:
-            raise BadRequest("a kernel reference (name, id or id prefix) is required")
-        if ref in self.stores:
-            return self.stores[ref]
-        by_name = [s for s in self.stores.values() if s.meta.get("name") == ref]
-        live_named = [s for s in by_name if s.kernel_id in self.live]
-        if live_named:
-            return live_named[0]
-        if by_name:
-            return max(by_name, key=lambda s: float(s.meta.get("created") or 0))
-        by_path = serving(ref, list(self.stores.values()), self.live)
-        if by_path is not None:
-            return by_path
-        if len(ref) >= MIN_PREFIX:
-            matches = [s for s in self.stores.values() if s.kernel_id.startswith(ref)]
-            live = [s for s in matches if s.kernel_id in self.live]
-            if len(live) == 1 or (len(matches) == 1):
-                return (live or matches)[0]
-            if matches:
-                ids = ", ".join(s.kernel_id[:12] for s in matches[:5])
-                raise Ambiguous(f"kernel prefix {echo(ref)} matches several kernels: {ids}")
-        raise NotFound(
-            f"no kernel named {echo(ref)}, with an id starting {echo(ref)}, "
-            f"or serving a notebook {echo(ref)}"
-        )
+        return find_store(ref, self.stores, self.live)
 
     def find_live_by_name(self, name: str) -> LoomKernel | None:
         """Return the live kernel called `name`, if any."""
@@ -320,8 +302,9 @@ class KernelRegistry:
                         f"not {echo(kernel_spec)}; choose another name or stop it first"
                     )
                 return existing, False
+        specs = await self.kernel_specs()
         spec = kernel_spec or self.mkm.default_kernel_name
-        if spec not in self.mkm.kernel_spec_manager.find_kernel_specs():
+        if spec not in specs:
             raise BadRequest(f"no kernel spec named {echo(spec)} on this gateway")
         kwargs: dict[str, Any] = {"kernel_name": spec}
         if cwd is not None:
@@ -336,7 +319,10 @@ class KernelRegistry:
         kernel_id = str(uuid.uuid4())
         self._intents[kernel_id] = intent
         try:
-            await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
+            if self.mkm.upstream:  # the upstream gives the id
+                kernel_id = await self.mkm.start_kernel(loom_intent=intent, **kwargs)
+            else:
+                await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
         except web.HTTPError as e:  # the kernel manager's report of a start that failed
             cause = e.__cause__
             raise cause if isinstance(cause, GatewayError) else Unavailable(str(e)) from None
@@ -349,6 +335,17 @@ class KernelRegistry:
         if kernel is None:
             raise Unavailable("the kernel failed to start; see the gateway log")
         return kernel, True
+
+    async def kernel_specs(self) -> list[str]:
+        """Return the names of the kernel specs kernels can be started with (the upstream's,
+        in upstream mode)."""
+        manager = self.mkm.kernel_spec_manager
+        if not self.mkm.upstream:
+            return sorted(manager.find_kernel_specs())
+        try:
+            return sorted(await manager.get_all_specs())
+        except (web.HTTPError, OSError) as e:
+            raise self.mkm.failure(e) from None
 
     async def _claim(
         self, spec: str, intent: dict[str, Any], launch: dict[str, Any]

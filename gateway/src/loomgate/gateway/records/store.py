@@ -152,6 +152,14 @@ class RecordStore:
             stale.end_unseen("lost", "the gateway stopped while this execution ran")
         return unfinished[-1] if unfinished else None
 
+    def reopen(self) -> None:
+        """Note that the kernel is live again (attached once more on its upstream): its
+        records and numbering go on."""
+        self.all()  # loading ends the records that were running `lost`
+        self.meta["ended"] = None
+        self.meta["end_reason"] = None
+        self.save()
+
     def mark_ended(self, reason: str | None = None) -> None:
         """Note that the kernel is gone, and why if nobody stopped it (its records stay for the
         retention period)."""
@@ -194,6 +202,7 @@ class RecordStore:
             created=meta.get("created"),
             ended=meta.get("ended"),
             end_reason=meta.get("end_reason"),
+            attached=meta.get("attached"),
             implementation=meta.get("implementation", ""),
             setup=kept_setup(meta),
         )

@@ -1,0 +1,122 @@
+"""The gateway's own ZMQ connections to a local kernel process: IOPub, shell, stdin, control."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from hmac import compare_digest
+from typing import Any, cast
+
+import zmq
+from zmq.eventloop.zmqstream import ZMQStream
+from zmq.utils.monitor import parse_monitor_message
+
+from loomgate.gateway.kernels.channels import Channel, Handler, KernelChannels, Message
+
+
+def channel_url(info: dict[str, Any], channel: str) -> str:
+    """Return the ZMQ address of one of a kernel's channels, from its connection info."""
+    port = info[f"{channel}_port"]
+    if info["transport"] == "tcp":
+        return f"tcp://{info['ip']}:{port}"
+    return f"{info['transport']}://{info['ip']}-{port}"
+
+
+class ZmqChannels(KernelChannels):
+    """IOPub subscriber, a shell/stdin pair sharing one identity (so input_request finds us),
+    and a control socket for the requests a busy kernel must still answer.
+
+    The IOPub socket is opened as soon as the kernel process is launched.
+    """
+
+    def __init__(self, km: Any, *, on_iopub: Handler, on_stdin: Handler) -> None:
+        super().__init__(km.session, on_iopub=on_iopub, on_stdin=on_stdin)
+        identity = uuid.uuid4().hex.encode()
+        self.iopub: ZMQStream = km.connect_iopub()
+        self.shell: ZMQStream = km.connect_shell(identity=identity)
+        self.control: ZMQStream = km.connect_control()
+        self.stdin, self._stdin_monitor = self._monitored_stdin(km, identity)
+        self._stdin_ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stdin_monitor.on_recv(self._stdin_event)
+        self.iopub.on_recv(self._receiver(self._iopub_message))
+        self.shell.on_recv(self._receiver(self._reply))
+        self.control.on_recv(self._receiver(self._reply))
+        self.stdin.on_recv(self._receiver(on_stdin))
+        self._streams: dict[Channel, ZMQStream] = {
+            "shell": self.shell,
+            "control": self.control,
+            "stdin": self.stdin,
+        }
+
+    @staticmethod
+    def _monitored_stdin(km: Any, identity: bytes) -> tuple[ZMQStream, ZMQStream]:
+        """Return the stdin DEALER and a monitor of its handshake, watched before connecting.
+
+        The kernel's stdin ROUTER drops an input_request addressed to a peer whose handshake is
+        not done, and the cell then waits for ever: `confirm()` waits for this handshake.
+        """
+        # Made as jupyter_client makes the other channels' sockets: on the manager's context
+        # (shadowed, for the plain sockets ZMQStream needs), with the kernel's CurveZMQ keys
+        # when transport encryption is on.
+        socket: zmq.Socket[bytes] = zmq.Context.shadow(km.context).socket(zmq.DEALER)
+        socket.linger = 1000
+        socket.identity = identity
+        if km.curve_publickey is not None:
+            socket.curve_secretkey = km.curve_secretkey
+            socket.curve_publickey = km.curve_publickey
+            socket.curve_serverkey = km.curve_publickey
+        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        socket.connect(channel_url(km.get_connection_info(), "stdin"))
+        return ZMQStream(socket), ZMQStream(monitor)
+
+    def _stdin_event(self, parts: list[bytes]) -> None:
+        event = parse_monitor_message(parts)["event"]
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED and not self._stdin_ready.done():
+            self._stdin_ready.set_result(None)
+
+    def _receiver(self, handler: Handler) -> Callable[[list[bytes]], None]:
+        session = self.session
+        unpack = session.unpack
+
+        def receive(parts: list[bytes]) -> None:
+            # Session.deserialize also parses every header date and adapts protocol versions:
+            # a third of the gateway's time per message, and loomgate uses neither.
+            _, frames = session.feed_identities(parts)  # copied frames: bytes
+            parts = cast("list[bytes]", frames)
+            if len(parts) < 5:
+                return
+            if session.auth is not None and not compare_digest(parts[0], session.sign(parts[1:5])):
+                return
+            handler(
+                {
+                    "header": unpack(parts[1]),
+                    "parent_header": unpack(parts[2]),
+                    "metadata": unpack(parts[3]),
+                    "content": unpack(parts[4]),
+                }
+            )
+
+        return receive
+
+    def _send(self, channel: Channel, msg: Message) -> None:
+        self.session.send(self._streams[channel], msg)
+
+    async def _connected(self, timeout: float) -> None:
+        await asyncio.wait_for(asyncio.shield(self._stdin_ready), timeout)
+        self._stop_monitor()
+
+    def _stop_monitor(self) -> None:
+        if not self._stdin_monitor.closed():
+            self._stdin_monitor.on_recv(None)
+            self.stdin.socket.disable_monitor()
+            self._stdin_monitor.close(linger=0)
+
+    def close(self) -> None:
+        """Close every socket; whoever waits on this kernel's messages stops waiting."""
+        self._stop_monitor()
+        super().close()
+        for stream in (self.iopub, self.shell, self.stdin, self.control):
+            if not stream.closed():
+                stream.on_recv(None)
+                stream.close(linger=0)
