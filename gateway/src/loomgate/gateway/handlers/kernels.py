@@ -3,6 +3,7 @@ setup."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
@@ -120,6 +121,9 @@ class KernelHandler(LoomHandler):
             if attached is None:
                 raise
             store = attached
+        if store.kernel_id not in self.registry.live:  # on the upstream still? attach it again
+            with contextlib.suppress(GatewayError):  # unreachable: it is gone as far as known
+                store = await upstream_attach.attach(self.registry, store.kernel_id) or store
         kernel = self.registry.live.get(store.kernel_id)
         self.reply(wire.KernelReply(kernel=kernel.model() if kernel else store.model()))
 

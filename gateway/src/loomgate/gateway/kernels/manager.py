@@ -85,6 +85,11 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
             store.note_paths([session])  # a notebook's kernel is known by its path at once
         return kernel_id
 
+    async def kernel_specs(self) -> list[str]:
+        """Return the names of the kernel specs kernels can be started with."""
+        assert self.kernel_spec_manager is not None
+        return sorted(self.kernel_spec_manager.find_kernel_specs())
+
     def kernel_model(self, kernel_id: str) -> dict[str, Any]:
         """Return a kernel's model; a prewarmed kernel does not exist for Jupyter clients (and
         so is not in `list_kernels`, which skips the kernels this refuses)."""

@@ -23,7 +23,7 @@ from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels import adoption, resident
 from loomgate.gateway.kernels.holders import Holders
-from loomgate.gateway.kernels.kernel import START_TIMEOUT, LoomKernel
+from loomgate.gateway.kernels.kernel import CONFIRM_TIMEOUT, START_TIMEOUT, LoomKernel
 from loomgate.gateway.kernels.launch_options import (
     check_name_and_lifetime,
     kernel_environment,
@@ -40,6 +40,10 @@ from loomgate.shared.wire import Death
 
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
 DEFAULT_GRACE_SECONDS = 600.0
+UPSTREAM_LEFT = (
+    "not attached since the gateway restarted; if it still runs on the upstream, connecting "
+    "to it by its id attaches it again"
+)
 DEFAULT_RETENTION_DAYS = 7.0
 
 
@@ -100,7 +104,11 @@ class KernelRegistry:
                     self._left_running.append(store)  # taken back, or not, in take_back()
                     continue
                 store.all()  # loading marks the records that were running `lost`
-                store.mark_ended("the gateway that ran it stopped without leaving it running")
+                store.mark_ended(
+                    UPSTREAM_LEFT
+                    if self.mkm.upstream
+                    else "the gateway that ran it stopped without leaving it running"
+                )
             if now - float(store.meta["ended"]) > self.retention_seconds:
                 shutil.rmtree(child, ignore_errors=True)
                 continue
@@ -180,10 +188,11 @@ class KernelRegistry:
     ) -> None:
         """Give the started process `km` its records and make it a live kernel (its process is
         discarded if that fails); `prepare` runs in it first (a claimed pool kernel's move)."""
+        store = self.stores.get(km.kernel_id)
+        reopened = store is not None  # a kernel on an upstream, attached again
         try:
-            store = self.stores.get(km.kernel_id)
-            if store is not None:  # a kernel on an upstream, attached again: its records go on
-                store.reopen()
+            if store is not None:
+                store.reopen()  # its records and numbering go on
             else:
                 store = RecordStore.create(
                     self.root / km.kernel_id,
@@ -203,7 +212,10 @@ class KernelRegistry:
         launch = ResidentLaunch(cwd=intent.get("cwd"), env=intent.get("env") or {})
         kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log, launch)
         try:
-            await kernel.process_started(prepare)
+            if reopened:  # the same process as before: its counter and variables as they are
+                await kernel.adopt(None, CONFIRM_TIMEOUT)
+            else:
+                await kernel.process_started(prepare)
         except Exception:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
@@ -337,15 +349,8 @@ class KernelRegistry:
         return kernel, True
 
     async def kernel_specs(self) -> list[str]:
-        """Return the names of the kernel specs kernels can be started with (the upstream's,
-        in upstream mode)."""
-        manager = self.mkm.kernel_spec_manager
-        if not self.mkm.upstream:
-            return sorted(manager.find_kernel_specs())
-        try:
-            return sorted(await manager.get_all_specs())
-        except (web.HTTPError, OSError) as e:
-            raise self.mkm.failure(e) from None
+        """Return the names of the kernel specs kernels can be started with."""
+        return await self.mkm.kernel_specs()  # type: ignore[no-any-return]
 
     async def _claim(
         self, spec: str, intent: dict[str, Any], launch: dict[str, Any]

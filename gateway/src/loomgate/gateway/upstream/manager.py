@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from jupyter_server.gateway.connections import GatewayWebSocketConnection
 from jupyter_server.gateway.gateway_client import GatewayClient, gateway_request
-from jupyter_server.gateway.managers import GatewayKernelManager, GatewayMappingKernelManager
+from jupyter_server.gateway.managers import (
+    GatewayKernelManager,
+    GatewayKernelSpecManager,
+    GatewayMappingKernelManager,
+)
 from tornado import web
 from tornado.escape import json_decode
 from tornado.httpclient import HTTPClientError
@@ -95,6 +99,14 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
             raise
         self.watch()
         return str(started)
+
+    async def kernel_specs(self) -> list[str]:
+        """Return the names of the upstream's kernel specs (GatewayError if it cannot say)."""
+        try:
+            specs: GatewayKernelSpecManager = cast(Any, self.kernel_spec_manager)
+            return sorted(await specs.get_all_specs())
+        except (web.HTTPError, OSError) as e:
+            raise self.failure(e) from None
 
     def watch(self) -> None:
         """Start checking, every WATCH_SECONDS, that the upstream still runs our kernels."""
