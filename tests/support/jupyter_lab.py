@@ -87,28 +87,18 @@ class JupyterServerProcess:
             f"--ServerApp.root_dir={self.root}",
             "--ServerApp.allow_root=True",
         ]
-        log = (self.home / f"{self.app}.log").open("ab")
-        self.process = subprocess.Popen(
-            command, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        self.process = start_server(
+            command,
+            self.env,
+            self.home / f"{self.app}.log",
+            ready_url=f"{self.url}/api/status",
+            headers=self.headers,
+            label=f"jupyter {self.app}",
         )
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"jupyter {self.app} exited: {self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/api/status", headers=self.headers).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"jupyter {self.app} did not start: {self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
         """Return the end of the server's log."""
-        path = self.home / f"{self.app}.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.home / f"{self.app}.log", lines)
 
     def open_notebook(self, path: str) -> dict[str, Any]:
         """Return the session JupyterLab creates when the person opens notebook `path`."""
@@ -139,16 +129,64 @@ class JupyterServerProcess:
         if process is None:
             return
         self.note_kernels()
-        process.send_signal(signal.SIGTERM)
+        terminate(process, self.kernel_pids, f"jupyter {self.app}")
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """Return the last `lines` lines of the log at `path` ("" before it exists)."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def start_server(
+    command: list[str],
+    env: dict[str, str],
+    log: Path,
+    *,
+    ready_url: str,
+    headers: dict[str, str],
+    label: str,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Return a started server process once GET `ready_url` answers 200 (RuntimeError with the
+    end of its log if it exits first or does not answer within START_TIMEOUT)."""
+    with log.open("ab") as output:
+        process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=cwd,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{label} exited: {log_tail(log)}")
         try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        left = wait_gone(self.kernel_pids, STOP_TIMEOUT)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        assert not left, f"kernels outlived jupyter {self.app}: {left}"
+            if httpx.get(ready_url, headers=headers).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    raise RuntimeError(f"{label} did not start: {log_tail(log)}")
+
+
+def terminate(process: subprocess.Popen[bytes], kernel_pids: set[int], label: str) -> None:
+    """SIGTERM a Jupyter server (it shuts its kernels down), then check `kernel_pids` are gone
+    (any left are killed, and the check fails)."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    left = wait_gone(kernel_pids, STOP_TIMEOUT)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"kernels outlived {label}: {left}"
 
 
 def pids_of_kernel(kernel_id: str) -> list[int]:

@@ -8,15 +8,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 from tests.support.gateways import GatewayProcess, free_port, wait_gone
-from tests.support.jupyter_lab import jupyter_environment, pids_of_kernel
+from tests.support.jupyter_lab import (
+    jupyter_environment,
+    pids_of_kernel,
+    start_server,
+    terminate,
+)
 
-START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 TOKEN_VAR = "LOOMGATE_TEST_UPSTREAM_TOKEN"
 KINDS = ("jupyter_server", "kernel_gateway")
@@ -71,34 +74,16 @@ class UpstreamProcess:
 
     def start(self) -> UpstreamProcess:
         """Start the upstream and return once it lists its kernel specs."""
-        log = (self.home / f"{self.kind}.log").open("ab")
-        self.process = subprocess.Popen(
+        self.process = start_server(
             self.command(),
-            env=self.env,
+            self.env,
+            self.home / f"{self.kind}.log",
+            ready_url=f"{self.url}/api/kernelspecs",
+            headers=self.headers,
+            label=self.kind,
             cwd=self.root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
         )
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.kind} exited: {self.log_tail()}")
-            try:
-                r = httpx.get(f"{self.url}/api/kernelspecs", headers=self.headers)
-                if r.status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.kind} did not start: {self.log_tail()}")
-
-    def log_tail(self, lines: int = 30) -> str:
-        """Return the end of the upstream's log."""
-        path = self.home / f"{self.kind}.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return self
 
     def kernels(self) -> list[str]:
         """Return the ids of the kernels the upstream runs."""
@@ -143,16 +128,7 @@ class UpstreamProcess:
         # Not answering: the kernels noted so far are all there is to check.
         with contextlib.suppress(httpx.HTTPError, AssertionError):
             self.kernels()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        left = wait_gone(self.kernel_pids, STOP_TIMEOUT)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        assert not left, f"kernels outlived {self.kind}: {left}"
+        terminate(process, self.kernel_pids, self.kind)
 
 
 def upstream_gateway(state_dir: Path, url: str, token: str | None, *extra: str) -> GatewayProcess:

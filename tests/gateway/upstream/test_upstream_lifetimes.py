@@ -4,7 +4,7 @@ kernel that dies on the upstream (restarted there, the numbering going on here).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -34,15 +34,6 @@ def recorder(upstream: UpstreamProcess, tmp_path: Path) -> Iterator[GatewayProce
         yield gateway.start()
     finally:
         gateway.stop()
-
-
-@pytest.fixture
-async def http(recorder: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client of the gateway (it follows the gateway across restarts on its port)."""
-    async with httpx.AsyncClient(
-        base_url=recorder.url, headers=recorder.headers, timeout=120
-    ) as client:
-        yield client
 
 
 async def test_kernels_outlive_the_gateway_and_are_attached_again(

@@ -45,15 +45,6 @@ def recorder(
 
 
 @pytest.fixture
-async def http(recorder: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client of the upstream-mode gateway."""
-    async with httpx.AsyncClient(
-        base_url=recorder.url, headers=recorder.headers, timeout=120
-    ) as client:
-        yield client
-
-
-@pytest.fixture
 async def kernel(http: httpx.AsyncClient) -> AsyncIterator[str]:
     """A kernel started through the gateway on the upstream (stopped afterwards)."""
     r = await http.post(f"{API}/kernels", json={})

@@ -102,6 +102,26 @@ def test_selection_errors(
     assert "box-secret" not in str(refused.value)
 
 
+def test_a_jupyter_entry_carries_its_token_and_headers(config: Path) -> None:
+    write(
+        config,
+        '[gateways.hub]\nkind = "jupyter"\nurl = "https://hub.example.org/user/ada/"\n'
+        'token_env = "HUB_TOKEN"\nheaders_env = "HUB_HEADERS"\nverify = false\n',
+    )
+    env = {"HUB_TOKEN": "t0k", "HUB_HEADERS": '{"X-Proxy": "p"}'}
+    target = select_gateway("hub", env)
+    assert (target.url, target.upstream, target.verify) == (
+        "https://hub.example.org/user/ada",
+        True,
+        False,
+    )
+    assert (target.token, target.headers) == ("t0k", '{"X-Proxy": "p"}')
+    assert "t0k" not in repr(target) and "X-Proxy" not in repr(target)
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway("hub", {"HUB_TOKEN": "t0k"})
+    assert str(refused.value).startswith("HUB_HEADERS is not set (headers_env of gateway 'hub'")
+
+
 def test_name_without_a_gateways_file(config: Path) -> None:
     with pytest.raises(GatewayConfigError) as refused:
         select_gateway("lab", {})
@@ -136,7 +156,7 @@ def test_valid_file(tmp_path: Path) -> None:
             '[gateways.lab]\nurl = "http://x"\n\nverfy = true\n',
             (
                 "line 4: gateway 'lab' has an unknown key 'verfy' (allowed: url, token_env, token, "
-                "verify)"
+                "verify, kind, headers_env)"
             ),
         ),
         (
@@ -152,6 +172,14 @@ def test_valid_file(tmp_path: Path) -> None:
         (
             '[gateways.lab]\nurl = "http://x"\ntoken = ""\n',
             ("line 3: the token of gateway 'lab' must be a non-empty string"),
+        ),
+        (
+            '[gateways.lab]\nurl = "http://x"\nkind = "hub"\n',
+            "line 3: the kind of gateway 'lab' must be 'loomgate' or 'jupyter'",
+        ),
+        (
+            '[gateways.lab]\nurl = "http://x"\nheaders_env = "H"\n',
+            "line 3: the headers_env of gateway 'lab' must be a variable name, and only a kind",
         ),
         ('[gateways]\nlab = "http://x"\n', "line 2: gateway 'lab' must be a table"),
         ("gateways = 3\n", ": 'gateways' must be a table"),

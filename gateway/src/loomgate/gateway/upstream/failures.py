@@ -57,7 +57,8 @@ def describe(error: BaseException, url: str, token_env: str | None) -> GatewayEr
         return Unavailable(f"{where} refused: {reason or cause.message} (HTTP {cause.code})")
     if isinstance(cause, ssl.SSLError):
         hint = "; for a self-signed certificate set verify = false"
-        return Unavailable(f"{where} failed the TLS handshake ({cause.reason or cause}){hint}")
+        why = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or cause
+        return Unavailable(f"{where} failed the TLS handshake ({why}){hint}")
     if isinstance(cause, socket.gaierror):
         return Unavailable(f"{where} cannot be found: its host name does not resolve")
     if isinstance(cause, ConnectionRefusedError):

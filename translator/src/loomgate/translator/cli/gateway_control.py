@@ -29,16 +29,42 @@ from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.service import install_service
 from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.gateway import GatewayClient
-from loomgate.translator.client.local_gateway import gateway_command, process_alive
+from loomgate.translator.client.local_gateway import (
+    gateway_command,
+    process_alive,
+    upstream_state_dir,
+)
 from loomgate.translator.client.selection import select_gateway
+from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.presentation import format_elapsed, render_prewarmed
 
 STOP_TIMEOUT = 60.0  # stopping the kernels too can take a while
 
 
+def controlled(args: argparse.Namespace) -> GatewayTarget:
+    """Return the gateway `loomgate gateway` acts on: the local one, or (with --gateway NAME)
+    the upstream-mode gateway this machine runs for a kind = "jupyter" entry of gateways.toml."""
+    target = select_gateway(getattr(args, "gateway", None), os.environ)
+    if target.local or target.upstream:
+        return target
+    raise UsageError(
+        f"`loomgate gateway` controls the gateways this machine starts: the local one, or one "
+        f'for a kind = "jupyter" entry of gateways.toml; {target.name or target.url} is neither'
+    )
+
+
 def control_gateway(args: argparse.Namespace) -> int:
-    """Start, stop, restart, inspect or tail the local gateway; return the exit status."""
-    directory = state_dir()
+    """Start, stop, restart, inspect or tail the local gateway (or one for a kind = "jupyter"
+    entry); return the exit status."""
+    target = controlled(args)
+    directory = upstream_state_dir(target) if target.upstream else state_dir()
+    if target.upstream and (
+        args.action in ("install-service", "rotate-token") or args.foreground or args.port
+    ):
+        raise UsageError(
+            f"{args.action} with --foreground, --port, install-service or rotate-token is for "
+            'the local gateway; a kind = "jupyter" entry\'s gateway is started on first use'
+        )
     if args.action == "install-service":
         return install_service(directory, args.port, print_only=args.print)
     info = read_gateway_file(directory)
@@ -49,10 +75,16 @@ def control_gateway(args: argparse.Namespace) -> int:
             return 1
         started = (directory / GATEWAY_FILE).stat().st_mtime
         kernels, about = asyncio.run(gateway_status(running["url"], running["token"]))
+        upstream = about.get("upstream")
+        if upstream:
+            error = about.get("upstream_error")
+            upstream_line = f"upstream: {upstream}" + (f" ({error})" if error else "") + "\n"
+        else:
+            upstream_line = ""
         print(
             f"url: {running['url']}\npid: {running['pid']}\nversion: {running['version']}\n"
             f"uptime: {format_elapsed(time.time() - started)}\nkernels: {kernels}\n"
-            f"{render_prewarmed(about)}\nstate dir: {directory}"
+            f"{upstream_line}{render_prewarmed(about)}\nstate dir: {directory}"
         )
         return 0
     if args.action == "logs":
@@ -86,14 +118,14 @@ def control_gateway(args: argparse.Namespace) -> int:
         if args.action == "stop":
             return 0
         port = args.port or (urlsplit(running["url"]).port if running else None)
-        return asyncio.run(start_in_background(port, args.no_autostart))
+        return asyncio.run(start_in_background(port, args.no_autostart, target))
     if running is not None:
         print(f"a gateway is already running at {running['url']} (pid {running['pid']})")
         return 0
     if args.foreground:
         command = gateway_command(port=args.port or None, state_dir=directory)
         os.execv(command[0], command)
-    return asyncio.run(start_in_background(args.port, args.no_autostart))
+    return asyncio.run(start_in_background(args.port, args.no_autostart, target))
 
 
 def stop(info: GatewayFile, *, keep_kernels: bool) -> None:
@@ -120,16 +152,20 @@ async def gateway_status(url: str, token: str) -> tuple[int, wire.Info]:
         return len(await client.list_kernels()), await client.info()
 
 
-async def start_in_background(port: int | None, no_autostart: bool) -> int:
-    """Start the local gateway as a detached daemon and wait until it answers."""
+async def start_in_background(
+    port: int | None, no_autostart: bool, target: GatewayTarget | None = None
+) -> int:
+    """Start the local gateway (or `target`'s upstream-mode one) as a detached daemon and wait
+    until it answers."""
     if no_autostart:
         raise UsageError("--no-autostart forbids starting the gateway")
-    target = select_gateway(None, {})
-    if port:
-        target = dataclasses.replace(target, url=f"http://{DEFAULT_HOST}:{port}")
+    if target is None or not target.upstream:
+        target = select_gateway(None, {})
+        if port:
+            target = dataclasses.replace(target, url=f"http://{DEFAULT_HOST}:{port}")
     client = await open_client(target, autostart=True)
     await client.aclose()
-    info = read_gateway_file(state_dir())
+    info = read_gateway_file(upstream_state_dir(target) if target.upstream else state_dir())
     print(f"gateway running at {info['url'] if info else target.url}")
     return 0
 

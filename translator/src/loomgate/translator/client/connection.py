@@ -9,7 +9,7 @@ from loomgate.shared.paths import state_dir as default_state_dir
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.http_session import READ_TIMEOUT
-from loomgate.translator.client.local_gateway import open_local_client
+from loomgate.translator.client.local_gateway import open_local_client, upstream_state_dir
 from loomgate.translator.client.target import GatewayTarget
 
 
@@ -22,11 +22,11 @@ async def open_client(
     request_timeout: float = READ_TIMEOUT,
 ) -> GatewayClient:
     """Return a client of `target`, checked to be a loomgate gateway (starting the local one)."""
-    if target.local:
+    if target.local or target.upstream:
         return await open_local_client(
             target,
             autostart=autostart,
-            state_dir=state_dir,
+            state_dir=upstream_state_dir(target) if target.upstream else state_dir,
             timeout=timeout,
             request_timeout=request_timeout,
         )

@@ -16,7 +16,8 @@ from loomgate.translator.client.errors import GatewayConfigError
 from loomgate.translator.client.target import GatewayTarget, is_url
 
 GATEWAYS_FILE = "gateways.toml"
-GATEWAY_KEYS = ("url", "token_env", "token", "verify")
+GATEWAY_KEYS = ("url", "token_env", "token", "verify", "kind", "headers_env")
+KINDS = ("loomgate", "jupyter")  # a loomgate gateway; a plain Jupyter server (upstream mode)
 
 
 def gateways_file() -> Path:
@@ -152,6 +153,22 @@ def parse_entry(
     verify = entry.get("verify", True)
     if not isinstance(verify, bool):
         raise fail(f"the verify of gateway {echo(name)} must be true or false", name, "verify")
+    kind = entry.get("kind", "loomgate")
+    if kind not in KINDS:
+        raise fail(
+            f"the kind of gateway {echo(name)} must be 'loomgate' or 'jupyter' (a Jupyter "
+            "server, JupyterHub user server, Kernel Gateway or Enterprise Gateway)",
+            name,
+            "kind",
+        )
+    headers_env = entry.get("headers_env")
+    if headers_env is not None and (kind != "jupyter" or not isinstance(headers_env, str)):
+        raise fail(
+            f"the headers_env of gateway {echo(name)} must be a variable name, and only a "
+            "kind = 'jupyter' gateway takes it",
+            name,
+            "headers_env",
+        )
     return GatewayTarget(
         url=url.rstrip("/"),
         token=entry.get("token"),
@@ -159,4 +176,6 @@ def parse_entry(
         name=name,
         local=False,
         token_env=entry.get("token_env"),
+        upstream=kind == "jupyter",
+        headers_env=headers_env,
     )

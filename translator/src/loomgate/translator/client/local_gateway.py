@@ -1,5 +1,9 @@
 """The local gateway: found through gateway.json, or started as a detached daemon when down.
 
+A gateways.toml entry of `kind = "jupyter"` is reached the same way: through a local gateway in
+upstream mode of its own (its own state dir under `upstreams/`, a free port), started for it on
+first use and reused by later conversations.
+
 The local gateway is the one named by `gateway.json` in the state dir: if that file names a
 gateway that answers with its token, it is used, whatever port it listens on. Otherwise the
 gateway is started on the port of the target URL, as a daemon that is not our child (a launcher
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import os
 import re
@@ -36,6 +41,11 @@ POLL_SECONDS = 0.1
 # A waiting translator gives the one starting the gateway its whole timeout, and then some.
 LOCK_MARGIN = 10.0
 LOCAL_NAME = "local"
+UPSTREAMS_DIR = "upstreams"  # in the state dir: a state dir per kind = "jupyter" gateway
+# The variables the upstream's token and headers reach an upstream-mode gateway in (it takes
+# them out of its environment at once; they never go on a command line).
+UPSTREAM_TOKEN_VAR = "LOOMGATE_UPSTREAM_TOKEN"
+UPSTREAM_HEADERS_VAR = "LOOMGATE_UPSTREAM_HEADERS"
 PROBE_TIMEOUT = 1.0  # for a connection to a port on this machine
 
 # Runs in a short-lived launcher process: starts the gateway in its own session with its output
@@ -87,7 +97,7 @@ async def open_local_client(
         return client
     if not autostart:
         raise GatewayError(
-            f"cannot reach the local gateway at {target.url} (it is not running); start it "
+            f"cannot reach {described(target)} at {target.url} (it is not running); start it "
             "with `loomgate-gateway`, or drop --no-autostart",
             code="unreachable",
         )
@@ -98,7 +108,7 @@ async def open_local_client(
         if client is not None:
             return client
         host, port = daemon_address(directory, target)
-        if await listening(host, port):
+        if port and await listening(host, port):
             raise GatewayError(
                 f"port {port} on {host} is held by another program (not the local gateway); "
                 "start the gateway on a free port with `loomgate gateway start --port N`: "
@@ -151,8 +161,8 @@ async def running_gateway(
     client = GatewayClient(
         info["url"],
         info["token"],
-        verify=target.verify,
-        name=LOCAL_NAME,
+        verify=target.verify if not target.upstream else True,
+        name=target.name if target.upstream and target.name else LOCAL_NAME,
         local=True,
         request_timeout=request_timeout,
     )
@@ -225,6 +235,8 @@ def daemon_address(directory: Path, target: GatewayTarget) -> tuple[str, int]:
     A gateway that died without cleaning up left its gateway.json: unless `target` names an
     address of its own, the new one starts at that one, where its clients look for it.
     """
+    if target.upstream:
+        return "127.0.0.1", 0  # any free port: clients find it through its gateway.json
     died = read_gateway_file(directory) if target.url == LOCAL_URL else None
     parts = urlsplit(died["url"] if died is not None else target.url)
     return parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORT
@@ -245,7 +257,8 @@ async def listening(host: str, port: int) -> bool:
 async def start_daemon(directory: Path, target: GatewayTarget) -> int:
     """Return the pid of a newly started, detached gateway for `target` (host and port)."""
     host, port = daemon_address(directory, target)
-    command = gateway_command(host=host, port=port, state_dir=directory)
+    extra, secrets = upstream_arguments(target) if target.upstream else ([], {})
+    command = gateway_command(host=host, port=port, state_dir=directory, extra=extra)
     cwd = str(Path.home()) if Path.home().is_dir() else str(directory)
     launcher = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -254,7 +267,7 @@ async def start_daemon(directory: Path, target: GatewayTarget) -> int:
         str(directory / DAEMON_LOG),
         cwd,
         *command,
-        env=daemon_environment(os.environ),
+        env={**daemon_environment(os.environ), **secrets},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -265,8 +278,36 @@ async def start_daemon(directory: Path, target: GatewayTarget) -> int:
     except ValueError:
         reason = last_line(err.decode(errors="replace")) or f"exit code {launcher.returncode}"
         raise GatewayError(
-            f"could not start the local gateway ({reason})", code="unreachable"
+            f"could not start {described(target)} ({reason})", code="unreachable"
         ) from None
+
+
+def described(target: GatewayTarget) -> str:
+    """Return how messages name the gateway autostarted for `target`."""
+    if target.upstream:
+        return f"the gateway for {target.name or target.url} (upstream mode)"
+    return "the local gateway"
+
+
+def upstream_state_dir(target: GatewayTarget) -> Path:
+    """Return the state dir of the upstream-mode gateway for a kind = "jupyter" entry (by its
+    name and URL: an entry pointed elsewhere gets a gateway, and records, of its own)."""
+    key = hashlib.sha256(target.url.encode()).hexdigest()[:8]
+    return default_state_dir() / UPSTREAMS_DIR / f"{target.name or 'upstream'}-{key}"
+
+
+def upstream_arguments(target: GatewayTarget) -> tuple[list[str], dict[str, str]]:
+    """Return the gateway's upstream options for `target`, and the variables carrying its
+    secrets (the token and headers are passed in the environment, never as arguments)."""
+    args = ["--upstream", target.url, "--upstream-verify", "true" if target.verify else "false"]
+    secrets: dict[str, str] = {}
+    if target.token:
+        args += ["--upstream-token-env", UPSTREAM_TOKEN_VAR]
+        secrets[UPSTREAM_TOKEN_VAR] = target.token
+    if target.headers:
+        args += ["--upstream-headers-env", UPSTREAM_HEADERS_VAR]
+        secrets[UPSTREAM_HEADERS_VAR] = target.headers
+    return args, secrets
 
 
 def daemon_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -297,12 +338,12 @@ async def wait_until_up(
             tail = last_line(read_tail(log_path))
             reason = f" ({tail})" if tail else ""
             raise GatewayError(
-                f"the local gateway exited while starting{reason}; see {log_path}",
+                f"{described(target)} exited while starting{reason}; see {log_path}",
                 code="unreachable",
             )
         if loop.time() > deadline:
             raise GatewayError(
-                f"the local gateway (pid {pid}) did not answer within {timeout:g} s of "
+                f"{described(target)} (pid {pid}) did not answer within {timeout:g} s of "
                 f"starting; see {log_path}",
                 code="timeout",
             )

@@ -65,4 +65,11 @@ def named_gateway(name: str, env: Mapping[str, str]) -> GatewayTarget:
                 f"{target.token_env} is not set (token_env of gateway {echo(name)} in {path})"
             )
         target = dataclasses.replace(target, token=token)
+    if target.headers_env is not None:
+        headers = env.get(target.headers_env)
+        if not headers:
+            raise GatewayConfigError(
+                f"{target.headers_env} is not set (headers_env of gateway {echo(name)} in {path})"
+            )
+        target = dataclasses.replace(target, headers=headers)
     return target

@@ -17,6 +17,13 @@ class GatewayTarget:
     local: bool
     # Set on gateways.toml entries with `token_env`; select_gateway resolves it into `token`.
     token_env: str | None = None
+    # A gateways.toml entry of `kind = "jupyter"`: `url` is a plain Jupyter server (a Hub user
+    # server, Kernel Gateway, Enterprise Gateway) reached through a local gateway in upstream
+    # mode, started for it on first use; `token` is the upstream's, `headers` its extra headers
+    # (a JSON object, from `headers_env`).
+    upstream: bool = False
+    headers_env: str | None = None
+    headers: str | None = field(default=None, repr=False)
 
 
 def is_url(value: str) -> bool:

@@ -71,7 +71,7 @@ class Conversation:
             target = select_gateway(self.settings.gateway, self.settings.env)
         except Exception:  # never stops the server: the first tool call selects again, reports it
             return
-        if not target.local:
+        if not target.local and not target.upstream:  # those are started on first use
             early = open_client(
                 target, autostart=False, request_timeout=self.settings.request_timeout
             )

@@ -1,0 +1,82 @@
+"""A gateways.toml entry of kind = "jupyter": the translator starts a local gateway in upstream
+mode for it on first use, and the model uses the plain Jupyter server like any gateway."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from loomgate.shared.paths import read_gateway_file
+from loomgate.translator.client.local_gateway import UPSTREAMS_DIR
+from loomgate.translator.mcp_server.server import build_server
+from loomgate.translator.mcp_server.settings import Settings
+from tests.support.gateways import stop_local_gateway
+from tests.support.jupyter_lab import loomgate_cli
+from tests.support.mcp_clients import text
+from tests.support.upstreams import KINDS, UpstreamProcess
+
+
+@pytest.fixture(params=KINDS)
+def upstream(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpstreamProcess]:
+    """An upstream of each kind."""
+    server = UpstreamProcess(tmp_path / "upstream", request.param)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The translator's state dir; every upstream-mode gateway started under it is stopped."""
+    directory = tmp_path / "state"
+    monkeypatch.setenv("LOOMGATE_STATE_DIR", str(directory))
+    try:
+        yield directory
+    finally:
+        for gateway_dir in sorted((directory / UPSTREAMS_DIR).glob("*")):
+            stop_local_gateway(gateway_dir)
+
+
+async def test_a_jupyter_entry_is_reached_through_an_upstream_mode_gateway(
+    upstream: UpstreamProcess, state: Path, config_dir: Path, tmp_path: Path
+) -> None:
+    (config_dir / "gateways.toml").write_text(
+        f'[gateways.hub]\nkind = "jupyter"\nurl = "{upstream.url}"\ntoken_env = "HUB_TOKEN"\n'
+    )
+    settings = Settings(
+        gateway="hub", autostart=True, cwd=str(tmp_path), env={"HUB_TOKEN": upstream.token}
+    )
+    async with Client(build_server(settings), mode="legacy") as mcp:
+        created = await mcp.call_tool("connect", {"kernel": "shared"})
+        assert not created.is_error, text(created)
+        ran = await mcp.call_tool("run_cell", {"code": "answer = 6 * 7\nprint(answer)"})
+        assert text(ran).endswith("42"), text(ran)
+        listing = text(await mcp.call_tool("list_kernels", {}))
+        assert "shared" in listing and "hub" in listing, listing
+    [gateway_dir] = list((state / UPSTREAMS_DIR).iterdir())
+    first = read_gateway_file(gateway_dir)
+    assert first is not None
+    assert len(upstream.kernels()) == 1  # the kernel runs on the upstream
+    # A later conversation reuses the same gateway and finds the kernel and its variables.
+    async with Client(build_server(settings), mode="legacy") as mcp:
+        attached = await mcp.call_tool("connect", {"kernel": "shared"})
+        assert not attached.is_error, text(attached)
+        again = await mcp.call_tool("run_cell", {"code": "answer"})
+        assert text(again).endswith("Out[2]: 42"), text(again)
+    second = read_gateway_file(gateway_dir)
+    assert second is not None and second["pid"] == first["pid"]
+    # The person's CLI reaches it the same way, and controls that gateway.
+    env = {**os.environ, "HUB_TOKEN": upstream.token}
+    ran = loomgate_cli(env, "--gateway", "hub", "run", "--kernel", "shared", "answer + 1")
+    assert ran.returncode == 0 and "Out[3]: 43" in ran.stdout, ran.stdout + ran.stderr
+    status = loomgate_cli(env, "--gateway", "hub", "gateway", "status")
+    assert f"upstream: {upstream.url}" in status.stdout, status.stdout + status.stderr
+    stopped = loomgate_cli(env, "--gateway", "hub", "gateway", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert upstream.kernels() == []  # stopping the gateway stopped its kernels there
+    assert upstream.token not in (gateway_dir / "gateway.log").read_text()
