@@ -1,10 +1,18 @@
-"""A TCP forwarder for tests that cut a client's connections to a gateway mid-stream."""
+"""A TCP forwarder for tests that cut a client's connections to a gateway mid-stream, or put
+TLS with a self-signed certificate in front of it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import ssl
+from datetime import datetime, timedelta, timezone
+from ipaddress import ip_address
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 
 class DropProxy:
@@ -46,3 +54,35 @@ class DropProxy:
         self.drop()
         if self.server is not None:
             self.server.close()
+
+
+def self_signed_tls(directory: Path) -> ssl.SSLContext:
+    """Return a server TLS context with a fresh self-signed certificate for 127.0.0.1."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ip_address("127.0.0.1"))]), critical=False
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context

@@ -29,8 +29,16 @@ class UpstreamProcess:
     """A Jupyter Server (`jupyter_server`) or Kernel Gateway (`kernel_gateway`) on a port of its
     own, with a token; started again on the same port by `start` after `kill`."""
 
-    def __init__(self, home: Path, kind: str, *, token: str = "upstream-test-token") -> None:
+    def __init__(
+        self,
+        home: Path,
+        kind: str,
+        *,
+        token: str = "upstream-test-token",
+        max_kernels: int | None = None,
+    ) -> None:
         self.home = home
+        self.max_kernels = max_kernels  # Kernel Gateway's limit on running kernels
         self.kind = kind
         self.env = jupyter_environment(home)
         self.root = home / "root"
@@ -58,6 +66,11 @@ class UpstreamProcess:
                 "--KernelGatewayApp.port_retries=0",
                 f"--KernelGatewayApp.auth_token={self.token}",
                 "--JupyterWebsocketPersonality.list_kernels=True",  # as a shared deployment would
+                *(
+                    [f"--KernelGatewayApp.max_kernels={self.max_kernels}"]
+                    if self.max_kernels
+                    else []
+                ),
             ]
         return [
             sys.executable,

@@ -5,21 +5,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import ssl
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime, timedelta, timezone
-from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
@@ -27,7 +21,7 @@ from loomgate.translator.client.hold import Hold
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, free_port
 from tests.support.holds import wait_for_holders
-from tests.support.proxies import DropProxy
+from tests.support.proxies import DropProxy, self_signed_tls
 
 
 @pytest.fixture
@@ -264,38 +258,6 @@ async def test_slow_answer_is_timeout(client: GatewayClient, kid: str) -> None:
         )
     finally:
         await client.interrupt(kid)
-
-
-def self_signed_tls(directory: Path) -> ssl.SSLContext:
-    """Return a server TLS context with a fresh self-signed certificate for 127.0.0.1."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.now(timezone.utc)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ip_address("127.0.0.1"))]), critical=False
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert_file, key_file)
-    return context
 
 
 @pytest.fixture
