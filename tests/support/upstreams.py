@@ -22,12 +22,15 @@ from tests.support.jupyter_lab import (
 
 STOP_TIMEOUT = 30.0
 TOKEN_VAR = "LOOMGATE_TEST_UPSTREAM_TOKEN"
-KINDS = ("jupyter_server", "kernel_gateway")
+KINDS = ("jupyter_server", "kernel_gateway", "enterprise_gateway")
+# Enterprise Gateway's own environment (its dependencies cannot share loomgate's).
+ENTERPRISE_GATEWAY = Path(__file__).parents[1] / "upstreams" / "enterprise_gateway"
 
 
 class UpstreamProcess:
-    """A Jupyter Server (`jupyter_server`) or Kernel Gateway (`kernel_gateway`) on a port of its
-    own, with a token; started again on the same port by `start` after `kill`."""
+    """A Jupyter Server (`jupyter_server`), Kernel Gateway (`kernel_gateway`) or Enterprise
+    Gateway with its local process proxy (`enterprise_gateway`) on a port of its own, with a
+    token; started again on the same port by `start` after `kill`."""
 
     def __init__(
         self,
@@ -40,7 +43,8 @@ class UpstreamProcess:
         self.home = home
         self.max_kernels = max_kernels  # Kernel Gateway's limit on running kernels
         self.kind = kind
-        self.env = jupyter_environment(home)
+        # Enterprise Gateway refuses kernels to root unless told whom to refuse.
+        self.env = {**jupyter_environment(home), "EG_UNAUTHORIZED_USERS": "nobody"}
         self.root = home / "root"
         self.root.mkdir(parents=True, exist_ok=True)
         self.token = token
@@ -56,6 +60,23 @@ class UpstreamProcess:
 
     def command(self) -> list[str]:
         """Return the command line that starts this upstream."""
+        if self.kind == "enterprise_gateway":
+            program = ENTERPRISE_GATEWAY / ".venv" / "bin" / "jupyter-enterprisegateway"
+            if not program.exists():
+                raise RuntimeError(
+                    f"Enterprise Gateway is not installed: run `uv sync --frozen --project "
+                    f"{ENTERPRISE_GATEWAY.relative_to(Path.cwd())}` (.ci/run does)"
+                )
+            limit = [f"--EnterpriseGatewayApp.max_kernels={self.max_kernels}"]
+            return [
+                str(program),
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                "--port_retries=0",
+                f"--EnterpriseGatewayApp.auth_token={self.token}",
+                "--EnterpriseGatewayApp.list_kernels=True",
+                *(limit * bool(self.max_kernels)),
+            ]
         if self.kind == "kernel_gateway":
             return [
                 sys.executable,
