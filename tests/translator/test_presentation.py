@@ -10,6 +10,7 @@ from loomgate.shared import wire
 from loomgate.translator.output_view import CellOutput, Image, OutputLimits, SearchPage, leading
 from loomgate.translator.presentation import (
     Audience,
+    attached_note,
     format_elapsed,
     no_notebook_kernel,
     render_cell,
@@ -20,7 +21,9 @@ from loomgate.translator.presentation import (
     render_read,
     render_running,
     render_search,
+    render_unattached,
     several_kernels,
+    stop_needs_force,
 )
 
 
@@ -625,3 +628,58 @@ def test_a_notebook_path_that_names_nothing(audience: Audience, lister: str) -> 
         "no kernel serves a notebook 'b.ipynb' on local or on a Jupyter server of this machine "
         f"with loomgate's extension ({lister})"
     )
+
+
+def live_kernel(paths: list[str], attached: float | None, alive: bool = True) -> wire.Kernel:
+    """Return a kernel's model used by notebooks at `paths`, attached on an upstream or not."""
+    kernel = gone_kernel(None, None)
+    kernel.update(state="idle", alive=alive, paths=paths, attached=attached)
+    return kernel
+
+
+@pytest.mark.parametrize(
+    ("kernel", "refusal"),
+    [
+        (live_kernel([], None), None),
+        (live_kernel(["a.ipynb"], None, alive=False), None),
+        (live_kernel([], 5.0, alive=False), None),
+        (
+            live_kernel(["work/a.ipynb"], None),
+            "kernel lab serves work/a.ipynb, open in a person's Jupyter; stopping it ends their "
+            "session and variables. Call stop_kernel(kernel='lab', force=true) if that is what "
+            "is wanted",
+        ),
+        (
+            live_kernel([], 5.0),
+            "kernel lab was started on the upstream by someone else; stopping it ends their "
+            "session and variables. Call stop_kernel(kernel='lab', force=true) if that is what "
+            "is wanted",
+        ),
+    ],
+)
+def test_stopping_someone_elses_kernel_needs_force(
+    kernel: wire.Kernel, refusal: str | None
+) -> None:
+    assert stop_needs_force(kernel, "lab") == refusal
+
+
+def test_unattached_upstream_kernels_are_a_table() -> None:
+    kernels = [
+        wire.UpstreamKernel(id="4f0c1234-x", kernel_spec="python3", state="idle", connections=1),
+        wire.UpstreamKernel(id="77aa5678-y", kernel_spec="", state="busy", connections=0),
+    ]
+    assert render_unattached(kernels, "hub").split("\n") == [
+        "Running on hub's upstream, not recorded yet (connect to one by its id to attach it; "
+        "its earlier cells have no records):",
+        "id        spec     state  conn",
+        "4f0c1234  python3  idle   1",
+        "77aa5678  -        busy   0",
+    ]
+    assert render_unattached([], "hub") == ""
+
+
+def test_an_attached_kernel_says_since_when_it_is_recorded() -> None:
+    assert attached_note(live_kernel([], None)) == ""
+    note = attached_note(live_kernel([], 1_800_000_000.0))
+    assert note.startswith("Someone else started this kernel on the upstream; loomgate records ")
+    assert note.endswith("(earlier cells have no records; the In [N] numbering is the kernel's).")

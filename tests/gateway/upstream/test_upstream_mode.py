@@ -147,9 +147,14 @@ async def test_a_kernel_started_on_the_upstream_is_attached_by_its_id(
     try:
         async with KernelWebsocket(upstream.url, upstream.token, kernel_id, binary=False) as ws:
             await ws.run("shared = 'set before loomgate came'")
+        listing = (await http.get(f"{API}/kernels")).json()
+        assert kernel_id in [k["id"] for k in listing["unattached"]]  # listed, not recorded yet
+        assert kernel_id not in [k["id"] for k in listing["kernels"]]
         r = await http.get(f"{API}/kernels/{kernel_id[:8]}")
         assert r.status_code == 200, r.text
         attached = r.json()["kernel"]
+        listing = (await http.get(f"{API}/kernels")).json()
+        assert kernel_id not in [k["id"] for k in listing["unattached"]]
         assert (attached["id"], attached["alive"]) == (kernel_id, True)
         assert attached["attached"] is not None  # its records start now, and it says so
         seen = await run(http, kernel_id, "print(shared)")

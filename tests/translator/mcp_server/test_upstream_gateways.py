@@ -48,6 +48,7 @@ async def test_a_jupyter_entry_is_reached_through_an_upstream_mode_gateway(
     (config_dir / "gateways.toml").write_text(
         f'[gateways.hub]\nkind = "jupyter"\nurl = "{upstream.url}"\ntoken_env = "HUB_TOKEN"\n'
     )
+    (config_dir / "startup.py").write_text("STARTED_BY_LOOMGATE = True\n")
     settings = Settings(
         gateway="hub", autostart=True, cwd=str(tmp_path), env={"HUB_TOKEN": upstream.token}
     )
@@ -58,6 +59,24 @@ async def test_a_jupyter_entry_is_reached_through_an_upstream_mode_gateway(
         assert text(ran).endswith("42"), text(ran)
         listing = text(await mcp.call_tool("list_kernels", {}))
         assert "shared" in listing and "hub" in listing, listing
+        # A kernel someone else started on the upstream: listed, attached by its id, and given
+        # the inspectors but not this user's startup.py.
+        theirs = upstream.start_kernel()
+        listing = text(await mcp.call_tool("list_kernels", {}))
+        assert "Running on hub's upstream, not recorded yet" in listing, listing
+        assert theirs[:8] in listing
+        attached = await mcp.call_tool("connect", {"kernel": theirs[:8]})
+        assert "Someone else started this kernel on the upstream" in text(attached), text(attached)
+        seen = await mcp.call_tool("run_cell", {"code": "'STARTED_BY_LOOMGATE' in dir()"})
+        assert text(seen).endswith("False"), text(seen)
+        refused = await mcp.call_tool("stop_kernel", {"kernel": theirs[:8]})
+        assert refused.is_error and "force=true" in text(refused), text(refused)
+        assert theirs in upstream.kernels()
+        stopped = await mcp.call_tool("stop_kernel", {"kernel": theirs[:8], "force": True})
+        assert not stopped.is_error, text(stopped)
+        await mcp.call_tool("connect", {"kernel": "shared"})
+        mine = await mcp.call_tool("run_cell", {"code": "STARTED_BY_LOOMGATE"})
+        assert text(mine).endswith("True"), text(mine)
     [gateway_dir] = list((state / UPSTREAMS_DIR).iterdir())
     first = read_gateway_file(gateway_dir)
     assert first is not None
@@ -67,13 +86,13 @@ async def test_a_jupyter_entry_is_reached_through_an_upstream_mode_gateway(
         attached = await mcp.call_tool("connect", {"kernel": "shared"})
         assert not attached.is_error, text(attached)
         again = await mcp.call_tool("run_cell", {"code": "answer"})
-        assert text(again).endswith("Out[2]: 42"), text(again)
+        assert text(again).endswith("Out[3]: 42"), text(again)
     second = read_gateway_file(gateway_dir)
     assert second is not None and second["pid"] == first["pid"]
     # The person's CLI reaches it the same way, and controls that gateway.
     env = {**os.environ, "HUB_TOKEN": upstream.token}
     ran = loomgate_cli(env, "--gateway", "hub", "run", "--kernel", "shared", "answer + 1")
-    assert ran.returncode == 0 and "Out[3]: 43" in ran.stdout, ran.stdout + ran.stderr
+    assert ran.returncode == 0 and "Out[4]: 43" in ran.stdout, ran.stdout + ran.stderr
     status = loomgate_cli(env, "--gateway", "hub", "gateway", "status")
     assert f"upstream: {upstream.url}" in status.stdout, status.stdout + status.stderr
     stopped = loomgate_cli(env, "--gateway", "hub", "gateway", "stop")

@@ -306,10 +306,22 @@ class KernelCreated(TypedDict):
     created: bool
 
 
+class UpstreamKernel(TypedDict):
+    """A kernel running on the upstream (upstream mode) that this gateway does not record:
+    started there by someone else; a reference to its id attaches it."""
+
+    id: str
+    kernel_spec: str
+    state: str  # the upstream's execution_state
+    connections: int
+
+
 class KernelList(TypedDict):
-    """A gateway's kernels."""
+    """A gateway's kernels; in upstream mode also the upstream's kernels not attached here
+    ([] otherwise, or when the upstream does not list its kernels)."""
 
     kernels: list[Kernel]
+    unattached: list[UpstreamKernel]
 
 
 class ResetReply(TypedDict):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+from tornado import web
+
 from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
 from loomgate.gateway.handlers.base import LoomHandler, endpoint
 from loomgate.gateway.upstream import attach as upstream_attach
@@ -76,7 +78,27 @@ class KernelsHandler(LoomHandler):
         if self.bool_arg("all", False):
             live = self.registry.live
             kernels += [s.model() for s in self.registry.stores.values() if s.kernel_id not in live]
-        self.reply(wire.KernelList(kernels=kernels))
+        self.reply(wire.KernelList(kernels=kernels, unattached=await self.unattached()))
+
+    async def unattached(self) -> list[wire.UpstreamKernel]:
+        """Return the upstream's kernels this gateway does not record (none when it is not in
+        upstream mode, or the upstream does not list them now)."""
+        if not self.registry.mkm.upstream:
+            return []
+        try:
+            models = await self.registry.mkm.list_upstream()
+        except web.HTTPError:  # refused (Kernel Gateway lists none by default) or unreachable
+            return []
+        return [
+            wire.UpstreamKernel(
+                id=str(model["id"]),
+                kernel_spec=str(model.get("name", "")),
+                state=str(model.get("execution_state", "unknown")),
+                connections=int(model.get("connections", 0)),
+            )
+            for model in models
+            if str(model["id"]) not in self.registry.live
+        ]
 
     @endpoint
     async def post(self) -> None:

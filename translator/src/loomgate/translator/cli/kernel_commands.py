@@ -22,6 +22,7 @@ from loomgate.translator.presentation import (
     render_read,
     render_search,
     render_setup,
+    render_unattached,
 )
 
 DEFAULT_KERNEL = "default"
@@ -130,7 +131,8 @@ async def show_kernels(client: GatewayClient, args: argparse.Namespace) -> int:
     JSON)."""
     from loomgate.translator.cli.jupyter import other_servers, render_others
 
-    kernels = await client.list_kernels(all=args.all)
+    found = await client.kernel_list(all=args.all)
+    kernels = found["kernels"]
     others = [] if args.gateway else await other_servers(client)
     if args.json:
         # One list, as always; each kernel says which gateway (or Jupyter server) runs it.
@@ -139,7 +141,10 @@ async def show_kernels(client: GatewayClient, args: argparse.Namespace) -> int:
             listing += [{**k, "gateway": other.server.name} for k in other.kernels or []]
         print(json.dumps(listing, indent=2))
     else:
-        print("\n\n".join([render_kernels(kernels, None, client.label), *render_others(others)]))
+        sections = [render_kernels(kernels, None, client.label)]
+        if found["unattached"]:
+            sections.append(render_unattached(found["unattached"], client.label))
+        print("\n\n".join([*sections, *render_others(others)]))
     return 0
 
 

@@ -16,6 +16,7 @@ from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL, set_up
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.jupyter_servers import is_notebook_path
+from loomgate.translator.client.kernel_setup import is_theirs
 from loomgate.translator.presentation import (
     busy_refusal,
     clipped_suffix,
@@ -48,13 +49,14 @@ async def bound_kernel(client: GatewayClient, name: str | None) -> str:
     persistent kernel when none by that name runs; either way it gets the user's setup."""
     chosen = name or DEFAULT_KERNEL
     kernel_id: str | None = None
+    theirs = False
     try:
         kernel = await client.get_kernel(chosen)
         kernel_id = kernel["id"] if kernel["alive"] else None
+        theirs = kernel_id is not None and is_theirs(kernel, client.mode)
     except GatewayError as e:
         if e.code != "not_found":
             raise
-    theirs = kernel_id is not None and client.mode == "extension"  # a notebook's kernel
     if kernel_id is None:
         if is_notebook_path(chosen):
             raise UsageError(no_notebook_kernel(chosen, client.label, "person"))

@@ -56,8 +56,13 @@ class GatewayClient(GatewayHttp):
 
     async def list_kernels(self, all: bool = False) -> list[wire.Kernel]:
         """Return the live kernels, with `all` also gone ones whose records remain."""
+        return (await self.kernel_list(all))["kernels"]
+
+    async def kernel_list(self, all: bool = False) -> wire.KernelList:
+        """Return the kernels (with `all` also gone ones), and in upstream mode the upstream's
+        kernels not attached here."""
         data = await self.request("GET", "kernels", params={"all": "true" if all else None})
-        return cast(wire.KernelList, data)["kernels"]
+        return cast(wire.KernelList, data)
 
     async def create_kernel(
         self,

@@ -153,6 +153,12 @@ class KernelSetup:
         return await client.setup(kernel_id, parts, wait=SETUP_WAIT)
 
 
+def is_theirs(kernel: wire.Kernel, mode: wire.GatewayMode) -> bool:
+    """Return whether `kernel` is someone else's: a kernel of a person's Jupyter (the gateway is
+    an extension there), or one started on an upstream by someone else and attached."""
+    return mode == "extension" or kernel["attached"] is not None
+
+
 def file_part(name: str, path: Path, runtime: str, call: str) -> wire.SetupPart:
     """Return the part that defines `runtime` and runs `path`'s source through `call` (an
     expression of `code`), then removes the names it defined."""

@@ -17,7 +17,7 @@ from loomgate.translator.client.jupyter_servers import (
     list_server_kernels,
     running_servers,
 )
-from loomgate.translator.client.kernel_setup import KernelSetup
+from loomgate.translator.client.kernel_setup import KernelSetup, is_theirs
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
@@ -241,7 +241,7 @@ class Conversation:
                 cwd=self.settings.cwd if client.on_this_host else None,
             )
             chosen, is_new = reply["kernel"], reply["created"]
-        theirs = not is_new and client.mode == "extension"  # a kernel of the person's Jupyter
+        theirs = not is_new and is_theirs(chosen, client.mode)
         startup = await self.set_up(client, chosen["id"], theirs=theirs)
         await self._bind(client, chosen)
         return chosen, is_new, startup

@@ -14,19 +14,23 @@ from loomgate.translator.mcp_server.results import (
     KernelInfo,
     KernelsResult,
     ServerKernelsInfo,
+    UnattachedKernel,
     text_block,
     tool_result,
 )
 from loomgate.translator.mcp_server.tool_registry import KernelArg, conversation_of, tool
 from loomgate.translator.presentation import (
     ENABLE_HINT,
+    attached_note,
     installed_note,
     kernel_label,
     render_jupyter_server,
     render_kernels,
     render_setup,
+    render_unattached,
     replaced_note,
     serving,
+    stop_needs_force,
 )
 
 
@@ -88,6 +92,8 @@ async def connect(
             "This kernel belongs to a Jupyter server the person uses: their cells and yours "
             "share its variables and its In [N] numbering."
         )
+    if attached_note(model):
+        lines.append(attached_note(model))
     if conversation.replaced is not None:
         lines.append(replaced_note(conversation.replaced))
     if conversation.installed and not created:
@@ -114,9 +120,12 @@ async def list_kernels(
     (with the notebook each serves); * marks the one this conversation uses."""
     conversation = conversation_of(ctx)
     client = await conversation.gateway(gateway)
-    kernels = await client.list_kernels(all=include_stopped)
+    listing = await client.kernel_list(all=include_stopped)
+    kernels = listing["kernels"]
     current = conversation.kernel["id"] if conversation.kernel else None
     sections = [render_kernels(kernels, current, client.label)]
+    if listing["unattached"]:
+        sections.append(render_unattached(listing["unattached"], client.label))
     elsewhere: list[ServerKernelsInfo] = []
     if gateway is None:
         for other in await conversation.elsewhere(client):
@@ -146,6 +155,7 @@ async def list_kernels(
         current=current,
         kernels=[KernelInfo.of(k, client.label) for k in kernels],
         elsewhere=elsewhere,
+        unattached=[UnattachedKernel(**k) for k in listing["unattached"]],
     )
     content = [text_block("\n\n".join(sections))]
     return tool_result(content, model, structured=conversation.settings.structured)
@@ -162,13 +172,9 @@ async def stop_kernel(
     """Stop a kernel and free its memory; its execution records stay readable."""
     conversation = conversation_of(ctx)
     client, target = await conversation.locate(kernel)
-    if not force and target["paths"] and target["alive"]:
-        raise GatewayError(
-            f"kernel {kernel_label(target)} serves {', '.join(target['paths'])}, open in a "
-            "person's Jupyter; stopping it ends their session and variables. Call "
-            f"stop_kernel(kernel={kernel!r}, force=true) if that is what is wanted",
-            code="conflict",
-        )
+    refusal = None if force else stop_needs_force(target, kernel)
+    if refusal is not None:
+        raise GatewayError(refusal, code="conflict")
     stopped = await client.stop_kernel(target["id"])
     await conversation.forget_kernel(stopped["id"])
     text = f"Stopped kernel {kernel_label(stopped)}; its records stay readable."

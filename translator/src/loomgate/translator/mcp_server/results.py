@@ -109,6 +109,15 @@ class ServerKernelsInfo(BaseModel):
     note: str = ""
 
 
+class UnattachedKernel(BaseModel):
+    """A kernel on the gateway's upstream that it does not record yet (connect by id attaches)."""
+
+    id: str
+    kernel_spec: str
+    state: str
+    connections: int
+
+
 class KernelsResult(BaseModel):
     """The kernels of a gateway, and of the person's Jupyter servers."""
 
@@ -116,6 +125,7 @@ class KernelsResult(BaseModel):
     current: str | None
     kernels: list[KernelInfo]
     elsewhere: list[ServerKernelsInfo] = []
+    unattached: list[UnattachedKernel] = []
 
 
 class KernelAction(BaseModel):

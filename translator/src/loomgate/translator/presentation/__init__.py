@@ -26,6 +26,7 @@ from loomgate.translator.presentation.cells import (
 )
 from loomgate.translator.presentation.kernels import (
     ENABLE_HINT,
+    attached_note,
     installed_note,
     kernel_label,
     render_execution_status,
@@ -34,6 +35,7 @@ from loomgate.translator.presentation.kernels import (
     render_kernels,
     render_prewarmed,
     render_setup,
+    render_unattached,
     replaced_note,
     serving,
     started_note,
@@ -50,6 +52,7 @@ from loomgate.translator.presentation.refusals import (
     no_notebook_kernel,
     not_waiting_for_input,
     several_kernels,
+    stop_needs_force,
 )
 
 __all__ = [
@@ -57,6 +60,7 @@ __all__ = [
     "RUNNING_TAIL",
     "STATE_PHRASES",
     "Audience",
+    "attached_note",
     "busy_refusal",
     "cell_header",
     "cell_text",
@@ -82,10 +86,12 @@ __all__ = [
     "render_running",
     "render_search",
     "render_setup",
+    "render_unattached",
     "replaced_note",
     "serving",
     "several_kernels",
     "started_note",
     "state_note",
+    "stop_needs_force",
     "unstored_note",
 ]

@@ -113,6 +113,36 @@ def render_kernels(
     return "\n".join([f"Kernels on {gateway}:", *table])
 
 
+def render_unattached(kernels: Sequence[wire.UpstreamKernel], gateway: str) -> str:
+    """Return the upstream's kernels that `gateway` does not record yet ("" when none)."""
+    if not kernels:
+        return ""
+    rows = [("id", "spec", "state", "conn")] + [
+        (k["id"][:8], k["kernel_spec"] or "-", k["state"], str(k["connections"])) for k in kernels
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    table = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    heading = (
+        f"Running on {gateway}'s upstream, not recorded yet (connect to one by its id to attach "
+        "it; its earlier cells have no records):"
+    )
+    return "\n".join([heading, *table])
+
+
+def attached_note(kernel: wire.Kernel) -> str:
+    """Return what to know of a kernel loomgate attached on an upstream ("" for its own)."""
+    if kernel["attached"] is None:
+        return ""
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(kernel["attached"]))
+    return (
+        f"Someone else started this kernel on the upstream; loomgate records it since {since} "
+        "(earlier cells have no records; the In [N] numbering is the kernel's)."
+    )
+
+
 def render_jupyter_server(
     name: str,
     url: str,

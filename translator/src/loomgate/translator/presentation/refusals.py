@@ -90,3 +90,22 @@ def several_kernels(
         else ("choose one with --gateway jupyter:PORT")
     )
     return f"{ref!r} names kernels on several Jupyter servers: {listed}; {choose}"
+
+
+def stop_needs_force(kernel: wire.Kernel, ref: str) -> str | None:
+    """Return why stop_kernel wants force=true for a live kernel someone else uses (a notebook
+    open in a person's Jupyter, or one started on an upstream by someone else); None when it
+    is loomgate's own to stop."""
+    if not kernel["alive"]:
+        return None
+    if kernel["paths"]:
+        whose = f"serves {', '.join(kernel['paths'])}, open in a person's Jupyter"
+    elif kernel["attached"] is not None:
+        whose = "was started on the upstream by someone else"
+    else:
+        return None
+    label = kernel["name"] or kernel["id"][:8]
+    return (
+        f"kernel {label} {whose}; stopping it ends their session and variables. Call "
+        f"stop_kernel(kernel={ref!r}, force=true) if that is what is wanted"
+    )
