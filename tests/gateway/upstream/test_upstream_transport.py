@@ -17,13 +17,15 @@ from tests.support.gateways import GatewayProcess
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.proxies import DropProxy, self_signed_tls
 from tests.support.sse import events, next_event
-from tests.support.upstreams import UpstreamProcess, upstream_gateway
+from tests.support.upstreams import KINDS, UpstreamProcess, upstream_gateway
 
 
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamProcess]:
-    """A stock Jupyter Server, shared by the module's tests."""
-    server = UpstreamProcess(tmp_path_factory.mktemp("upstream"), "jupyter_server")
+@pytest.fixture(scope="module", params=KINDS)
+def upstream(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[UpstreamProcess]:
+    """An upstream of each kind, shared by the module's tests."""
+    server = UpstreamProcess(tmp_path_factory.mktemp("upstream"), request.param)
     try:
         yield server.start()
     finally:
@@ -117,8 +119,9 @@ async def test_a_jupyter_client_through_loomgate_is_recorded(
         gateway.stop()
 
 
-async def test_an_upstream_kernel_limit_is_said_plainly(tmp_path: Path) -> None:
-    limited = UpstreamProcess(tmp_path / "kg", "kernel_gateway", max_kernels=1)
+@pytest.mark.parametrize("kind", ["kernel_gateway", "enterprise_gateway"])
+async def test_an_upstream_kernel_limit_is_said_plainly(tmp_path: Path, kind: str) -> None:
+    limited = UpstreamProcess(tmp_path / "upstream", kind, max_kernels=1)
     limited.start()
     gateway = upstream_gateway(tmp_path / "state", limited.url, limited.token)
     try:
@@ -127,9 +130,8 @@ async def test_an_upstream_kernel_limit_is_said_plainly(tmp_path: Path) -> None:
             assert r.status_code == 201, r.text
             r = await http.post(f"{API}/kernels", json={})
             assert r.status_code == 503, r.text
-            assert r.json()["message"] == (
-                f"the upstream at {limited.url} refused: Resource Limit (HTTP 403)"
-            )
+            message = f"the upstream at {limited.url} refused: Resource Limit (HTTP 403)"
+            assert r.json()["message"] == message, r.text
     finally:
         gateway.stop()
         limited.stop()

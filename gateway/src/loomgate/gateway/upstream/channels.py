@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 from collections.abc import Callable
 
 from jupyter_client.jsonutil import json_default
@@ -19,6 +21,7 @@ from loomgate.gateway.kernels.channels import Channel, Handler, KernelChannels, 
 
 # Outputs come as whole messages: a large image or a long print must not close the socket.
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 # Status messages the upstream server (not the kernel) sends on its own restarts and deaths.
 SERVER_STATES = ("restarting", "dead")
 # What a kernel broadcasts as it shuts down for good (someone stopped it on the upstream).
@@ -108,6 +111,7 @@ class WebsocketChannels(KernelChannels):
         if frame is None:
             self._lost()
             return
+        self._acknowledge_now()
         msg: Message = (
             json.loads(frame) if isinstance(frame, str) else deserialize_binary_message(frame)
         )
@@ -124,6 +128,20 @@ class WebsocketChannels(KernelChannels):
             self._reply(msg)
         elif channel == "stdin":
             self.on_stdin(msg)
+
+    def _acknowledge_now(self) -> None:
+        """ACK what arrived at once rather than up to 40 ms later.
+
+        jupyter_server leaves Nagle's algorithm on for its kernel websockets, so its second
+        small frame of a reply waits for the ACK of the first; Linux delays that ACK unless
+        asked (TCP_QUICKACK lasts until the next segment, so it is asked again per message).
+        """
+        if QUICKACK is None or self.ws is None or self.ws.protocol is None:
+            return
+        stream = self.ws.protocol.stream
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.socket.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
 
     def _lost(self) -> None:
         if self._closed:

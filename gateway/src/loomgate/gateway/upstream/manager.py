@@ -61,6 +61,10 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
     )
     loom_registry: KernelRegistry
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._watching: asyncio.Task[None] | None = None
+
     @property
     def upstream(self) -> str:
         """Return the upstream's URL (where the kernels run)."""
@@ -110,7 +114,7 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
 
     def watch(self) -> None:
         """Start checking, every WATCH_SECONDS, that the upstream still runs our kernels."""
-        if getattr(self, "_watching", None) is None:
+        if self._watching is None:
             self._watching = asyncio.ensure_future(self._watch())
 
     async def _watch(self) -> None:
@@ -207,7 +211,11 @@ class UpstreamKernelManager(GatewayKernelManager):
     async def restart_kernel(self, **kw: Any) -> None:  # type: ignore[override]
         """Restart the kernel on the upstream; its records go on (numbering continues)."""
         self.registry.process_stopping(self, restart=True)
-        await self.mapping.asking(super().restart_kernel(**kw))
+        try:
+            await self.mapping.asking(super().restart_kernel(**kw))
+        except web.HTTPError:
+            self._spawn(self._reconnect())  # not restarted: follow it as it is
+            raise
         await self.registry.process_started(self)
 
     async def interrupt_kernel(self) -> None:  # type: ignore[override]
@@ -223,7 +231,6 @@ class UpstreamKernelManager(GatewayKernelManager):
             self._spawn(self._reconnect())  # still there: follow it again
             raise
         if not restart:
-            self.ending = "stopped"
             self.registry.process_gone(self)
 
     def _server_state(self, state: str) -> None:
@@ -239,7 +246,7 @@ class UpstreamKernelManager(GatewayKernelManager):
 
     def gone(self, reason: str) -> None:
         """End the kernel here: the upstream no longer runs it, for `reason`."""
-        if self.kernel_id in self.registry.live and not self.ending.startswith("stopped"):
+        if self.kernel_id in self.registry.live:
             self.ending = reason
             self._fire("dead")
 
@@ -266,26 +273,23 @@ class UpstreamKernelManager(GatewayKernelManager):
         while self.kernel_id in self.registry.live:
             try:
                 model = await self.mapping.asking(self.refresh_model())
-            except web.HTTPError as e:
-                cause = e.__cause__
-                if isinstance(cause, NotFound):
-                    model = None
-                else:
-                    if str(cause) != reported:
-                        reported = str(cause)
-                        self.log.warning("Kernel %s: %s; retrying", self.kernel_id, reported)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, RECONNECT_MAX_DELAY)
-                    continue
-            if model is None:
-                self.gone(GONE_UPSTREAM)
-                return
-            kernel = self.registry.live[str(self.kernel_id)]
-            try:
+                if model is None:
+                    self.gone(GONE_UPSTREAM)
+                    return
+                kernel = self.registry.live.get(str(self.kernel_id))
+                if kernel is None:
+                    return  # stopped meanwhile
                 await kernel.rejoin()
-            except GatewayError as e:
-                self.log.warning("Kernel %s: %s; retrying", self.kernel_id, e.message)
+            except (web.HTTPError, GatewayError) as e:
+                cause = e.__cause__ if isinstance(e, web.HTTPError) else e
+                if isinstance(cause, NotFound):
+                    self.gone(GONE_UPSTREAM)
+                    return
+                if str(cause) != reported:  # said once per cause, not once per try
+                    reported = str(cause)
+                    self.log.warning("Kernel %s: %s; retrying", self.kernel_id, reported)
                 await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_DELAY)
                 continue
             self.log.info("Kernel %s: connected to the upstream again", self.kernel_id)
             return
