@@ -7,6 +7,7 @@ For each upstream (a stock Jupyter Server, Kernel Gateway, Enterprise Gateway wi
 process proxy), each round a new one, against one kernel, interleaved in blocks:
 - ws: a client on the upstream's kernel websocket (JSON protocol, what jupyter_server's own
   gateway client speaks), executing `1+1` and waiting for the reply and IOPub idle: the floor;
+- noop: the same client → a no-op MCP server over stdio (the SDK's own cost);
 - mcp: the MCP SDK's client → `loomgate-mcp --gateway up` over stdio → the local gateway in
   upstream mode (started by the translator for the entry) → the upstream → the kernel.
 Also paced (0.2 s apart), and the wall time of one cell printing 100,000 lines both ways.
@@ -27,7 +28,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish
-from bench.translator_bench import BLOCK, PACED_ROUNDS, apart
+from bench.translator_bench import BLOCK, NOOP, PACED_ROUNDS, apart
 from loomgate.translator.client.local_gateway import UPSTREAMS_DIR
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.gateways import stop_local_gateway
@@ -81,7 +82,7 @@ async def one_round(home: Path, kind: str, iterations: int) -> dict[str, Any]:
         command=TRANSLATOR[0], args=[*TRANSLATOR[1:], *settings.argv()], env=env
     )
     try:
-        async with Client(translator) as mcp:
+        async with Client(translator) as mcp, Client(NOOP) as noop:
             first = await mcp.call_tool("run_cell", {"code": "1+1"})
             assert not first.is_error, first
             [kernel_id] = upstream.kernels()
@@ -96,7 +97,10 @@ async def one_round(home: Path, kind: str, iterations: int) -> dict[str, Any]:
                     assert not result.is_error
                     assert result.structured_content["state"] == "completed"
 
-                runs = {"ws": websocket, "mcp": run_cell}
+                async def noop_call() -> None:
+                    await noop.call_tool("run_cell", {"code": "1+1"})
+
+                runs = {"ws": websocket, "noop": noop_call, "mcp": run_cell}
                 loop = await interleave(runs, iterations, BLOCK)
                 paced = await apart(runs, PACED_ROUNDS)
                 big: dict[str, list[float]] = {"ws": [], "mcp": []}
@@ -127,12 +131,13 @@ def row(kind: str, results: list[dict[str, Any]]) -> str:
     def column(part: str, name: str) -> str:
         return spread([r[part][name] for r in results])
 
-    def ratio(part: str) -> str:
-        return spread([r[part]["mcp"] / r[part]["ws"] for r in results]) + "×"
+    def ratio(part: str, name: str = "mcp") -> str:
+        return spread([r[part][name] / r[part]["ws"] for r in results]) + "×"
 
     return (
         f"| {kind} | {column('loop', 'ws')} | {column('loop', 'mcp')} | {ratio('loop')} | "
         f"{column('paced', 'ws')} | {column('paced', 'mcp')} | {ratio('paced')} | "
+        f"{column('paced', 'noop')} ({ratio('paced', 'noop')}) | "
         f"{column('big', 'ws')} | {column('big', 'mcp')} | {ratio('big')} |"
     )
 
@@ -160,8 +165,8 @@ async def main() -> None:
         f"Each cell: median (range) over the rounds. Python {sys.version.split()[0]}.",
         "",
         "| upstream | ws loop, ms | run_cell loop, ms | × ws | ws paced | run_cell paced | × ws "
-        f"| {LINES:,} lines ws, s | run_cell, s | × ws |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| the SDK alone paced (× ws) | {LINES:,} lines ws, s | run_cell, s | × ws |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     with tempfile.TemporaryDirectory(prefix="loomgate-upstream-bench-") as work:
         for kind in args.kinds:
