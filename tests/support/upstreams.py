@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -174,3 +176,13 @@ def upstream_gateway(state_dir: Path, url: str, token: str | None, *extra: str) 
         env[TOKEN_VAR] = token
     state_dir.mkdir(parents=True, exist_ok=True)
     return GatewayProcess(state_dir, extra_args=args, env=env)
+
+
+@contextlib.contextmanager
+def running(home: Path, kind: str, **options: Any) -> Iterator[UpstreamProcess]:
+    """Yield a started upstream of `kind` in `home`; stopped (with its kernels) afterwards."""
+    server = UpstreamProcess(home, kind, **options)
+    try:
+        yield server.start()
+    finally:
+        server.stop()

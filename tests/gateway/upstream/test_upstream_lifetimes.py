@@ -13,17 +13,14 @@ import pytest
 from tests.gateway.upstream.test_upstream_mode import API, lines, run
 from tests.support.gateways import GatewayProcess, wait_refused
 from tests.support.sse import events, next_event
-from tests.support.upstreams import KINDS, UpstreamProcess, upstream_gateway
+from tests.support.upstreams import KINDS, UpstreamProcess, running, upstream_gateway
 
 
 @pytest.fixture(params=KINDS)
 def upstream(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpstreamProcess]:
-    """An upstream of each kind, of the test's own (tests kill it)."""
-    server = UpstreamProcess(tmp_path / "upstream", request.param)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    """An upstream of each kind, of the test's own."""
+    with running(tmp_path / "upstream", request.param) as server:
+        yield server
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from tests.support.gateways import GatewayProcess
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.proxies import DropProxy, self_signed_tls
 from tests.support.sse import events, next_event
-from tests.support.upstreams import KINDS, UpstreamProcess, upstream_gateway
+from tests.support.upstreams import KINDS, UpstreamProcess, running, upstream_gateway
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -25,11 +25,8 @@ def upstream(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[UpstreamProcess]:
     """An upstream of each kind, shared by the module's tests."""
-    server = UpstreamProcess(tmp_path_factory.mktemp("upstream"), request.param)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with running(tmp_path_factory.mktemp("upstream"), request.param) as server:
+        yield server
 
 
 @pytest.fixture
@@ -121,17 +118,15 @@ async def test_a_jupyter_client_through_loomgate_is_recorded(
 
 @pytest.mark.parametrize("kind", ["kernel_gateway", "enterprise_gateway"])
 async def test_an_upstream_kernel_limit_is_said_plainly(tmp_path: Path, kind: str) -> None:
-    limited = UpstreamProcess(tmp_path / "upstream", kind, max_kernels=1)
-    limited.start()
-    gateway = upstream_gateway(tmp_path / "state", limited.url, limited.token)
-    try:
-        async with await started(gateway) as http:
-            r = await http.post(f"{API}/kernels", json={})
-            assert r.status_code == 201, r.text
-            r = await http.post(f"{API}/kernels", json={})
-            assert r.status_code == 503, r.text
-            message = f"the upstream at {limited.url} refused: Resource Limit (HTTP 403)"
-            assert r.json()["message"] == message, r.text
-    finally:
-        gateway.stop()
-        limited.stop()
+    with running(tmp_path / "upstream", kind, max_kernels=1) as limited:
+        gateway = upstream_gateway(tmp_path / "state", limited.url, limited.token)
+        try:
+            async with await started(gateway) as http:
+                r = await http.post(f"{API}/kernels", json={})
+                assert r.status_code == 201, r.text
+                r = await http.post(f"{API}/kernels", json={})
+                assert r.status_code == 503, r.text
+                message = f"the upstream at {limited.url} refused: Resource Limit (HTTP 403)"
+                assert r.json()["message"] == message, r.text
+        finally:
+            gateway.stop()

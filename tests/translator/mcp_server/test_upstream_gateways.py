@@ -17,17 +17,14 @@ from loomgate.translator.mcp_server.settings import Settings
 from tests.support.gateways import stop_local_gateway
 from tests.support.jupyter_lab import loomgate_cli
 from tests.support.mcp_clients import text
-from tests.support.upstreams import KINDS, UpstreamProcess
+from tests.support.upstreams import KINDS, UpstreamProcess, running
 
 
 @pytest.fixture(params=KINDS)
 def upstream(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UpstreamProcess]:
-    """An upstream of each kind."""
-    server = UpstreamProcess(tmp_path / "upstream", request.param)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    """An upstream of each kind, of the test's own."""
+    with running(tmp_path / "upstream", request.param) as server:
+        yield server
 
 
 @pytest.fixture
