@@ -92,6 +92,11 @@ async def test_a_jupyter_entry_is_reached_through_an_upstream_mode_gateway(
     assert ran.returncode == 0 and "Out[4]: 43" in ran.stdout, ran.stdout + ran.stderr
     status = loomgate_cli(env, "--gateway", "hub", "gateway", "status")
     assert f"upstream: {upstream.url}" in status.stdout, status.stdout + status.stderr
+    foreground = loomgate_cli(env, "--gateway", "hub", "gateway", "start", "--foreground")
+    assert foreground.returncode != 0
+    assert "are for the local gateway; the gateway for hub is started on first use" in (
+        foreground.stderr
+    ), foreground.stderr
     stopped = loomgate_cli(env, "--gateway", "hub", "gateway", "stop")
     assert stopped.returncode == 0, stopped.stderr
     assert upstream.kernels() == []  # stopping the gateway stopped its kernels there

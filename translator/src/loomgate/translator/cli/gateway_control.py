@@ -62,8 +62,9 @@ def control_gateway(args: argparse.Namespace) -> int:
         args.action in ("install-service", "rotate-token") or args.foreground or args.port
     ):
         raise UsageError(
-            f"{args.action} with --foreground, --port, install-service or rotate-token is for "
-            'the local gateway; a kind = "jupyter" entry\'s gateway is started on first use'
+            "install-service, rotate-token, --foreground and --port are for the local gateway; "
+            f"the gateway for {target.name} is started on first use, or by `loomgate --gateway "
+            f"{target.name} gateway start`"
         )
     if args.action == "install-service":
         return install_service(directory, args.port, print_only=args.print)
