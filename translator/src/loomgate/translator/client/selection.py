@@ -58,18 +58,18 @@ def named_gateway(name: str, env: Mapping[str, str]) -> GatewayTarget:
     if target is None:
         known = ", ".join(sorted(targets)) or "none"
         raise GatewayConfigError(f"unknown gateway {echo(name)}; {path} defines: {known}")
+    where = f"of gateway {echo(name)} in {path}"
+    token, headers = target.token, target.headers
     if target.token_env is not None:
-        token = env.get(target.token_env)
-        if not token:
-            raise GatewayConfigError(
-                f"{target.token_env} is not set (token_env of gateway {echo(name)} in {path})"
-            )
-        target = dataclasses.replace(target, token=token)
+        token = variable_value(env, target.token_env, f"token_env {where}")
     if target.headers_env is not None:
-        headers = env.get(target.headers_env)
-        if not headers:
-            raise GatewayConfigError(
-                f"{target.headers_env} is not set (headers_env of gateway {echo(name)} in {path})"
-            )
-        target = dataclasses.replace(target, headers=headers)
-    return target
+        headers = variable_value(env, target.headers_env, f"headers_env {where}")
+    return dataclasses.replace(target, token=token, headers=headers)
+
+
+def variable_value(env: Mapping[str, str], variable: str, named_by: str) -> str:
+    """Return the value of `variable` (GatewayConfigError saying what names it if unset)."""
+    value = env.get(variable)
+    if not value:
+        raise GatewayConfigError(f"{variable} is not set ({named_by})")
+    return value
