@@ -29,9 +29,8 @@ from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish
 from bench.translator_bench import BLOCK, NOOP, PACED_ROUNDS, apart
-from loomgate.translator.client.local_gateway import UPSTREAMS_DIR
 from loomgate.translator.mcp_server.settings import Settings
-from tests.support.gateways import stop_local_gateway
+from tests.support.gateways import stop_upstream_gateways
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.translators import TRANSLATOR
 from tests.support.upstreams import KINDS, UpstreamProcess
@@ -115,8 +114,7 @@ async def one_round(home: Path, kind: str, iterations: int) -> dict[str, Any]:
                     assert result.structured_content["state"] == "completed", result
                     big["mcp"].append(time.perf_counter() - began)
     finally:
-        for gateway_dir in sorted((state / UPSTREAMS_DIR).glob("*")):
-            stop_local_gateway(gateway_dir)
+        stop_upstream_gateways(state)
         upstream.stop()
     return {
         "loop": {name: statistics.median(values) for name, values in loop.items()},

@@ -23,7 +23,7 @@ import httpx
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from loomgate.shared.paths import GATEWAY_FILE, read_gateway_file
-from loomgate.translator.client.local_gateway import gateway_command
+from loomgate.translator.client.local_gateway import UPSTREAMS_DIR, gateway_command
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
@@ -293,3 +293,10 @@ def gateway_with_token(
         launcher=launcher or [],
         root=root,
     )
+
+
+def stop_upstream_gateways(state_dir: Path) -> None:
+    """Stop every upstream-mode gateway a translator started under `state_dir` (one per
+    gateways.toml `kind = "jupyter"` entry), with its kernels."""
+    for gateway_dir in sorted((state_dir / UPSTREAMS_DIR).glob("*")):
+        stop_local_gateway(gateway_dir)

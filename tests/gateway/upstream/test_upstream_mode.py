@@ -14,18 +14,9 @@ from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, free_port
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.sse import events, next_event
-from tests.support.upstreams import KINDS, UpstreamProcess, running, upstream_gateway
+from tests.support.upstreams import UpstreamProcess, upstream_gateway
 
 API = "/api/loomgate"
-
-
-@pytest.fixture(scope="module", params=KINDS)
-def upstream(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[UpstreamProcess]:
-    """An upstream of each kind, shared by the module's tests."""
-    with running(tmp_path_factory.mktemp("upstream"), request.param) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

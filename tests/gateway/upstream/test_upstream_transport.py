@@ -5,7 +5,7 @@ limit, and a Jupyter client that goes through loomgate to the upstream."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -17,16 +17,7 @@ from tests.support.gateways import GatewayProcess
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.proxies import DropProxy, self_signed_tls
 from tests.support.sse import events, next_event
-from tests.support.upstreams import KINDS, UpstreamProcess, running, upstream_gateway
-
-
-@pytest.fixture(scope="module", params=KINDS)
-def upstream(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[UpstreamProcess]:
-    """An upstream of each kind, shared by the module's tests."""
-    with running(tmp_path_factory.mktemp("upstream"), request.param) as server:
-        yield server
+from tests.support.upstreams import UpstreamProcess, running, upstream_gateway
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from loomgate.shared.paths import read_gateway_file
 from loomgate.translator.client.local_gateway import UPSTREAMS_DIR
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
-from tests.support.gateways import stop_local_gateway
+from tests.support.gateways import stop_upstream_gateways
 from tests.support.jupyter_lab import loomgate_cli
 from tests.support.mcp_clients import text
 from tests.support.upstreams import KINDS, UpstreamProcess, running
@@ -35,8 +35,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     try:
         yield directory
     finally:
-        for gateway_dir in sorted((directory / UPSTREAMS_DIR).glob("*")):
-            stop_local_gateway(gateway_dir)
+        stop_upstream_gateways(directory)
 
 
 async def test_a_jupyter_entry_is_reached_through_an_upstream_mode_gateway(

@@ -11,7 +11,8 @@ from tornado.httpclient import HTTPClientError
 
 from loomgate.gateway.errors import GatewayError, NotFound, Unavailable
 
-# What jupyter_server's own gateway client puts in its errors (it names the Gateway, not why).
+# Statuses that, with no reason of the upstream's own (just "Forbidden"), mean its auth refused us;
+# with a reason (a kernel limit, a user not allowed) that reason is what is reported.
 TOKEN_REFUSED_STATUSES = (401, 403)
 
 
