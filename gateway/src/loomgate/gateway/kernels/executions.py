@@ -249,12 +249,20 @@ class ExecutionTracker:
         pending_output = self._output_events.pop(record.number, None)
         if pending_output is not None:
             pending_output.cancel()
-            self._publish_output(record)
-        self.publish_execution(record)
+        if self.events.has_subscribers(self.kernel_id):
+            # After the waiting reply, which the wake-up in set_state has queued first.
+            asyncio.get_running_loop().call_soon(self._publish_end, record, pending_output)
         if self._reseed_after == record.number and self.channels is not None and state != "died":
             self._reseed_after = None
             # Sent at once on our shell socket, so the kernel runs it before any later cell.
             self.channels.send_shell("execute_request", seed_content(record.number + 1))
+
+    def _publish_end(
+        self, record: ExecutionRecord, pending_output: asyncio.TimerHandle | None
+    ) -> None:
+        if pending_output is not None:
+            self._publish_output(record)
+        self.publish_execution(record)
 
     def publish_execution(self, record: ExecutionRecord) -> None:
         """Tell event listeners of the execution's new state."""

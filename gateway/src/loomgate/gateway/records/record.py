@@ -12,6 +12,7 @@ from typing import Any
 
 from loomgate.gateway.records.output_log import LineLog, OutputKind, OutputStream
 from loomgate.gateway.records.rich_outputs import RichOutputs, image_mime
+from loomgate.gateway.records.wakeups import Wakeups
 from loomgate.shared.paths import write_json_atomic
 from loomgate.shared.wire import (
     FINAL_STATES,
@@ -52,9 +53,12 @@ class ExecutionRecord:
         self.streams: dict[str, OutputStream] = {}
         self.rich = RichOutputs(directory, meta.pop("rich", []))
         self.last_output: float = meta.get("last_output") or meta["started"]
-        self._waiters: list[asyncio.Future[None]] = []
+        self._wakeups = Wakeups()
         self._flush_handle: asyncio.TimerHandle | None = None
         self._save_pending = False
+        self._close_pending = False
+        # Streams a record made in this process never opened are empty: no need to look.
+        self._created_here = False
         self.on_storage_error = on_storage_error
 
     # -- construction -------------------------------------------------------------------------
@@ -91,6 +95,7 @@ class ExecutionRecord:
             "gaps": [],
         }
         record = cls(directory, meta, on_storage_error)
+        record._created_here = True
         record._store(lambda: directory.mkdir(parents=True, exist_ok=True))
         return record
 
@@ -265,8 +270,9 @@ class ExecutionRecord:
             # A lost execution ended unseen: its time ends at the last thing the gateway saw.
             self.meta["finished"] = self.last_output if state == "lost" else time.time()
             self.meta["input"] = None
-            self._close_streams()
-        self._wake()
+            # Closed by save_soon's save, after a waiting reply has read them from memory.
+            self._close_pending = True
+        self._wakeups.wake()
         self.save_soon()
 
     def amend(self, **details: Any) -> None:
@@ -276,6 +282,7 @@ class ExecutionRecord:
 
     def _close_streams(self) -> None:
         """Commit and close the open streams, noting their final sizes in the metadata."""
+        self._close_pending = False
         self.flush()
         sizes = self.meta.setdefault("streams", {n: {"lines": 0, "bytes": 0} for n in STREAMS})
         for name, stream in self.streams.items():
@@ -296,6 +303,8 @@ class ExecutionRecord:
     def save(self) -> None:
         """Write record.json now (a refused write is noted in `unstored`)."""
         self._save_pending = False
+        if self._close_pending:  # the final sizes go in with it
+            self._close_streams()
         try:
             self._write_meta()
         except OSError as error:
@@ -313,10 +322,8 @@ class ExecutionRecord:
         )
 
     def save_soon(self) -> None:
-        """Write record.json once the callbacks already queued (a waiting reply) have run.
-
-        Keeps the write off the latency of the request that waits for this record.
-        """
+        """Write record.json (closing a finished record's streams first) once the callbacks
+        already queued (a waiting reply) have run: off the latency of that reply."""
         if not self._save_pending:
             self._save_pending = True
             asyncio.get_running_loop().call_soon(self._save_if_pending)
@@ -324,12 +331,6 @@ class ExecutionRecord:
     def _save_if_pending(self) -> None:
         if self._save_pending:
             self.save()
-
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
 
     async def wait(self, timeout: float, until_silent: float | None = None) -> Returned:
         """Wait for the end, an input request, `until_silent` seconds of quiet, or `timeout`.
@@ -351,14 +352,7 @@ class ExecutionRecord:
                     remaining, reason = quiet_left, "silent"
             if remaining <= 0:
                 return reason
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(waiter, remaining)
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+            await self._wakeups.next(remaining)
 
     # -- wire ---------------------------------------------------------------------------------
 
@@ -368,6 +362,9 @@ class ExecutionRecord:
             return self.meta["streams"]  # type: ignore[no-any-return]
         sizes: dict[StreamName, StreamSize] = {}
         for name in STREAMS:
+            if self._created_here and name not in self.streams and "streams" not in self.meta:
+                sizes[name] = StreamSize(lines=0, bytes=0)
+                continue
             log = self.log(name)
             sizes[name] = StreamSize(lines=log.total, bytes=log.byte_size)
         return sizes
