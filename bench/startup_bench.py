@@ -13,7 +13,8 @@ the table gives the median and range over the rounds:
   running kernel, beside a no-op MCP server's spawn → first result;
 - spawn `loomgate-mcp` with no gateway running → first result, beside loommux 0.1.8 (installed
   here into a temporary venv by uv) spawn → first run_python result, the same SDK client.
-Port 8787 (the local gateway's default) must be free: the autostart rows use it.
+Port 8787 (the local gateway's default) must be free: the autostart rows use it. Every side
+runs with Python's bytecode cache, as installed packages do (`bench/installed.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import httpx
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import publish, raw_kernel, stock_server
+from bench.installed import as_installed
 from bench.translator_bench import LOOMMUX, NOOP, install_loommux
 from loomgate.shared.paths import GATEWAY_FILE, read_gateway_file
 from loomgate.translator.client.local_gateway import gateway_command
@@ -230,6 +232,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="loomgate-startup-") as tmp:
         work = Path(tmp)
         loommux = install_loommux(work)
+        as_installed(loommux.parent.parent / "lib")
         for _ in range(args.rounds):
             for rows in (
                 await gateway_start(work),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import os
 import pstats
@@ -27,16 +28,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish, raw_kernel, raw_run, timed
+from bench.installed import as_installed
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.output_view import OutputLimits
-from tests.support.gateways import GatewayProcess
+from tests.support.gateways import GatewayProcess, free_port
 from tests.support.translators import stdio
 
 API = "/api/loomgate/kernels"
@@ -51,8 +53,11 @@ NOOP = StdioServerParameters(
     command=sys.executable, args=[str(Path(__file__).with_name("noop_mcp_server.py"))]
 )
 LOOMMUX = "loommux==0.1.8"
+ECHO_SERVER = Path(__file__).with_name("echo_http_server.py")
 PATHS = {
     "noop": "floor: a no-op MCP tool over stdio, no kernel (the SDK's own cost)",
+    "relay": "floor: the no-op tool making one HTTP request to a tornado echo server (a second "
+    "process behind the MCP server, as the gateway is)",
     "raw": "raw jupyter_client loop",
     "http": "the gateway's submit endpoint through the translator's own HTTP client",
     "mcp": "run_cell over stdio: MCP client → loomgate-mcp → gateway",
@@ -83,10 +88,14 @@ async def latency(
     """Return table rows comparing every path with the raw loop, and the per-hop budget rows."""
     limits = OutputLimits()
     async with (
+        echo_server() as echo_url,
         raw_kernel() as raw,
         GatewayClient(gw.url, gw.token) as http,
         Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
         Client(NOOP) as noop,
+        Client(
+            NOOP.model_copy(update={"args": [*NOOP.args, "--relay", echo_url, "unused"]})
+        ) as relay,
         Client(StdioServerParameters(command=str(loommux), cwd=str(config))) as rival,
     ):
 
@@ -108,12 +117,17 @@ async def latency(
         async def noop_call() -> None:
             await noop.call_tool("run_cell", {"code": "1+1"})
 
+        async def relay_call() -> None:
+            result = await relay.call_tool("run_cell", {"code": "1+1"})
+            assert not result.is_error, result
+
         async def loommux_call() -> None:
             result = await rival.call_tool("run_python", {"freeform": "1+1"})
             assert not result.is_error, result
 
         runs = {
             "noop": noop_call,
+            "relay": relay_call,
             "raw": lambda: raw_run(raw, "1+1"),
             "http": http_submit,
             "mcp": run_cell,
@@ -133,7 +147,7 @@ async def latency(
 
 def versus(medians: dict[str, float], name: str) -> str:
     """Return a path's median as a multiple of the raw loop's (blank for the no-op floor)."""
-    return "" if name == "noop" else f"{medians[name] / medians['raw']:.2f}×"
+    return "" if name in ("noop", "relay") else f"{medians[name] / medians['raw']:.2f}×"
 
 
 def budget(loop: dict[str, float], slow: dict[str, float]) -> list[str]:
@@ -146,8 +160,29 @@ def budget(loop: dict[str, float], slow: dict[str, float]) -> list[str]:
             "translator's own work (run_cell − http − no-op)",
             lambda m: m["mcp"] - m["http"] - m["noop"],
         ),
+        ("one HTTP hop to a second process (relay − no-op)", lambda m: m["relay"] - m["noop"]),
+        (
+            "loomgate's work above the two-process floor (run_cell − raw − relay)",
+            lambda m: m["mcp"] - m["raw"] - m["relay"],
+        ),
     ]
     return [f"| {label} | {share(loop):.2f} | {share(slow):.2f} |" for label, share in hops]
+
+
+@contextlib.asynccontextmanager
+async def echo_server() -> AsyncIterator[str]:
+    """Yield the base URL of a running `echo_http_server.py`, stopped afterwards."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(ECHO_SERVER), str(port), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None
+        assert await asyncio.wait_for(process.stdout.readline(), 30) == b"serving\n"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.kill()
+        await process.wait()
 
 
 async def apart(
@@ -243,6 +278,7 @@ async def main() -> None:
         config = work / "config"
         config.mkdir()
         loommux = None if args.profile else install_loommux(work)
+        as_installed(*([] if loommux is None else [loommux.parent.parent / "lib"]))
         gw = GatewayProcess(work / "state")
         gw.prewarm = 1
         gw.extra_args = ["--log-level", "WARNING"]

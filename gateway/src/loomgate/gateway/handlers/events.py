@@ -16,7 +16,8 @@ from loomgate.shared.events import HelloEvent
 
 KEEPALIVE_SECONDS = 5.0
 KEEPALIVE = ": keepalive\n\n"
-WATCHER_BATCH_SECONDS = 0.05  # how long a stream that holds nothing gathers events
+WATCHER_BATCH_SECONDS = 0.25  # how long a stream that holds nothing gathers events (the page
+# draws at most this often anyway)
 CLOSED = ""  # queued when the client goes away (no frame is empty)
 
 
