@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
 
 
 async def interleave(
-    runs: dict[str, Callable[[], Awaitable[object]]], iterations: int, block: int = BLOCK
+    runs: Mapping[str, Callable[[], Awaitable[object]]], iterations: int, block: int = BLOCK
 ) -> dict[str, list[float]]:
     """Return each run's latencies (ms): warmed up, then run in turns of `block` iterations."""
     for fn in runs.values():

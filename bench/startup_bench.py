@@ -71,7 +71,7 @@ async def until_serving(
     async with httpx.AsyncClient(timeout=5) as http:
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"{process.args} exited with {process.returncode}")
+                raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
             known = where()
             if known is not None:
                 url, token = known

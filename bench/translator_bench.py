@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 
 import httpx
@@ -93,9 +93,7 @@ async def latency(
         GatewayClient(gw.url, gw.token) as http,
         Client(translator(gw, config, "--kernel", "bench-latency")) as mcp,
         Client(NOOP) as noop,
-        Client(
-            NOOP.model_copy(update={"args": [*NOOP.args, "--relay", echo_url, "unused"]})
-        ) as relay,
+        Client(relaying(echo_url)) as relay,
         Client(StdioServerParameters(command=str(loommux), cwd=str(config))) as rival,
     ):
 
@@ -169,6 +167,11 @@ def budget(loop: dict[str, float], slow: dict[str, float]) -> list[str]:
     return [f"| {label} | {share(loop):.2f} | {share(slow):.2f} |" for label, share in hops]
 
 
+def relaying(echo_url: str) -> StdioServerParameters:
+    """Return how to spawn the no-op MCP server relaying each call to the echo server."""
+    return NOOP.model_copy(update={"args": [*NOOP.args, "--relay", echo_url, "unused"]})
+
+
 @contextlib.asynccontextmanager
 async def echo_server() -> AsyncIterator[str]:
     """Yield the base URL of a running `echo_http_server.py`, stopped afterwards."""
@@ -186,7 +189,7 @@ async def echo_server() -> AsyncIterator[str]:
 
 
 async def apart(
-    runs: dict[str, Callable[[], Awaitable[object]]], rounds: int
+    runs: Mapping[str, Callable[[], Awaitable[object]]], rounds: int
 ) -> dict[str, list[float]]:
     """Return each run's latencies (ms) with PACE seconds of idleness before every call."""
     samples: dict[str, list[float]] = {name: [] for name in runs}

@@ -74,7 +74,7 @@ def wait_refused(url: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            socket.create_connection((parts.hostname, parts.port), timeout=1).close()
+            socket.create_connection((parts.hostname, parts.port or 80), timeout=1).close()
         except ConnectionRefusedError:
             return
         except OSError:

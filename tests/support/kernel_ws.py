@@ -61,7 +61,9 @@ class KernelWebsocket:
     async def __aexit__(self, *exc: object) -> None:
         await self.ws.close()
 
-    def message(self, msg_type: str, content: dict[str, Any], parent: dict | None = None) -> dict:
+    def message(
+        self, msg_type: str, content: dict[str, Any], parent: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Return a new message dict."""
         header = {
             "msg_id": uuid.uuid4().hex,
