@@ -5,9 +5,10 @@ Run: `uv run python -m bench.notebook_bench [--iterations 300] [--rounds 3] [--o
 A real `jupyter lab` with loomgate's extension enabled (`loomgate jupyter enable`), a notebook
 session made as JupyterLab makes it, and, interleaved in blocks against that one kernel:
 - ws: the kernel websocket (v1 protocol) JupyterLab itself uses, the floor;
-- noop: the MCP SDK's client → a no-op MCP server over stdio (the SDK's own cost);
-- relay: the same no-op tool making one HTTP request to a tornado echo server (the cost of a
-  second process behind the MCP server: websocket + relay is the floor of such a design);
+- noop: the MCP SDK's client → a no-op MCP server over stdio (the SDK's own cost). The
+  websocket and the no-op tool together cross the same processes as run_cell (a client, an MCP
+  server, the Jupyter server, the kernel): their sum is the floor of any MCP server that reaches
+  the kernel through Jupyter Server;
 - mcp: the same client → `loomgate-mcp --gateway jupyter:PORT --kernel analysis.ipynb` → the
   extension's endpoints → the kernel.
 Also paced (0.2 s of idleness before each call, an agent's pace). Each round is a new lab.
@@ -25,7 +26,7 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 
 from bench.gateway_bench import interleave, publish
-from bench.translator_bench import BLOCK, NOOP, PACED_ROUNDS, apart, echo_server, relaying
+from bench.translator_bench import BLOCK, NOOP, PACED_ROUNDS, apart
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.jupyter_lab import JupyterServerProcess
 from tests.support.kernel_ws import KernelWebsocket
@@ -45,11 +46,9 @@ async def one_round(home: Path, iterations: int) -> dict[str, tuple[float, float
             command=TRANSLATOR[0], args=[*TRANSLATOR[1:], *settings.argv()], env=lab.env
         )
         async with (
-            echo_server() as echo_url,
             KernelWebsocket(lab.url, lab.token, kernel_id, binary=True) as ws,
             Client(translator) as mcp,
             Client(NOOP) as noop,
-            Client(relaying(echo_url)) as relay,
         ):
 
             async def websocket() -> None:
@@ -63,11 +62,7 @@ async def one_round(home: Path, iterations: int) -> dict[str, tuple[float, float
             async def noop_call() -> None:
                 await noop.call_tool("run_cell", {"code": "1+1"})
 
-            async def relay_call() -> None:
-                result = await relay.call_tool("run_cell", {"code": "1+1"})
-                assert not result.is_error, result
-
-            runs = {"ws": websocket, "noop": noop_call, "relay": relay_call, "mcp": run_cell}
+            runs = {"ws": websocket, "noop": noop_call, "mcp": run_cell}
             loop = await interleave(runs, iterations, BLOCK)
             paced = await apart(runs, PACED_ROUNDS)
     finally:
@@ -76,8 +71,8 @@ async def one_round(home: Path, iterations: int) -> dict[str, tuple[float, float
         name: (statistics.median(loop[name]), statistics.median(paced[name])) for name in loop
     }
     medians["floor"] = (
-        medians["ws"][0] + medians["relay"][0],
-        medians["ws"][1] + medians["relay"][1],
+        medians["ws"][0] + medians["noop"][0],
+        medians["ws"][1] + medians["noop"][1],
     )
     return medians
 
@@ -112,8 +107,7 @@ async def main() -> None:
     labels = {
         "ws": "floor: the notebook's kernel websocket (what JupyterLab uses)",
         "noop": "the MCP SDK alone: a no-op tool over stdio",
-        "relay": "the no-op tool relaying one HTTP request to a second process (a tornado echo)",
-        "floor": "floor of a second process behind the MCP server: websocket + relay",
+        "floor": "floor of an MCP server reaching the kernel through Jupyter: websocket + no-op",
         "mcp": "run_cell over stdio: MCP client → loomgate-mcp → the extension → kernel",
     }
     for name, label in labels.items():
@@ -128,7 +122,7 @@ async def main() -> None:
     above = [(r["mcp"][0] - r["floor"][0], r["mcp"][1] - r["floor"][1]) for r in results]
     lines += [
         "",
-        f"loomgate above that floor (run_cell − websocket − relay): "
+        f"loomgate above that floor (run_cell − websocket − no-op): "
         f"{spread([a[0] for a in above])} ms in a loop, {spread([a[1] for a in above])} ms paced.",
     ]
     publish(lines, args.out)
