@@ -54,11 +54,13 @@ async def test_websocket_and_loomgate_share_numbering(
     gateway: GatewayProcess, http: httpx.AsyncClient, kernel: str
 ) -> None:
     r = await http.post(f"{API}/{kernel}/executions", json={"code": "a = 1", "wait": 30})
+    assert r.status_code == 201, r.text
     assert r.json()["execution"]["number"] == 1
     async with KernelWebsocket(gateway.url, gateway.token, kernel, binary=True) as ws:
         reply, _ = await ws.run("a + 1")
     assert reply["content"]["execution_count"] == 2
     r = await http.post(f"{API}/{kernel}/executions", json={"code": "a + 2", "wait": 30})
+    assert r.status_code == 201, r.text
     assert r.json()["execution"]["number"] == 3
     r = await http.get(f"{API}/{kernel}/executions")
     assert [(e["number"], e["source"]) for e in r.json()["executions"]] == [

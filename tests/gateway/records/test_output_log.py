@@ -33,12 +33,16 @@ def entries(*offsets: int) -> bytes:
     return array("Q", offsets).tobytes()
 
 
-@pytest.fixture
-def five(tmp_path: Path) -> LineLog:
-    """Return a log holding FIVE (tag 1) and the pending line "six" (tag 2)."""
+@pytest.fixture(params=["written here", "reopened"])
+def five(tmp_path: Path, request: pytest.FixtureRequest) -> LineLog:
+    """Return a log holding FIVE (tag 1) and the pending line "six" (tag 2): written in this
+    process (read from memory) or reopened from its files (read from them)."""
     log = LineLog(tmp_path / "five")
     log.append(FIVE[:2], tag=1)
     log.append(FIVE[2:], tag=1)
+    if request.param == "reopened":
+        log.close()
+        log = LineLog(tmp_path / "five")
     log.set_pending("six", tag=2)
     return log
 
@@ -255,6 +259,30 @@ def test_range_read_on_big_and_small_logs(
         log.append([big_line(i) for i in range(100)], tag=1)
     lines = log.read(lo, lo + 20)
     assert lines == [Line(i + 1, big_line(i), 1) for i in range(lo, lo + 20)]
+
+
+def test_a_small_log_written_here_is_read_from_memory(tmp_path: Path) -> None:
+    """Its files can go (or be slow): reads of a small log begun here never touch them."""
+    log = LineLog(tmp_path / "small")
+    log.append(["first", "second"], tag=3)
+    log.flush()
+    for suffix in (".txt", ".idx"):
+        (tmp_path / f"small{suffix}").unlink()
+    assert log.read(0, 5) == [Line(1, "first", 3), Line(2, "second", 3)]
+
+
+@pytest.mark.parametrize("line_bytes", [10, 1000, 70_000])
+def test_a_log_that_outgrows_memory_reads_from_its_files(tmp_path: Path, line_bytes: int) -> None:
+    """Past 64 KiB the log is read from disk; every line reads the same either side of that."""
+    log = LineLog(tmp_path / "growing")
+    lines = [f"{i:06d}" + "x" * line_bytes for i in range(200)]
+    for start in range(0, 200, 7):
+        log.append(lines[start : start + 7], tag=1)
+        assert texts(log.read(0, start + 7)) == lines[: start + 7]
+    for lo in (0, 1, 50, 199):
+        assert texts(log.read(lo, lo + 3)) == lines[lo : lo + 3]
+    log.close()
+    assert texts(LineLog(tmp_path / "growing").read(0, 200)) == lines
 
 
 def test_big_log_tail(big_log: LineLog, big_line: Callable[[int], str]) -> None:

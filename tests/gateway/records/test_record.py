@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from loomgate.gateway.records.output_log import LineLog
 from loomgate.gateway.records.record import ExecutionRecord
 
 
@@ -26,16 +27,17 @@ def on_disk(directory: Path) -> dict[str, object]:
 async def test_a_waiter_reads_the_ended_record_before_it_is_closed_and_saved(
     tmp_path: Path,
 ) -> None:
-    """The reply a long-poll sends comes first; closing the streams and writing record.json
-    follow it, and what they write agrees with what the reply saw."""
+    """The output is on disk when a long poll learns the end; closing the streams and writing
+    record.json follow its reply, and agree with what the reply saw."""
     record = new_record(tmp_path / "1")
     record.save()
-    record.write_stream("stdout", "hi\nthere\n")
+    record.write_stream("stdout", "hi\nthere")  # "there" is pending: no newline yet
     seen: dict[str, object] = {}
 
     async def long_poll() -> None:
         seen["returned"] = await record.wait(timeout=30)
         seen["on_disk"] = on_disk(record.directory)["state"]
+        seen["lines on disk"] = [x.text for x in LineLog(record.directory / "stdout").read(0, 9)]
         seen["streams open"] = sorted(record.streams)
         seen["summary"] = record.summary()["streams"]
 
@@ -46,6 +48,7 @@ async def test_a_waiter_reads_the_ended_record_before_it_is_closed_and_saved(
     assert seen["returned"] == "final"
     assert seen["on_disk"] == "running"
     assert seen["streams open"] == ["combined", "stdout"]
+    assert seen["lines on disk"] == ["hi", "there"]  # what the reply shows survives a crash
     for _ in range(3):  # the save queued behind the wake-up
         await asyncio.sleep(0)
     saved = on_disk(record.directory)

@@ -45,6 +45,10 @@ class KernelChannels:
     async def _connected(self, timeout: float) -> None:
         """Return once the transport can carry every channel (an input_request included)."""
 
+    def catch_up(self) -> None:
+        """Handle the IOPub messages already received and not yet handled (where a transport
+        can hold some back)."""
+
     def _iopub_message(self, msg: Message) -> None:
         parent_id = msg["parent_header"].get("msg_id")
         if self._probes and parent_id in self._probes:

@@ -86,6 +86,8 @@ class ExecutionTracker:
             starting = next(iter(self._submissions.values())).record
             with contextlib.suppress(Exception):  # it never started: refused without a number
                 await asyncio.wait_for(asyncio.shield(starting), start_timeout)
+        if self.current is not None and self.channels is not None:
+            self.channels.catch_up()  # an idle received already ends the running cell first
         if self.current is not None:
             number = self.current.number
             raise Busy(

@@ -99,6 +99,12 @@ class ZmqChannels(KernelChannels):
 
         return receive
 
+    def catch_up(self) -> None:
+        """Handle the IOPub messages waiting in the socket now, rather than one per turn of the
+        event loop: another client may already have seen the idle that ends a cell."""
+        if not self.iopub.closed():
+            self.iopub.flush(zmq.POLLIN)
+
     def _send(self, channel: Channel, msg: Message) -> None:
         self.session.send(self._streams[channel], msg)
 

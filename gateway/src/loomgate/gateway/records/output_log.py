@@ -36,6 +36,7 @@ _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 _ENTRY = 8  # bytes per index entry: array("Q") item
 _INDEX_FLUSH_ENTRIES = 8192  # index entries kept in memory before they are written out
 _DATA_BUFFER = 1 << 16
+_MIRROR_BYTES = 1 << 16  # a log begun empty here is read from memory while this small
 _SCAN_BLOCK = 1 << 16  # bytes read at a time when checking a log reopened after a crash
 _NATIVE_LITTLE_ENDIAN = sys.byteorder == "little"
 
@@ -97,6 +98,10 @@ class LineLog:
         self._pending_tag = 0
         self._count, self._size = self._recover()
         self._durable = (self._count, self._size)  # what the files hold for certain
+        # A copy of a small log's data and index entries: reads need no flush and no file.
+        self._mirror: tuple[bytearray, array[int]] | None = (
+            (bytearray(), array("Q")) if self._count == 0 else None
+        )
         self.write_error: OSError | None = None  # set by a failed write; the log is then frozen
 
     def _recover(self) -> tuple[int, int]:
@@ -182,6 +187,12 @@ class LineLog:
         self._unwritten.extend(entries)
         self._count += len(lines)
         self._size += len(encoded)
+        if self._mirror is not None:
+            if self._size > _MIRROR_BYTES:
+                self._mirror = None
+            else:
+                self._mirror[0].extend(encoded)
+                self._mirror[1].extend(entries)
         self._dirty = True
         if len(self._unwritten) >= _INDEX_FLUSH_ENTRIES:
             self.flush()
@@ -201,13 +212,7 @@ class LineLog:
         lines: list[Line] = []
         committed_hi = min(hi, self._count)
         if lo < committed_hi:
-            self._sync()
-            index, data = self._readers()
-            want = committed_hi - lo + (1 if committed_hi < self._count else 0)
-            entries = _entries(_read_at(index, lo * _ENTRY, want * _ENTRY))
-            start = entries[0] & _OFFSET_MASK
-            end = entries[-1] & _OFFSET_MASK if committed_hi < self._count else self._size
-            texts = _decode(_read_at(data, start, end - start))
+            entries, texts = self._committed(lo, committed_hi)
             numbers = range(lo + 1, committed_hi + 1)
             tags = [entry >> _OFFSET_BITS for entry in entries[: len(numbers)]]
             lines = [
@@ -252,6 +257,7 @@ class LineLog:
                     handle.close()
         self._data_writer = self._index_writer = None
         self._count, self._size = self._durable
+        self._mirror = None
         for path, length in (
             (self._data_path, self._size),
             (self._index_path, self._count * _ENTRY),
@@ -261,6 +267,23 @@ class LineLog:
                     os.truncate(path, length)
         del self._unwritten[:]
         self._dirty = False
+
+    def _committed(self, lo: int, hi: int) -> tuple[array[int], list[str]]:
+        """Return the index entries and the texts of committed lines [lo, hi) (with one entry
+        more when a line follows), from the mirror if there is one, else from the files."""
+        want = hi - lo + (1 if hi < self._count else 0)
+        mirror = self._mirror
+        if mirror is None:
+            self._sync()
+            index, data = self._readers()
+            entries = _entries(_read_at(index, lo * _ENTRY, want * _ENTRY))
+        else:
+            entries = mirror[1][lo : lo + want]
+        start = entries[0] & _OFFSET_MASK
+        end = entries[-1] & _OFFSET_MASK if hi < self._count else self._size
+        if mirror is None:
+            return entries, _decode(_read_at(data, start, end - start))
+        return entries, _decode(bytes(mirror[0][start:end]))
 
     def close(self) -> None:
         """Flush and close every file handle; later reads and appends reopen what they need."""

@@ -270,7 +270,8 @@ class ExecutionRecord:
             # A lost execution ended unseen: its time ends at the last thing the gateway saw.
             self.meta["finished"] = self.last_output if state == "lost" else time.time()
             self.meta["input"] = None
-            # Closed by save_soon's save, after a waiting reply has read them from memory.
+            # Output is on disk before a reply says the cell ended; the rest follows (save_soon).
+            self._commit_streams()
             self._close_pending = True
         self._wakeups.wake()
         self.save_soon()
@@ -280,13 +281,18 @@ class ExecutionRecord:
         self.meta.update(details)
         self.save()
 
+    def _commit_streams(self) -> None:
+        """Commit each open stream's pending line and push all output to disk."""
+        for stream in self.streams.values():
+            self._store(stream.finish)
+        self.flush()
+
     def _close_streams(self) -> None:
         """Commit and close the open streams, noting their final sizes in the metadata."""
         self._close_pending = False
-        self.flush()
+        self._commit_streams()
         sizes = self.meta.setdefault("streams", {n: {"lines": 0, "bytes": 0} for n in STREAMS})
         for name, stream in self.streams.items():
-            self._store(stream.finish)
             with contextlib.suppress(OSError):  # already noted in `unstored`
                 stream.log.close()
             sizes[name] = {"lines": stream.log.total, "bytes": stream.log.byte_size}
@@ -322,8 +328,7 @@ class ExecutionRecord:
         )
 
     def save_soon(self) -> None:
-        """Write record.json (closing a finished record's streams first) once the callbacks
-        already queued (a waiting reply) have run: off the latency of that reply."""
+        """Save (closing a finished record's files first) after the callbacks queued (a reply)."""
         if not self._save_pending:
             self._save_pending = True
             asyncio.get_running_loop().call_soon(self._save_if_pending)
@@ -333,10 +338,8 @@ class ExecutionRecord:
             self.save()
 
     async def wait(self, timeout: float, until_silent: float | None = None) -> Returned:
-        """Wait for the end, an input request, `until_silent` seconds of quiet, or `timeout`.
-
-        Returns why it returned: "final", "input", "silent" or "timeout".
-        """
+        """Wait for the end, an input request, `until_silent` seconds of quiet or `timeout`;
+        return which it was: "final", "input", "silent" or "timeout"."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         while True:
