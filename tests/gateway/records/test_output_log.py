@@ -271,6 +271,15 @@ def test_a_small_log_written_here_is_read_from_memory(tmp_path: Path) -> None:
     assert log.read(0, 5) == [Line(1, "first", 3), Line(2, "second", 3)]
 
 
+@pytest.mark.parametrize("lines", [["shown"], [f"line {i}" for i in range(20_000)]])
+def test_lines_a_read_returned_are_on_disk(tmp_path: Path, lines: list[str]) -> None:
+    """Whatever a client was shown survives a crash of the gateway that showed it."""
+    log = LineLog(tmp_path / "seen")
+    log.append(lines)
+    assert texts(log.read(0, len(lines))) == lines
+    assert texts(LineLog(tmp_path / "seen").read(0, len(lines))) == lines  # the files alone
+
+
 @pytest.mark.parametrize("line_bytes", [10, 1000, 70_000])
 def test_a_log_that_outgrows_memory_reads_from_its_files(tmp_path: Path, line_bytes: int) -> None:
     """Past 64 KiB the log is read from disk; every line reads the same either side of that."""

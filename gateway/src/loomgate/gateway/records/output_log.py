@@ -272,9 +272,9 @@ class LineLog:
         """Return the index entries and the texts of committed lines [lo, hi) (with one entry
         more when a line follows), from the mirror if there is one, else from the files."""
         want = hi - lo + (1 if hi < self._count else 0)
+        self._sync()  # what a reader was shown is on disk: a crash of the gateway keeps it
         mirror = self._mirror
         if mirror is None:
-            self._sync()
             index, data = self._readers()
             entries = _entries(_read_at(index, lo * _ENTRY, want * _ENTRY))
         else:
