@@ -434,6 +434,11 @@ async def main() -> None:
     )
 
 
+def spread(values: list[float]) -> str:
+    """Return "median (min–max)"."""
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
 def publish(lines: list[str], out: Path | None) -> None:
     """Print a Markdown report and, when `out` is given, write it there too."""
     report = "\n".join([*lines, ""])

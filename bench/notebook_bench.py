@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import interleave, publish
+from bench.gateway_bench import interleave, publish, spread
 from bench.translator_bench import BLOCK, NOOP, PACED_ROUNDS, apart
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.jupyter_lab import JupyterServerProcess
@@ -75,11 +75,6 @@ async def one_round(home: Path, iterations: int) -> dict[str, tuple[float, float
         medians["ws"][1] + medians["noop"][1],
     )
     return medians
-
-
-def spread(values: list[float]) -> str:
-    """Return "median (min–max)"."""
-    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
 async def main() -> None:

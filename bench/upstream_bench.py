@@ -27,7 +27,7 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import interleave, publish
+from bench.gateway_bench import interleave, publish, spread
 from bench.translator_bench import BLOCK, NOOP, PACED_ROUNDS, apart
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.gateways import stop_upstream_gateways
@@ -138,11 +138,6 @@ def row(kind: str, results: list[dict[str, Any]]) -> str:
         f"{column('paced', 'noop')} ({ratio('paced', 'noop')}) | "
         f"{column('big', 'ws')} | {column('big', 'mcp')} | {ratio('big')} |"
     )
-
-
-def spread(values: list[float]) -> str:
-    """Return "median (min–max)"."""
-    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
 async def main() -> None:
