@@ -98,7 +98,7 @@ class LineLog:
         self._pending_tag = 0
         self._count, self._size = self._recover()
         self._durable = (self._count, self._size)  # what the files hold for certain
-        # A copy of a small log's data and index entries: reads need no flush and no file.
+        # A copy of a small log's data and index entries: its reads open no file.
         self._mirror: tuple[bytearray, array[int]] | None = (
             (bytearray(), array("Q")) if self._count == 0 else None
         )

@@ -365,7 +365,7 @@ class ExecutionRecord:
             return self.meta["streams"]  # type: ignore[no-any-return]
         sizes: dict[StreamName, StreamSize] = {}
         for name in STREAMS:
-            if self._created_here and name not in self.streams and "streams" not in self.meta:
+            if self._created_here and name not in self.streams:
                 sizes[name] = StreamSize(lines=0, bytes=0)
                 continue
             log = self.log(name)
