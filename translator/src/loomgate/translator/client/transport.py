@@ -2,11 +2,11 @@
 
 httpx spends ~1 ms of CPU per request in its connection-pool and async-library plumbing: on a
 loopback gateway that is a fifth of a trivial cell. This pool does only what the gateway's
-endpoints need: JSON requests (Content-Length or chunked bodies, keep-alive) and the event stream
-read line by line. It does not import httpx (importing it and building its client take 0.15 s,
-which used to delay a new conversation's first cell): it fails with TransportFailure, which
-the gateway client also makes of httpx's errors, so both are reported the same way. TLS gateways use
-httpx.
+endpoints need: JSON requests (Content-Length or chunked bodies, keep-alive, the cookies the
+server sets sent back as cookies.py keeps them) and the event stream read line by line. It does
+not import httpx (importing it and building its client take 0.15 s, which used to delay a new
+conversation's first cell): it fails with TransportFailure, which the gateway client also makes
+of httpx's errors, so both are reported the same way. TLS gateways use httpx.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
 
 from loomgate.shared.events import Event
+from loomgate.translator.client.cookies import CookieJar
 
 if TYPE_CHECKING:
     import httpx
@@ -89,6 +90,7 @@ class PlainHttpPool:
         self.prefix = parts.path.rstrip("/") + "/"
         host_header = f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]"
         self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host_header, **headers}.items())
+        self.cookies = CookieJar(self.prefix)
         self.connect_timeout = connect_timeout
         self._idle: list[Connection] = []
 
@@ -104,7 +106,7 @@ class PlainHttpPool:
         """Send one request; return its response (TransportFailure when there is none)."""
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
         payload = json.dumps(body).encode() if body is not None else b""
-        head = f"{method} {target} HTTP/1.1\r\n{self._head}"
+        head = f"{method} {target} HTTP/1.1\r\n{self._head}{self.cookies.header()}"
         if body is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
         message = head.encode() + b"\r\n" + payload
@@ -148,7 +150,9 @@ class PlainHttpPool:
     async def _exchange(self, connection: Connection, message: bytes) -> tuple[PlainResponse, bool]:
         reader, writer = connection
         writer.write(message)
-        status, headers = await read_head(reader)
+        status, headers, set_cookies = await read_head(reader)
+        if set_cookies:
+            self.cookies.take(set_cookies)
         if headers.get("transfer-encoding", "").lower() == "chunked":
             body = await read_chunked(reader)
         else:
@@ -168,8 +172,11 @@ class PlainHttpPool:
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
         reader, writer = await self._connect()
         try:
-            writer.write(f"GET {target} HTTP/1.1\r\n{self._head}\r\n".encode())
-            status, headers = await within(read_head(reader), idle_timeout)
+            head = f"GET {target} HTTP/1.1\r\n{self._head}{self.cookies.header()}\r\n"
+            writer.write(head.encode())
+            status, headers, set_cookies = await within(read_head(reader), idle_timeout)
+            if set_cookies:
+                self.cookies.take(set_cookies)
             yield PlainStream(status, headers, reader, idle_timeout)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as e:
             raise TransportFailure(f"the connection was closed: {e}", "dropped") from e
@@ -236,8 +243,9 @@ async def within(read: Awaitable[T], seconds: float | None) -> T:
         raise TransportFailure(f"nothing received within {seconds:g} s", "timeout") from None
 
 
-async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
-    """Return the status and the (lower-cased) headers of a response."""
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], list[str]]:
+    """Return a response's status, its (lower-cased) headers, and its Set-Cookie values (a
+    header that may come more than once)."""
     head = await reader.readuntil(b"\r\n\r\n")
     if len(head) > MAX_HEADER_BYTES:
         raise TransportFailure("response headers too large", "dropped")
@@ -247,11 +255,15 @@ async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
     except (IndexError, ValueError):
         raise TransportFailure(f"not an HTTP response: {lines[0][:80]!r}", "dropped") from None
     headers = {}
+    set_cookies = []
     for line in lines[1:]:
         name, _, value = line.partition(":")
         if name:
-            headers[name.strip().lower()] = value.strip()
-    return status, headers
+            key = name.strip().lower()
+            headers[key] = value.strip()
+            if key == "set-cookie":
+                set_cookies.append(value.strip())
+    return status, headers, set_cookies
 
 
 async def chunks(reader: asyncio.StreamReader, seconds: float | None) -> AsyncIterator[bytes]:
