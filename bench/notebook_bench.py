@@ -9,6 +9,12 @@ session made as JupyterLab makes it, and, interleaved in blocks against that one
   websocket and the no-op tool together cross the same processes as run_cell (a client, an MCP
   server, the Jupyter server, the kernel): their sum is the floor of any MCP server that reaches
   the kernel through Jupyter Server;
+- minimal: the same client → a minimal MCP server (`noop_mcp_server.py --websocket`) whose tool
+  runs the cell over the kernel's websocket and keeps nothing: what an MCP server that reaches
+  the kernel through Jupyter Server costs at the least, measured whole (the sum above leaves out
+  what chaining the processes costs: each waits, idle, for the next). Its websocket is
+  connected only in its own blocks (after each turn of the others), and its paced calls come
+  after theirs, so its frames never tax the other paths;
 - mcp: the same client → `loomgate-mcp --gateway jupyter:PORT --kernel analysis.ipynb` → the
   extension's endpoints → the kernel.
 Also paced (0.2 s of idleness before each call, an agent's pace). Each round is a new lab.
@@ -18,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import statistics
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import interleave, publish, spread
+from bench.gateway_bench import interleave, publish, spread, timed
 from bench.translator_bench import BLOCK, NOOP, PACED_ROUNDS, apart
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.jupyter_lab import JupyterServerProcess
@@ -33,6 +42,17 @@ from tests.support.kernel_ws import KernelWebsocket
 from tests.support.translators import TRANSLATOR
 
 NOTEBOOK = "analysis.ipynb"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def minimal_server(lab: JupyterServerProcess, kernel_id: str) -> StdioServerParameters:
+    """Return the minimal MCP server that runs each cell over the kernel's websocket."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bench.noop_mcp_server", "--websocket", lab.url, kernel_id],
+        env={**os.environ, "NOOP_WEBSOCKET_TOKEN": lab.token},
+        cwd=str(ROOT),
+    )
 
 
 async def one_round(home: Path, iterations: int) -> dict[str, tuple[float, float]]:
@@ -49,6 +69,7 @@ async def one_round(home: Path, iterations: int) -> dict[str, tuple[float, float
             KernelWebsocket(lab.url, lab.token, kernel_id, binary=True) as ws,
             Client(translator) as mcp,
             Client(NOOP) as noop,
+            Client(minimal_server(lab, kernel_id)) as minimal,
         ):
 
             async def websocket() -> None:
@@ -62,9 +83,32 @@ async def one_round(home: Path, iterations: int) -> dict[str, tuple[float, float
             async def noop_call() -> None:
                 await noop.call_tool("run_cell", {"code": "1+1"})
 
+            async def minimal_call() -> None:
+                result = await minimal.call_tool("run_cell", {"code": "1+1"})
+                assert result.content[0].text == "ok", result  # type: ignore[union-attr]
+
+            @contextlib.asynccontextmanager
+            async def minimal_connected() -> AsyncIterator[None]:
+                """Connect the minimal server's websocket for one phase (warmed up), then close
+                it: its frames would otherwise tax the other paths."""
+                for _ in range(5):
+                    await minimal_call()
+                try:
+                    yield
+                finally:
+                    await minimal.call_tool("hang_up", {})
+
             runs = {"ws": websocket, "noop": noop_call, "mcp": run_cell}
-            loop = await interleave(runs, iterations, BLOCK)
+            loop = await interleave(runs, 0)  # warms each up
+            loop["minimal"] = []
+            for _ in range(iterations // BLOCK):
+                for name, fn in runs.items():
+                    loop[name] += [await timed(fn) for _ in range(BLOCK)]
+                async with minimal_connected():
+                    loop["minimal"] += [await timed(minimal_call) for _ in range(BLOCK)]
             paced = await apart(runs, PACED_ROUNDS)
+            async with minimal_connected():
+                paced |= await apart({"minimal": minimal_call}, PACED_ROUNDS)
     finally:
         lab.stop()
     medians = {
@@ -103,6 +147,7 @@ async def main() -> None:
         "ws": "floor: the notebook's kernel websocket (what JupyterLab uses)",
         "noop": "the MCP SDK alone: a no-op tool over stdio",
         "floor": "floor of an MCP server reaching the kernel through Jupyter: websocket + no-op",
+        "minimal": "a minimal MCP server running the cell over the websocket, keeping nothing",
         "mcp": "run_cell over stdio: MCP client → loomgate-mcp → the extension → kernel",
     }
     for name, label in labels.items():
@@ -115,10 +160,14 @@ async def main() -> None:
             f"{spread(ratio_paced)}× |"
         )
     above = [(r["mcp"][0] - r["floor"][0], r["mcp"][1] - r["floor"][1]) for r in results]
+    beyond = [(r["mcp"][0] - r["minimal"][0], r["mcp"][1] - r["minimal"][1]) for r in results]
     lines += [
         "",
         f"loomgate above that floor (run_cell − websocket − no-op): "
         f"{spread([a[0] for a in above])} ms in a loop, {spread([a[1] for a in above])} ms paced.",
+        f"loomgate above the minimal MCP server (run_cell − minimal): "
+        f"{spread([b[0] for b in beyond])} ms in a loop, {spread([b[1] for b in beyond])} ms "
+        "paced.",
     ]
     publish(lines, args.out)
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from email.utils import format_datetime
+from typing import TYPE_CHECKING
 
 import pytest
 
 from loomgate.translator.client.cookies import MAX_COOKIES, CookieJar, covers, parse_set_cookie
 from loomgate.translator.client.transport import PlainHttpPool
-from tests.support.jupyter_lab import JupyterServerProcess
+
+if TYPE_CHECKING:
+    from tests.support.jupyter_lab import JupyterServerProcess
 
 PREFIX = "/api/loomgate/"
 PAST = format_datetime(datetime(2001, 1, 1, tzinfo=timezone.utc), usegmt=True)
