@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
+
+if TYPE_CHECKING:
+    from tests.support.kernel_ws import KernelWebsocket
 
 server: MCPServer[None] = MCPServer("noop")
 relay = None
@@ -24,7 +27,7 @@ if sys.argv[1:2] == ["--relay"]:
     from loomgate.translator.client.http_session import GatewayHttp
 
     relay = GatewayHttp(sys.argv[2], sys.argv[3], local=True)
-websocket: Any = None
+websocket: KernelWebsocket | None = None
 if sys.argv[1:2] == ["--websocket"]:
     from tests.support.kernel_ws import KernelWebsocket
 

@@ -3,7 +3,7 @@
 A Jupyter Server that authenticates a request by its token also sets its login cookie, naming
 the (anonymous) user it made for that request. A client that never sends it back makes the
 server mint and sign a new user on every request (0.15–0.2 ms of a trivial cell's 5 ms, measured
-in bench/notebook_bench.py's lab), and each request is someone else. httpx, which serves https
+against a JupyterLab on two cores), and each request is someone else. httpx, which serves https
 gateways, keeps cookies by default; the plain pool keeps them with this jar. The token still goes
 with every request, so the server authenticates each one by it; the cookies live in memory only,
 are never logged, and are sent only to the server that set them.
@@ -30,7 +30,7 @@ class CookieJar:
 
     def __repr__(self) -> str:
         """Return the names of the cookies held (never their values)."""
-        return f"CookieJar({sorted(self._cookies)})"
+        return f"CookieJar({self.names})"
 
     @property
     def names(self) -> list[str]:
