@@ -86,55 +86,18 @@ def line_json(line: Line, max_chars: int | None = None) -> wire.Line:
     return out
 
 
-class LoomHandler(APIHandler):
-    """Base of loomgate's handlers: argument parsing and access to the registry."""
-
-    auth_resource = "kernels"
-    monitor_readable = False  # whether the monitor credential may GET it (monitor/access.py)
+class LoomCall:
+    """One call to loomgate, over HTTP or the channel: its arguments parsed, the records it
+    names. A subclass says where arguments come from (`arg`) and whose registry it is."""
 
     @property
     def registry(self) -> KernelRegistry:
         """Return the gateway's kernel registry."""
-        return self.settings["loomgate_registry"]  # type: ignore[no-any-return]
-
-    @property
-    def events(self) -> EventBus:
-        """Return the gateway's event bus."""
-        return self.settings["loomgate_events"]  # type: ignore[no-any-return]
-
-    async def note_sessions(self) -> None:
-        """Bring each live kernel's notebook and console paths up to date from the server's
-        sessions (what JupyterLab opened), for kernel models and references by path."""
-        sessions = await self.settings["session_manager"].list_sessions()
-        paths: dict[str, list[str]] = {}
-        for session in sessions:
-            kernel = session.get("kernel") or {}
-            if kernel.get("id") and session.get("path"):
-                paths.setdefault(kernel["id"], []).append(str(session["path"]))
-        note_paths(self.registry.stores, self.registry.live, paths)
-
-    def reply(self, data: Mapping[str, object], status: int = 200) -> None:
-        """Finish the request with `data` as its JSON body."""
-        self.set_status(status)
-        self.finish(json.dumps(data))
-
-    def body(self) -> dict[str, Any]:
-        """Return the JSON object in the request body ({} when empty)."""
-        if not self.request.body:
-            return {}
-        try:
-            data = json.loads(self.request.body)
-        except ValueError as e:
-            raise BadRequest(f"the request body is not valid JSON: {e}") from None
-        if not isinstance(data, dict):
-            raise BadRequest("the request body must be a JSON object")
-        return data
+        raise NotImplementedError
 
     def arg(self, name: str, body: dict[str, Any] | None = None) -> Any:
-        """Return argument `name` from the JSON body if given, else from the query string."""
-        if body is not None and name in body:
-            return body[name]
-        return self.get_query_argument(name, None)
+        """Return argument `name` (None when absent)."""
+        raise NotImplementedError
 
     def number_arg(
         self,
@@ -248,3 +211,54 @@ class LoomHandler(APIHandler):
                 return "final"
             return "input" if record.state == "awaiting_input" else "timeout"
         return await record.wait(wait, until_silent)
+
+
+class LoomHandler(LoomCall, APIHandler):
+    """Base of loomgate's HTTP handlers: arguments from the body or query, JSON replies."""
+
+    auth_resource = "kernels"
+    monitor_readable = False  # whether the monitor credential may GET it (monitor/access.py)
+
+    @property
+    def registry(self) -> KernelRegistry:
+        """Return the gateway's kernel registry."""
+        return self.settings["loomgate_registry"]  # type: ignore[no-any-return]
+
+    @property
+    def events(self) -> EventBus:
+        """Return the gateway's event bus."""
+        return self.settings["loomgate_events"]  # type: ignore[no-any-return]
+
+    async def note_sessions(self) -> None:
+        """Bring each live kernel's notebook and console paths up to date from the server's
+        sessions (what JupyterLab opened), for kernel models and references by path."""
+        sessions = await self.settings["session_manager"].list_sessions()
+        paths: dict[str, list[str]] = {}
+        for session in sessions:
+            kernel = session.get("kernel") or {}
+            if kernel.get("id") and session.get("path"):
+                paths.setdefault(kernel["id"], []).append(str(session["path"]))
+        note_paths(self.registry.stores, self.registry.live, paths)
+
+    def reply(self, data: Mapping[str, object], status: int = 200) -> None:
+        """Finish the request with `data` as its JSON body."""
+        self.set_status(status)
+        self.finish(json.dumps(data))
+
+    def body(self) -> dict[str, Any]:
+        """Return the JSON object in the request body ({} when empty)."""
+        if not self.request.body:
+            return {}
+        try:
+            data = json.loads(self.request.body)
+        except ValueError as e:
+            raise BadRequest(f"the request body is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise BadRequest("the request body must be a JSON object")
+        return data
+
+    def arg(self, name: str, body: dict[str, Any] | None = None) -> Any:
+        """Return argument `name` from the JSON body if given, else from the query string."""
+        if body is not None and name in body:
+            return body[name]
+        return self.get_query_argument(name, None)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from loomgate.gateway.errors import BadRequest, NotFound
 from loomgate.gateway.handlers.base import (
     MAX_LINES_INLINE,
+    LoomCall,
     LoomHandler,
     choice,
     endpoint,
@@ -20,6 +22,27 @@ from loomgate.shared.echo import echo
 from loomgate.shared.wire import SEARCH_MODES
 
 SEARCH_TIMEOUT = 10.0
+
+
+async def submitted(call: LoomCall, ref: str, body: dict[str, Any]) -> wire.ExecutionReply:
+    """Return the reply to a submitted cell: its record, after the wait the call asks for."""
+    code = body.get("code")
+    if not isinstance(code, str):
+        raise BadRequest("code (a string) is required")
+    kernel = call.registry.resolve(ref)
+    output = call.output_args(body)
+    record = await kernel.submit(code, call.client_arg(body))
+    reason = await call.wait_for(record, body)
+    return wire.ExecutionReply(execution=call.execution_json(record, **output), returned=reason)
+
+
+async def followed(call: LoomCall, ref: str, selector: str) -> wire.ExecutionReply:
+    """Return an execution's record, after the long-poll the call asks for."""
+    store = call.registry.resolve_store(ref)
+    record = call.select(store, selector)
+    output = call.output_args()
+    reason = await call.wait_for(record)
+    return wire.ExecutionReply(execution=call.execution_json(record, **output), returned=reason)
 
 
 class ExecutionsHandler(LoomHandler):
@@ -45,16 +68,7 @@ class ExecutionsHandler(LoomHandler):
     @endpoint
     async def post(self, ref: str) -> None:
         """Submit `code`; 201 with the record (after an optional wait), 409 when busy."""
-        body = self.body()
-        code = body.get("code")
-        if not isinstance(code, str):
-            raise BadRequest("code (a string) is required")
-        kernel = self.registry.resolve(ref)
-        output = self.output_args(body)
-        record = await kernel.submit(code, self.client_arg(body))
-        reason = await self.wait_for(record, body)
-        execution = self.execution_json(record, **output)
-        self.reply(wire.ExecutionReply(execution=execution, returned=reason), 201)
+        self.reply(await submitted(self, ref, self.body()), 201)
 
 
 class ExecutionHandler(LoomHandler):
@@ -65,12 +79,7 @@ class ExecutionHandler(LoomHandler):
     @endpoint
     async def get(self, ref: str, selector: str) -> None:
         """Return the record, after waiting as `wait`/`until_silent` ask."""
-        store = self.registry.resolve_store(ref)
-        record = self.select(store, selector)
-        output = self.output_args()
-        reason = await self.wait_for(record)
-        execution = self.execution_json(record, **output)
-        self.reply(wire.ExecutionReply(execution=execution, returned=reason))
+        self.reply(await followed(self, ref, selector))
 
 
 class StreamHandler(LoomHandler):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jupyter_server.base.handlers import JupyterHandler
 
+from loomgate.gateway.handlers.channel import ChannelHandler
 from loomgate.gateway.handlers.events import EventsHandler
 from loomgate.gateway.handlers.executions import (
     ExecutionHandler,
@@ -47,6 +48,7 @@ def routes(server_base: str = "") -> list[tuple[str, type[JupyterHandler]]]:
         (execution + r"/input", InputHandler),
         (kernel + r"/search", SearchHandler),
         (base + r"/events", EventsHandler),
+        (base + r"/channel", ChannelHandler),
         (base + r"/tool-calls", ToolCallsHandler),
         (server_base + r"/loomgate/monitor", MonitorPageHandler),
         (base + r"/shutdown", ShutdownHandler),

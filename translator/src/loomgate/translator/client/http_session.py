@@ -6,6 +6,7 @@ way it can fail becomes one GatewayError sentence.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from loomgate.shared.events import Event
+from loomgate.translator.client.channel import Channel
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.transport import (
     IS_IT_RUNNING,
@@ -80,6 +82,9 @@ class GatewayHttp:
             else None
         )
         self._httpx: httpx.AsyncClient | None = None
+        self._channel: Channel | None = None
+        self._channel_absent = False  # the gateway answered the upgrade without a channel
+        self._channel_opening = asyncio.Lock()
 
     @property
     def on_this_host(self) -> bool:
@@ -131,6 +136,8 @@ class GatewayHttp:
         """Close every open hold, then the HTTP connection pool; return nothing."""
         for hold in list(self._holds):
             await hold.aclose()
+        if self._channel is not None:
+            await self._channel.aclose()
         if self._plain is not None:
             await self._plain.aclose()
         if self._httpx is not None:
@@ -184,23 +191,47 @@ class GatewayHttp:
         params: Mapping[str, Any] | None = None,
         body: Mapping[str, Any] | None = None,
         read_timeout: float | None = None,
+        channel_call: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Return the JSON object the gateway answers (GatewayError for a refusal or failure)."""
+        """Return the JSON object the gateway answers (GatewayError for a refusal or failure).
+
+        `channel_call` is the same request as a call on the channel, which carries it when the
+        gateway has one (http:// gateways).
+        """
         query = drop_none(params or {})
         data = dict(body) if body is not None else None
         if read_timeout is None:
             read_timeout = self.request_timeout
         try:
-            response: httpx.Response | PlainResponse
-            if self._plain is not None:
+            response: httpx.Response | PlainResponse | None = None
+            if self._plain is not None and channel_call is not None:
+                response = await self._over_channel(channel_call, read_timeout)
+            if response is None and self._plain is not None:
                 response = await self._plain.request(
                     method, path, params=query, body=data, read_timeout=read_timeout
                 )
-            else:
+            elif response is None:
                 response = await self._httpx_request(method, path, query, data, read_timeout)
         except TransportFailure as e:
             raise self._transport_error(e, read_timeout) from e
         return self._decode(response, method, path)
+
+    async def _over_channel(
+        self, call: Mapping[str, Any], read_timeout: float
+    ) -> PlainResponse | None:
+        """Return the answer to `call` over the channel (opened on first use), or None when the
+        gateway has no channel; TransportFailure as for HTTP."""
+        assert self._plain is not None
+        if self._channel_absent:
+            return None
+        async with self._channel_opening:
+            if self._channel is None or self._channel.closed:
+                self._channel = await Channel.open(self._plain, CONNECT_TIMEOUT)
+                if self._channel is None:
+                    self._channel_absent = True
+                    return None
+            channel = self._channel
+        return await channel.call(dict(call), read_timeout)
 
     def long_poll_margin(self) -> float:
         """Return how long a long-poll's answer may take to arrive once its wait is over."""

@@ -94,6 +94,10 @@ class PlainHttpPool:
         self.connect_timeout = connect_timeout
         self._idle: list[Connection] = []
 
+    def request_head(self) -> str:
+        """Return the header lines every request carries (host, token, cookies)."""
+        return self._head + self.cookies.header()
+
     async def request(
         self,
         method: str,
@@ -106,13 +110,13 @@ class PlainHttpPool:
         """Send one request; return its response (TransportFailure when there is none)."""
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
         payload = json.dumps(body).encode() if body is not None else b""
-        head = f"{method} {target} HTTP/1.1\r\n{self._head}{self.cookies.header()}"
+        head = f"{method} {target} HTTP/1.1\r\n{self.request_head()}"
         if body is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
         message = head.encode() + b"\r\n" + payload
         for attempt in (0, 1):
             reused = attempt == 0 and bool(self._idle)  # a retry always takes a new one
-            connection = self._idle.pop() if reused else await self._connect()
+            connection = self._idle.pop() if reused else await self.connect()
             try:
                 async with deadline(read_timeout):
                     response, keep = await self._exchange(connection, message)
@@ -137,7 +141,8 @@ class PlainHttpPool:
             return response
         raise AssertionError("unreachable")
 
-    async def _connect(self) -> Connection:
+    async def connect(self) -> Connection:
+        """Return a new connection to the origin (TransportFailure if it cannot be made)."""
         try:
             return await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port), self.connect_timeout
@@ -170,9 +175,9 @@ class PlainHttpPool:
         silent longer, also while the body is being read.
         """
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
-        reader, writer = await self._connect()
+        reader, writer = await self.connect()
         try:
-            head = f"GET {target} HTTP/1.1\r\n{self._head}{self.cookies.header()}\r\n"
+            head = f"GET {target} HTTP/1.1\r\n{self.request_head()}\r\n"
             writer.write(head.encode())
             status, headers, set_cookies = await within(read_head(reader), idle_timeout)
             if set_cookies:
