@@ -6,7 +6,7 @@ A key that is absent unless it applies lives in a `total=False` subclass of the 
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 StreamName = Literal["combined", "stdout", "stderr", "result", "traceback"]
 STREAMS: tuple[StreamName, ...] = get_args(StreamName)
@@ -367,3 +367,31 @@ class Refusal(TypedDict):
 
     error: str
     message: str
+
+
+# -- the channel (GET /channel, a websocket) ---------------------------------------------------
+
+ChannelCallName = Literal["submit", "follow"]
+CHANNEL_CALLS: tuple[ChannelCallName, ...] = get_args(ChannelCallName)
+
+
+class _ChannelCallBase(TypedDict):
+    id: int
+    call: ChannelCallName
+    kernel: str
+
+
+class ChannelCall(_ChannelCallBase, total=False):
+    """A call on the channel: the args of the HTTP request it stands for (`execution`: the
+    selector a follow names)."""
+
+    execution: str
+    args: dict[str, Any]
+
+
+class ChannelAnswer(TypedDict):
+    """The answer to a channel call: the status and body its HTTP request would have had."""
+
+    id: int
+    status: int
+    body: dict[str, Any]

@@ -27,9 +27,9 @@ from loomgate.gateway.errors import BadRequest, GatewayError
 from loomgate.gateway.handlers.base import LoomCall
 from loomgate.gateway.handlers.executions import followed, submitted
 from loomgate.gateway.kernels.registry import KernelRegistry
+from loomgate.shared import wire
 from loomgate.shared.echo import echo
 
-CALLS = ("submit", "follow")
 MAX_MESSAGE_BYTES = 64 << 20  # a cell's source, at most
 
 
@@ -65,8 +65,8 @@ def parse_call(data: dict[str, Any]) -> tuple[str, str, str | None, dict[str, An
     """Return a call's (name, kernel, execution selector, args); BadRequest if it is not one."""
     call, kernel, args = data.get("call"), data.get("kernel"), data.get("args", {})
     selector = data.get("execution")
-    if call not in CALLS:
-        raise BadRequest(f"unknown call {echo(call)}; use one of {', '.join(CALLS)}")
+    if call not in wire.CHANNEL_CALLS:
+        raise BadRequest(f"unknown call {echo(call)}; use one of {', '.join(wire.CHANNEL_CALLS)}")
     if not isinstance(kernel, str) or not isinstance(args, dict):
         raise BadRequest("a call names its kernel (a string) and gives its args as an object")
     if call == "follow" and not isinstance(selector, str):
@@ -108,6 +108,7 @@ class ChannelHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         task.add_done_callback(self._answering.discard)
 
     async def _answer(self, message: str | bytes) -> None:
+        """Send the answer to one message: the call's reply, or its refusal."""
         number = -1  # a message without an id is answered with this one
         try:
             number, data = call_id(message)
@@ -124,7 +125,8 @@ class ChannelHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
             status, body = e.status, e.to_json()
         # A client that went away misses the answer; the cell runs on and its record keeps it.
         with contextlib.suppress(WebSocketClosedError):
-            await self.write_message(json.dumps({"id": number, "status": status, "body": body}))
+            answer = wire.ChannelAnswer(id=number, status=status, body=body)
+            await self.write_message(json.dumps(answer))
 
     @property
     def max_message_size(self) -> int:

@@ -17,6 +17,7 @@ import json
 import os
 from typing import Any
 
+from loomgate.shared import wire
 from loomgate.translator.client.transport import (
     Connection,
     PlainHttpPool,
@@ -176,7 +177,7 @@ class Channel:
     def _deliver(self, message: bytes) -> None:
         """Resolve the call the answer names (one no longer waited for is dropped)."""
         try:
-            data = json.loads(message)
+            data: wire.ChannelAnswer = json.loads(message)
             call_id, status, body = data["id"], int(data["status"]), data["body"]
         except (ValueError, KeyError, TypeError) as e:
             raise TransportFailure(f"the channel sent a broken answer ({e})", "dropped") from e
