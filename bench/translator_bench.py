@@ -4,7 +4,7 @@ Run: `uv run python -m bench.translator_bench [--iterations 500] [--out FILE.md]
 
 Every path runs in one process, interleaved in blocks, against one gateway started here:
 - raw: AsyncKernelClient straight to a kernel's ZMQ sockets (the kernel's own floor),
-- http: the gateway's submit endpoint through the translator's own HTTP client (what it sends),
+- http: the gateway's submit through the translator's own client (over the channel, as it sends it),
 - noop: the MCP SDK's client → a no-op MCP server over stdio (the SDK's own floor),
 - loomgate: the MCP SDK's client → `loomgate-mcp` over stdio → gateway → kernel,
 - loommux 0.1.8 (installed here by uv into a temporary venv): the same client → its run_python;
@@ -59,7 +59,7 @@ PATHS = {
     "relay": "floor: the no-op tool making one HTTP request to a tornado echo server (a second "
     "process behind the MCP server, as the gateway is)",
     "raw": "raw jupyter_client loop",
-    "http": "the gateway's submit endpoint through the translator's own HTTP client",
+    "http": "the gateway's submit through the translator's own client (over the channel)",
     "mcp": "run_cell over stdio: MCP client → loomgate-mcp → gateway",
     "loommux": f"{LOOMMUX} run_python over stdio, the same client (kernel in its process)",
 }
@@ -152,7 +152,7 @@ def budget(loop: dict[str, float], slow: dict[str, float]) -> list[str]:
     """Return the per-hop rows: what each part of the chain adds, as medians' differences."""
     hops = [
         ("kernel and ZMQ (the raw loop)", lambda m: m["raw"]),
-        ("gateway: HTTP, recording, long-poll reply (http − raw)", lambda m: m["http"] - m["raw"]),
+        ("gateway: the channel, recording, the reply (http − raw)", lambda m: m["http"] - m["raw"]),
         ("MCP SDK both ends and stdio (the no-op tool)", lambda m: m["noop"]),
         (
             "translator's own work (run_cell − http − no-op)",

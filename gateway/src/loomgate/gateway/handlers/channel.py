@@ -123,6 +123,10 @@ class ChannelHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
                 status, body = 200, dict(await followed(context, kernel, selector))
         except GatewayError as e:
             status, body = e.status, e.to_json()
+        except Exception as e:  # a fault of ours: answered as HTTP's 500 would be, and logged
+            self.log.exception("loomgate: a channel call failed")
+            status = 500
+            body = {"error": "internal", "message": f"the gateway failed ({type(e).__name__})"}
         # A client that went away misses the answer; the cell runs on and its record keeps it.
         with contextlib.suppress(WebSocketClosedError):
             answer = wire.ChannelAnswer(id=number, status=status, body=body)
