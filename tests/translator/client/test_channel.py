@@ -136,7 +136,10 @@ async def test_a_gateway_without_a_channel_is_kept_to_http(scripted: Starter) ->
 
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode()
+            try:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode()
+            except asyncio.IncompleteReadError:
+                return  # the client closed this connection (the refused upgrade's)
             requests.append(head.split("\r\n")[0])
             length = next(
                 (int(line.split(":")[1]) for line in head.split("\r\n")
