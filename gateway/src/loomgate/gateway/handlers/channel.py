@@ -46,7 +46,8 @@ class ChannelCall(LoomCall):
         return self._registry
 
     def arg(self, name: str, body: dict[str, Any] | None = None) -> Any:
-        """Return argument `name` from the message's args (None when absent)."""
+        """Return argument `name` from the message's args (None when absent); `body`, when
+        given, is those same args."""
         return self.args.get(name)
 
 

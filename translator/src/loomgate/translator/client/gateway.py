@@ -147,7 +147,7 @@ class GatewayClient(GatewayHttp):
             f"kernels/{quoted(ref)}/executions",
             body=body,
             read_timeout=wait + SUBMIT_START_MARGIN + self.long_poll_margin(),
-            channel_call={"call": "submit", "kernel": ref, "args": body},
+            channel_call={"call": "submit", "kernel": ref},
         )
         return cast(wire.ExecutionReply, data)
 
@@ -163,18 +163,12 @@ class GatewayClient(GatewayHttp):
         max_chars: int | None = None,
     ) -> wire.ExecutionReply:
         """Return an execution's summary and why it returned, long-polling up to `wait` s."""
-        params = wait_params(wait, until_silent, head, tail, max_chars)
         data = await self.request(
             "GET",
             f"kernels/{quoted(ref)}/executions/{quoted(selector)}",
-            params=params,
+            params=wait_params(wait, until_silent, head, tail, max_chars),
             read_timeout=wait + self.long_poll_margin(),
-            channel_call={
-                "call": "follow",
-                "kernel": ref,
-                "execution": str(selector),
-                "args": drop_none(params),
-            },
+            channel_call={"call": "follow", "kernel": ref, "execution": str(selector)},
         )
         return cast(wire.ExecutionReply, data)
 

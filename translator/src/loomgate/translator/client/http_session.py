@@ -195,8 +195,8 @@ class GatewayHttp:
     ) -> dict[str, Any]:
         """Return the JSON object the gateway answers (GatewayError for a refusal or failure).
 
-        `channel_call` is the same request as a call on the channel, which carries it when the
-        gateway has one (http:// gateways).
+        `channel_call` names the same request as a call on the channel (its args are the body,
+        else the query), which carries it when the gateway has one (http:// gateways).
         """
         query = drop_none(params or {})
         data = dict(body) if body is not None else None
@@ -205,7 +205,8 @@ class GatewayHttp:
         try:
             response: httpx.Response | PlainResponse | None = None
             if self._plain is not None and channel_call is not None:
-                response = await self._over_channel(channel_call, read_timeout)
+                call = {**channel_call, "args": data if data is not None else query}
+                response = await self._over_channel(call, read_timeout)
             if response is None and self._plain is not None:
                 response = await self._plain.request(
                     method, path, params=query, body=data, read_timeout=read_timeout
@@ -217,7 +218,7 @@ class GatewayHttp:
         return self._decode(response, method, path)
 
     async def _over_channel(
-        self, call: Mapping[str, Any], read_timeout: float
+        self, call: dict[str, Any], read_timeout: float
     ) -> PlainResponse | None:
         """Return the answer to `call` over the channel (opened on first use), or None when the
         gateway has no channel; TransportFailure as for HTTP."""
@@ -231,7 +232,7 @@ class GatewayHttp:
                     self._channel_absent = True
                     return None
             channel = self._channel
-        return await channel.call(dict(call), read_timeout)
+        return await channel.call(call, read_timeout)
 
     def long_poll_margin(self) -> float:
         """Return how long a long-poll's answer may take to arrive once its wait is over."""
