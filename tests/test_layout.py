@@ -52,7 +52,11 @@ RULES = [
         "presentation turns wire shapes into text and nothing else",
     ),
 ]
-MAX_LINES = 400
+# One concept per file: past SOFT_LINES a module's docstring says why it is still one concept
+# ("Longer than 400 lines: …"); past HARD_LINES it is split, whatever the reason.
+SOFT_LINES = 400
+HARD_LINES = 600
+REASON = "Longer than 400 lines:"
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -112,11 +116,16 @@ def test_rule_detects_a_violation(tmp_path: Path) -> None:
     assert imported_modules(bad) == {"loomgate.translator", "mcp.types"}
 
 
-def test_product_files_stay_small() -> None:
-    large = [
-        f"{path.relative_to(ROOT)}: {lines} lines"
-        for part in SOURCES.values()
-        for path in sources(part)
-        if (lines := len(path.read_text().splitlines())) > MAX_LINES
-    ]
-    assert not large, f"split these by responsibility: {large}"
+def test_product_files_hold_one_concept() -> None:
+    large = []
+    for part in SOURCES.values():
+        for path in sources(part):
+            text = path.read_text()
+            lines = len(text.splitlines())
+            docstring = ast.get_docstring(ast.parse(text)) or ""
+            if lines > HARD_LINES or (lines > SOFT_LINES and REASON not in docstring):
+                large.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    assert not large, (
+        f"split these by responsibility (over {HARD_LINES} lines always; over {SOFT_LINES} "
+        f"unless the module docstring says {REASON!r} and why): {large}"
+    )

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from loomgate.shared import wire
 
-class GatewayError(Exception):
+
+class Refusal(Exception):
     """A request the gateway refuses; `code` is stable, `message` is for people and models."""
 
     status = 400
-    code = "bad_request"
+    code: wire.ErrorCode = "bad_request"
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -17,49 +19,49 @@ class GatewayError(Exception):
         self.details = details
 
     def to_json(self) -> dict[str, Any]:
-        """Return the wire form: {"error": code, "message": …, **details}."""
+        """Return the wire form (a wire.Refusal): {"error": code, "message": …, **details}."""
         return {"error": self.code, "message": self.message, **self.details}
 
 
-class BadRequest(GatewayError):
+class BadRequest(Refusal):
     """Malformed input: a bad range, regex, name, cwd or argument."""
 
 
-class NotFound(GatewayError):
+class NotFound(Refusal):
     """An unknown kernel, execution, stream or rich output."""
 
     status = 404
     code = "not_found"
 
 
-class Ambiguous(GatewayError):
+class Ambiguous(Refusal):
     """A kernel reference that matches more than one kernel."""
 
     code = "ambiguous"
 
 
-class Busy(GatewayError):
+class Busy(Refusal):
     """The kernel is running an execution; submissions are refused, never queued."""
 
     status = 409
     code = "busy"
 
 
-class Conflict(GatewayError):
+class Conflict(Refusal):
     """The request does not fit the current state (nothing to interrupt, no input pending)."""
 
     status = 409
     code = "conflict"
 
 
-class Unavailable(GatewayError):
+class Unavailable(Refusal):
     """The kernel is starting, restarting, dead or did not answer in time."""
 
     status = 503
     code = "unavailable"
 
 
-class StorageFailed(GatewayError):
+class StorageFailed(Refusal):
     """The disk refuses the writes a record needs (full, read-only, no permission)."""
 
     status = 507

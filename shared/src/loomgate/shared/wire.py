@@ -2,6 +2,9 @@
 
 docs/protocol.md describes each field; these TypedDicts are what both halves are checked against.
 A key that is absent unless it applies lives in a `total=False` subclass of the shape.
+
+Longer than 400 lines: it is the one contract, and splitting it would make each half import
+several modules to check one reply.
 """
 
 from __future__ import annotations
@@ -362,36 +365,71 @@ class PooledKernel(TypedDict):
     rss_bytes: int | None
 
 
+# The stable code of a gateway's refusal (the HTTP status says the same coarser).
+ErrorCode = Literal[
+    "bad_request",  # 400: malformed input (a range, a regex, a name, an argument)
+    "ambiguous",  # 400: a kernel reference that matches more than one kernel
+    "not_found",  # 404: an unknown kernel, execution, stream or rich output
+    "busy",  # 409: the kernel runs an execution; submissions are refused, never queued
+    "conflict",  # 409: the request does not fit the state (nothing to interrupt, …)
+    "unavailable",  # 503: the kernel is starting, restarting, dead or did not answer
+    "storage_failed",  # 507: the disk refuses the writes a record needs
+    "internal",  # 500: a fault of the gateway's own
+]
+ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
+
+
 class Refusal(TypedDict):
     """An error answer: a stable code and one sentence (details vary by code)."""
 
-    error: str
+    error: ErrorCode
     message: str
 
 
-# -- the channel (GET /channel, a websocket) ---------------------------------------------------
+# -- the rpc websocket (GET /rpc; /channel is its older name) ---------------------------------
 
-ChannelCallName = Literal["submit", "follow"]
-CHANNEL_CALLS: tuple[ChannelCallName, ...] = get_args(ChannelCallName)
+RpcMethod = Literal["GET", "POST", "DELETE"]
 
 
-class _ChannelCallBase(TypedDict):
+class _RpcCallBase(TypedDict):
     id: int
-    call: ChannelCallName
+    method: RpcMethod
+    path: str  # relative to /api/loomgate/, as HTTP's: "kernels/K/executions"
+
+
+class RpcCall(_RpcCallBase, total=False):
+    """One request over the rpc websocket: any JSON endpoint's method, path, query and body."""
+
+    query: dict[str, str]
+    body: dict[str, Any]
+
+
+class RpcAnswer(TypedDict):
+    """The answer to an rpc call: the status and body its HTTP request would have had."""
+
+    id: int
+    status: int
+    body: dict[str, Any]
+
+
+# The channel's first shape (loomgate 0.x translators), still answered on /rpc and /channel.
+LegacyCallName = Literal["submit", "follow"]
+LEGACY_CALLS: tuple[LegacyCallName, ...] = get_args(LegacyCallName)
+
+
+class _LegacyCallBase(TypedDict):
+    id: int
+    call: LegacyCallName
     kernel: str
 
 
-class ChannelCall(_ChannelCallBase, total=False):
-    """A call on the channel: the args of the HTTP request it stands for (`execution`: the
-    selector a follow names)."""
+class LegacyCall(_LegacyCallBase, total=False):
+    """A call of the first shape: submit (args: the POST body) or follow an execution."""
 
     execution: str
     args: dict[str, Any]
 
 
-class ChannelAnswer(TypedDict):
-    """The answer to a channel call: the status and body its HTTP request would have had."""
-
-    id: int
-    status: int
-    body: dict[str, Any]
+# Old names, until the gateway's and translator's rpc modules stop using them.
+ChannelAnswer = RpcAnswer
+CHANNEL_CALLS = LEGACY_CALLS

@@ -12,7 +12,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
+from loomgate.gateway.errors import BadRequest, NotFound, Refusal
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.notebooks import note_paths
 from loomgate.gateway.kernels.registry import KernelRegistry
@@ -30,14 +30,14 @@ Method = TypeVar("Method", bound=Callable[..., Awaitable[None]])
 
 
 def endpoint(method: Method) -> Method:
-    """Wrap a handler method: token auth, kernel authorization, GatewayError → JSON refusal."""
+    """Wrap a handler method: token auth, kernel authorization, Refusal → JSON refusal."""
 
     @functools.wraps(method)
     async def wrapper(self: LoomHandler, *args: Any, **kwargs: Any) -> None:
         try:
             await self.registry.ready.wait()  # kernels left running are being taken back
             await method(self, *args, **kwargs)
-        except GatewayError as e:
+        except Refusal as e:
             self.reply(e.to_json(), e.status)
 
     return web.authenticated(authorized(wrapper))  # type: ignore[return-value]

@@ -23,7 +23,7 @@ from jupyter_server.utils import ensure_async
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from loomgate.gateway.errors import BadRequest, GatewayError
+from loomgate.gateway.errors import BadRequest, Refusal
 from loomgate.gateway.handlers.base import LoomCall
 from loomgate.gateway.handlers.executions import followed, submitted
 from loomgate.gateway.kernels.registry import KernelRegistry
@@ -122,7 +122,7 @@ class ChannelHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
             else:
                 assert selector is not None
                 status, body = 200, dict(await followed(context, kernel, selector))
-        except GatewayError as e:
+        except Refusal as e:
             status, body = e.status, e.to_json()
         except Exception as e:  # a fault of ours: answered as HTTP's 500 would be, and logged
             self.log.exception("loomgate: a channel call failed")

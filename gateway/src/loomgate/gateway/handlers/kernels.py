@@ -8,7 +8,7 @@ import os
 
 from tornado import web
 
-from loomgate.gateway.errors import BadRequest, GatewayError, NotFound
+from loomgate.gateway.errors import BadRequest, NotFound, Refusal
 from loomgate.gateway.handlers.base import LoomHandler, endpoint
 from loomgate.gateway.upstream import attach as upstream_attach
 from loomgate.shared import wire
@@ -43,7 +43,7 @@ class InfoHandler(LoomHandler):
         upstream_error: str | None = None
         try:
             specs = await self.registry.kernel_specs()
-        except GatewayError as e:  # an upstream that does not answer (or refuses)
+        except Refusal as e:  # an upstream that does not answer (or refuses)
             specs, upstream_error = [], e.message
         self.reply(
             wire.Info(
@@ -144,7 +144,7 @@ class KernelHandler(LoomHandler):
                 raise
             store = attached
         if store.kernel_id not in self.registry.live:  # on the upstream still? attach it again
-            with contextlib.suppress(GatewayError):  # unreachable: it is gone as far as known
+            with contextlib.suppress(Refusal):  # unreachable: it is gone as far as known
                 store = await upstream_attach.attach(self.registry, store.kernel_id) or store
         kernel = self.registry.live.get(store.kernel_id)
         self.reply(wire.KernelReply(kernel=kernel.model() if kernel else store.model()))

@@ -12,7 +12,7 @@ from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelMana
 from tornado import web
 from traitlets import Unicode
 
-from loomgate.gateway.errors import GatewayError
+from loomgate.gateway.errors import Refusal
 from loomgate.gateway.jupyter_internals import HookedKernelManager
 from loomgate.gateway.kernels.channels import Handler, KernelChannels
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
@@ -76,7 +76,7 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         endpoint would answer 500 "Unhandled error")."""
         try:
             kernel_id: str = await super().start_kernel(**kwargs)
-        except GatewayError as e:
+        except Refusal as e:
             # jupyter_server answers with `log_message` as it is (never formatted with args).
             raise web.HTTPError(e.status, e.message) from e
         session = session_path(kwargs.get("env") or {}, self.root_dir)

@@ -16,7 +16,7 @@ from tornado import web
 from loomgate.gateway.errors import (
     BadRequest,
     Conflict,
-    GatewayError,
+    Refusal,
     Unavailable,
 )
 from loomgate.gateway.events import EventBus
@@ -337,7 +337,7 @@ class KernelRegistry:
                 await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
         except web.HTTPError as e:  # the kernel manager's report of a start that failed
             cause = e.__cause__
-            raise cause if isinstance(cause, GatewayError) else Unavailable(str(e)) from None
+            raise cause if isinstance(cause, Refusal) else Unavailable(str(e)) from None
         except Exception as e:
             self.log.exception("Kernel %s (%s) failed to start", kernel_id, spec)
             raise Unavailable(f"the {spec} kernel failed to start: {e}") from None
@@ -365,7 +365,7 @@ class KernelRegistry:
         update_launch_arguments(km, {k: v for k, v in launch.items() if k in ("cwd", "env")})
         try:
             await self._make_kernel(km, intent, claim_content(intent["cwd"], intent["env"]))
-        except GatewayError as e:
+        except Refusal as e:
             self.log.warning("A prewarmed kernel could not be claimed (%s); starting one", e)
             return None
         return self.live.get(km.kernel_id)

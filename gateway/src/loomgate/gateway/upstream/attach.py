@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from tornado import web
 
-from loomgate.gateway.errors import Ambiguous, GatewayError, NotFound, Unavailable
+from loomgate.gateway.errors import Ambiguous, NotFound, Refusal, Unavailable
 from loomgate.gateway.kernels.references import MIN_PREFIX
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.echo import echo
@@ -49,5 +49,5 @@ async def attach(registry: KernelRegistry, ref: str) -> RecordStore | None:
         cause = e.__cause__
         if isinstance(cause, NotFound):
             return None
-        raise cause if isinstance(cause, GatewayError) else Unavailable(str(e)) from None
+        raise cause if isinstance(cause, Refusal) else Unavailable(str(e)) from None
     return registry.stores[matches[0]]

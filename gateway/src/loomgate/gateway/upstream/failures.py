@@ -9,7 +9,7 @@ import ssl
 from tornado import web
 from tornado.httpclient import HTTPClientError
 
-from loomgate.gateway.errors import GatewayError, NotFound, Unavailable
+from loomgate.gateway.errors import NotFound, Refusal, Unavailable
 
 # Statuses that, with no reason of the upstream's own (just "Forbidden"), mean its auth refused us;
 # with a reason (a kernel limit, a user not allowed) that reason is what is reported.
@@ -35,7 +35,7 @@ def upstream_message(error: HTTPClientError) -> str:
     return error.message or ""
 
 
-def describe(error: BaseException, url: str, token_env: str | None) -> GatewayError:
+def describe(error: BaseException, url: str, token_env: str | None) -> Refusal:
     """Return the error to report for a failed request to the upstream at `url`."""
     cause = cause_of(error)
     where = f"the upstream at {url}"

@@ -20,7 +20,7 @@ from tornado.escape import json_decode
 from tornado.httpclient import HTTPClientError
 from traitlets import Unicode
 
-from loomgate.gateway.errors import GatewayError, NotFound
+from loomgate.gateway.errors import NotFound, Refusal
 from loomgate.gateway.kernels.channels import Handler, KernelChannels, Message
 from loomgate.gateway.kernels.manager import note_activity
 from loomgate.gateway.upstream.channels import WebsocketChannels
@@ -70,13 +70,13 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
         """Return the upstream's URL (where the kernels run)."""
         return upstream_url()
 
-    def failure(self, error: BaseException) -> GatewayError:
+    def failure(self, error: BaseException) -> Refusal:
         """Return the refusal for a failed request to the upstream."""
         return describe(error, upstream_url(), self.token_env or None)
 
     async def asking(self, work: Awaitable[T]) -> T:
         """Return what `work` (a request to the upstream) returns; a failure is an HTTP error
-        whose message says what went wrong, caused by the GatewayError the registry reports."""
+        whose message says what went wrong, caused by the Refusal the registry reports."""
         try:
             return await work
         except (web.HTTPError, HTTPClientError, OSError) as e:
@@ -105,7 +105,7 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
         return str(started)
 
     async def kernel_specs(self) -> list[str]:
-        """Return the names of the upstream's kernel specs (GatewayError if it cannot say)."""
+        """Return the names of the upstream's kernel specs (Refusal if it cannot say)."""
         try:
             specs: GatewayKernelSpecManager = cast(Any, self.kernel_spec_manager)
             return sorted(await specs.get_all_specs())
@@ -280,7 +280,7 @@ class UpstreamKernelManager(GatewayKernelManager):
                 if kernel is None:
                     return  # stopped meanwhile
                 await kernel.rejoin()
-            except (web.HTTPError, GatewayError) as e:
+            except (web.HTTPError, Refusal) as e:
                 cause = e.__cause__ if isinstance(e, web.HTTPError) else e
                 if isinstance(cause, NotFound):
                     self.gone(GONE_UPSTREAM)
