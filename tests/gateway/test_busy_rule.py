@@ -1,8 +1,9 @@
-"""The busy rule against the gateway's own view of IOPub: a cell another client ran counts as
-running only until the idle the gateway has received, handled or not."""
+"""The busy rule (ExecutionTracker.admit) against the gateway's own view of IOPub: a cell another
+client ran counts as running only until the idle the gateway has received, handled or not."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ from jupyter_client.session import Session
 from loomgate.gateway.errors import Busy
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.channels import KernelChannels, Message
-from loomgate.gateway.kernels.executions import ExecutionTracker
+from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
+from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.store import RecordStore
 
 PARENT = "cell-from-the-notebook"
@@ -43,11 +45,31 @@ class HeldBack(KernelChannels):
             self.deliver(self.held.pop(0))
 
 
+class ReadyProcess:
+    """A kernel process that is up, on `channels` (what the tracker asks of a LoomKernel)."""
+
+    def __init__(self) -> None:
+        self.phase = "ready"
+        self.channels: KernelChannels | None = None
+        self.implementation = "ipython"
+        self.interrupts = 0
+
+    async def settle(self) -> None:
+        """Return at once: no start is in progress."""
+
+    async def signal_interrupt(self) -> None:
+        """Count the interrupt."""
+        self.interrupts += 1
+
+
 @pytest.fixture
 async def tracker(tmp_path: Path) -> ExecutionTracker:
     """Return a tracker whose kernel runs the notebook's cell (In [1])."""
     store = RecordStore.create(tmp_path / "k", {"id": "k", "lifetime": "persistent"})
-    tracker = ExecutionTracker(store, EventBus())
+    process = ReadyProcess()
+    tracker = ExecutionTracker(
+        process, store, KernelSetup(store), EventBus(), logging.getLogger("test")
+    )
     tracker.on_iopub(iopub("status", execution_state="busy"))
     tracker.on_iopub(iopub("execute_input", code="slow()", execution_count=1))
     assert tracker.current is not None
@@ -64,12 +86,13 @@ async def test_a_cell_is_refused_only_while_the_kernel_runs_another(
 ) -> None:
     channels = HeldBack(held)
     channels.deliver = tracker.on_iopub
-    tracker.channels = channels
+    assert isinstance(tracker.process, ReadyProcess)
+    tracker.process.channels = channels
     if busy:
         with pytest.raises(Busy, match="busy running execution 1"):
-            await tracker.refuse_if_busy(1.0)
+            await tracker.admit()
         assert tracker.current is not None
     else:
-        await tracker.refuse_if_busy(1.0)
+        assert await tracker.admit() is channels
         assert tracker.current is None
         assert tracker.store.get(1) is not None and tracker.store.get(1).state == "completed"
