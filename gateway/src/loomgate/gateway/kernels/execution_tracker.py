@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.kernels.channels import KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.kernels import resident
-from loomgate.gateway.kernels.channels import KernelChannels, Message
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
+from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.messages import seed_content
 from loomgate.gateway.kernels.provisioner import (
@@ -50,6 +50,7 @@ class LoomKernel:
         launch: ResidentLaunch,
     ) -> None:
         self.km = km
+        self.mapping = km.mapping  # read once: every IOPub message reaches it
         self.launch = launch  # what a restart needs, kept for the gateway that takes it back
         self.store = store
         self.events = events
@@ -231,7 +232,7 @@ class LoomKernel:
 
     def _on_iopub(self, msg: Message) -> None:
         """Note the kernel's activity for jupyter_server, then hand the message to the tracker."""
-        self.km.mapping.note_activity(self.km, msg)
+        self.mapping.note_activity(self.km, msg)
         self.executions.on_iopub(msg)
 
     # -- wire ---------------------------------------------------------------------------------
@@ -258,7 +259,7 @@ class LoomKernel:
         current = self.executions.current
         model["current_execution"] = current.number if current else None
         model["last_activity"] = self.executions.last_activity
-        model["connections"] = self.holders + self.km.mapping.connections(self.id)
+        model["connections"] = self.holders + self.mapping.connections(self.id)
         model["holders"] = self.holders
         model["held_by"] = list(self.held_by)
         model["ended"] = None

@@ -17,7 +17,7 @@ from traitlets import Unicode
 
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.jupyter_internals import HookedKernelManager
-from loomgate.gateway.kernels.channels import Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from jupyter_client.manager import KernelManager
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 
-from loomgate.gateway.kernels.channels import Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
 
 
 class KernelMap(Protocol):

@@ -13,7 +13,7 @@ from jupyter_client.ioloop.manager import AsyncIOLoopKernelManager
 from zmq.eventloop.zmqstream import ZMQStream
 from zmq.utils.monitor import parse_monitor_message
 
-from loomgate.gateway.kernels.channels import Channel, Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import Channel, Handler, KernelChannels, Message
 
 
 def channel_url(info: Mapping[str, object], channel: str) -> str:

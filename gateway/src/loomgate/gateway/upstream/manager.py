@@ -21,12 +21,12 @@ from tornado.httpclient import HTTPClientError
 from traitlets import Unicode
 
 from loomgate.gateway.errors import NotFound, Refusal
-from loomgate.gateway.kernels.channels import Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
 from loomgate.gateway.kernels.launch_options import KernelIntent
 from loomgate.gateway.kernels.manager import note_activity
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
-from loomgate.gateway.upstream.channels import WebsocketChannels
 from loomgate.gateway.upstream.failures import describe
+from loomgate.gateway.upstream.websocket_channels import WebsocketChannels
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry
@@ -109,7 +109,7 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
     async def kernel_specs(self) -> list[str]:
         """Return the names of the upstream's kernel specs (Refusal if it cannot say)."""
         try:
-            specs: GatewayKernelSpecManager = cast(Any, self.kernel_spec_manager)
+            specs = cast(GatewayKernelSpecManager, self.kernel_spec_manager)
             return sorted(await specs.get_all_specs())
         except (web.HTTPError, OSError) as e:
             raise self.failure(e) from None
