@@ -94,7 +94,7 @@ async def test_pool_kernels_end_with_the_gateway_and_are_never_taken_back(
     fresh_gateway.signal(signal.SIGTERM)
     assert ProcessIdentity.of(first["pid"]) is not None
     assert wait_gone({second["pid"]}, 30) == set()
-    # SIGKILL leaves the pool kernel running: the next gateway ends it, and adopts only `kept`.
+    # SIGKILL leaves the pool kernel running: the next gateway ends it, and takes back only `kept`.
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         third = await pooled(http)

@@ -58,7 +58,8 @@ class EventBus:
     def kernel(
         self, kernel_id: str, phase: KernelPhase, kernel: Kernel, reason: str | None = None
     ) -> None:
-        """Publish that a kernel is ready, restarting, dead (with `reason`) or stopped."""
+        """Publish that a kernel is ready, restarting, dead (with `reason`) or stopped (its
+        state is `gone` from then on: the event's word for it is older)."""
         if self._subscriptions:
             event = KernelEvent(
                 id=next(self._ids),

@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from traitlets.config import Config
 
@@ -29,6 +29,9 @@ from loomgate.gateway.upstream.manager import UpstreamMappingKernelManager
 from loomgate.shared.paths import ensure_private_dir, state_dir
 from loomgate.shared.wire import GatewayMode
 
+if TYPE_CHECKING:
+    from jupyter_server.serverapp import ServerApp
+
 PURGE_INTERVAL_SECONDS = 3600.0
 EXTENSION_DIR = "jupyter"  # in the state dir: the records of each Jupyter server's kernels
 SERVER_LOCK = "server.lock"
@@ -41,18 +44,18 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "loomgate.gateway.extension"}]
 
 
-def mode_of(serverapp: Any) -> GatewayMode:
+def mode_of(serverapp: ServerApp) -> GatewayMode:
     """Return "gateway" for loomgate's own server, "extension" inside another Jupyter server."""
     return "gateway" if hasattr(serverapp, "loomgate_state_dir") else "extension"
 
 
-def upstream_configured(serverapp: Any) -> bool:
+def upstream_configured(serverapp: ServerApp) -> bool:
     """Return whether the server sends its kernels to a remote gateway (GatewayClient.url)."""
     url = serverapp.config.get("GatewayClient", {}).get("url")
     return bool(url or os.environ.get("JUPYTER_GATEWAY_URL"))
 
 
-def _link_jupyter_server_extension(serverapp: Any) -> None:
+def _link_jupyter_server_extension(serverapp: ServerApp) -> None:
     """Give an enabled server loomgate's kernel manager, before it creates its own.
 
     Passed upstream as extension config, as ExtensionApp's link step does. A kernel manager or
@@ -71,7 +74,7 @@ def _link_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.update_config(Config({"ServerApp": chosen}))
 
 
-def _load_jupyter_server_extension(serverapp: Any) -> None:
+def _load_jupyter_server_extension(serverapp: ServerApp) -> None:
     """Attach the record registry to the kernel manager and add loomgate's routes."""
     mkm = serverapp.kernel_manager
     mode = mode_of(serverapp)
@@ -114,7 +117,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         serverapp.log.info("loomgate: records of this server's kernels are kept in %s", directory)
 
 
-def records_dir(serverapp: Any, mode: GatewayMode) -> Path:
+def records_dir(serverapp: ServerApp, mode: GatewayMode) -> Path:
     """Return where the registry keeps its records: the gateway's state dir, or, inside another
     Jupyter server, a directory of that server's own (by its root dir, so a restarted server
     finds its records again; a second server on the same root, running at once, gets its port's).
@@ -142,13 +145,13 @@ def _lock(directory: Path) -> bool:
     return True  # the descriptor stays open: the lock lasts as long as the server
 
 
-async def _start_jupyter_server_extension(serverapp: Any) -> None:
+async def _start_jupyter_server_extension(serverapp: ServerApp) -> None:
     """Take back the kernels an earlier gateway left running (the IO loop runs now)."""
     registry: KernelRegistry | None = serverapp.web_app.settings.get("loomgate_registry")
     if registry is not None:
         await registry.take_back()
 
 
-def _purge_periodically(serverapp: Any, registry: KernelRegistry) -> None:
+def _purge_periodically(serverapp: ServerApp, registry: KernelRegistry) -> None:
     registry.purge_expired()
     serverapp.io_loop.call_later(PURGE_INTERVAL_SECONDS, _purge_periodically, serverapp, registry)

@@ -96,7 +96,9 @@ def update_launch_arguments(km: KernelManager, changes: dict[str, Any]) -> None:
     km._launch_args = {**(km._launch_args or {}), **changes}
 
 
-async def register_adopted_kernel(mkm: MappingKernelManager, kernel_id: str, km: Any) -> None:
+async def register_taken_back_kernel(
+    mkm: MappingKernelManager, kernel_id: str, km: KernelManager
+) -> None:
     """Add a running kernel, taken back under its own id, to jupyter_server's kernel map."""
     km._attempted_start = True
     if not km.ready.done():

@@ -23,7 +23,10 @@ FINAL_STATES: frozenset[ExecutionState] = frozenset(
 )
 RUNNING_STATES: frozenset[ExecutionState] = frozenset({"running", "awaiting_input"})
 GatewayMode = Literal["gateway", "extension"]
-KernelState = Literal["starting", "idle", "busy", "awaiting_input", "restarting", "dead", "gone"]
+# A kernel's state: while its process is not up, where the process is in its life; once it is up,
+# whether it runs a cell. (The kernel event's phase calls `gone` "stopped".)
+ProcessState = Literal["starting", "restarting", "dead", "gone"]
+KernelState = Literal[ProcessState, "idle", "busy", "awaiting_input"]
 Lifetime = Literal["persistent", "conversation"]
 LIFETIMES: tuple[Lifetime, ...] = get_args(Lifetime)
 Source = Literal["loomgate", "other"]

@@ -152,7 +152,7 @@ class LoomCall:
         record: ExecutionRecord | None
         if selector in ("current", "latest"):
             kernel = self.registry.live.get(store.kernel_id)
-            running = kernel.current if kernel is not None else None
+            running = kernel.executions.current if kernel is not None else None
             record = running if selector == "current" and running else store.latest()
             if record is None:
                 raise NotFound("this kernel has no executions yet")

@@ -31,7 +31,7 @@ async def submitted(call: LoomCall, ref: str, body: dict[str, Any]) -> wire.Exec
         raise BadRequest("code (a string) is required")
     kernel = call.registry.resolve(ref)
     output = call.output_args(body)
-    record = await kernel.submit(code, call.client_arg(body))
+    record = await kernel.executions.submit(code, call.client_arg(body))
     reason = await call.wait_for(record, body)
     return wire.ExecutionReply(execution=call.execution_json(record, **output), returned=reason)
 
@@ -169,7 +169,7 @@ class InputHandler(LoomHandler):
             raise BadRequest("value (a string) is required")
         kernel = self.registry.resolve(ref)
         record = self.select(kernel.store, selector)
-        kernel.answer_input(record, value)
+        kernel.executions.answer_input(record, value)
         self.reply(wire.ExecutionOnly(execution=record.summary()))
 
 

@@ -164,7 +164,7 @@ class InterruptHandler(LoomHandler):
     async def post(self, ref: str) -> None:
         """Interrupt the running execution; 409 when nothing runs."""
         kernel = self.registry.resolve(ref)
-        record = await kernel.interrupt()
+        record = await kernel.executions.interrupt()
         self.reply(wire.ExecutionOnly(execution=record.summary()))
 
 
@@ -175,7 +175,7 @@ class ResetHandler(LoomHandler):
     async def post(self, ref: str) -> None:
         """Restart the kernel process; a running record becomes `killed`, numbering continues."""
         kernel = self.registry.resolve(ref)
-        running = kernel.current
+        running = kernel.executions.current
         await self.registry.reset(kernel)
         killed = running.summary() if running is not None else None
         self.reply(wire.ResetReply(kernel=kernel.model(), killed=killed))

@@ -66,8 +66,8 @@ class Holders:
 
     async def _release_after_grace(self, kernel: LoomKernel) -> None:
         await asyncio.sleep(self.grace_seconds)
-        while kernel.current is not None and kernel.holders == 0:
-            await kernel.current.wait(timeout=3600)
+        while kernel.executions.current is not None and kernel.holders == 0:
+            await kernel.executions.current.wait(timeout=3600)
         if kernel.holders == 0 and self._is_live(kernel):
             self._grace_tasks.pop(kernel.id, None)
             self.log.info(

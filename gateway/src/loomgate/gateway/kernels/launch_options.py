@@ -6,10 +6,23 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TypedDict
 
 from loomgate.gateway.errors import BadRequest
 from loomgate.shared.echo import echo
 from loomgate.shared.wire import LIFETIMES
+
+
+class KernelIntent(TypedDict, total=False):
+    """What a kernel is started as: its name, lifetime, directory and environment, or, for an
+    upstream's kernel attached by its id, when it was attached."""
+
+    name: str | None
+    lifetime: str  # checked by check_name_and_lifetime: one of LIFETIMES
+    cwd: str | None
+    env: dict[str, str]
+    attached: float
+
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

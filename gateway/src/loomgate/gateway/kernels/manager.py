@@ -8,13 +8,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
-from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+from jupyter_server.services.kernels.kernelmanager import (
+    AsyncMappingKernelManager,
+    MappingKernelManager,
+)
 from tornado import web
 from traitlets import Unicode
 
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.jupyter_internals import HookedKernelManager
-from loomgate.gateway.kernels.channels import Handler, KernelChannels
+from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
+from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 
 if TYPE_CHECKING:
@@ -29,9 +33,14 @@ class LoomKernelManager(HookedKernelManager):
     """
 
     @property
+    def mapping(self) -> LoomMappingKernelManager:
+        """Return the kernel map this kernel belongs to."""
+        return cast("LoomMappingKernelManager", self.parent)
+
+    @property
     def registry(self) -> KernelRegistry:
         """Return the gateway's kernel registry."""
-        return cast("LoomMappingKernelManager", self.parent).loom_registry
+        return self.mapping.loom_registry
 
     def open_channels(self, *, on_iopub: Handler, on_stdin: Handler) -> KernelChannels:
         """Return loomgate's own connections to the kernel process."""
@@ -90,10 +99,14 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         assert self.kernel_spec_manager is not None
         return sorted(self.kernel_spec_manager.find_kernel_specs())
 
+    async def list_upstream(self) -> list[dict[str, Any]]:
+        """Return the kernels of the upstream: none, kernels here are local processes."""
+        return []
+
     def kernel_model(self, kernel_id: str) -> dict[str, Any]:
         """Return a kernel's model; a prewarmed kernel does not exist for Jupyter clients (and
         so is not in `list_kernels`, which skips the kernels this refuses)."""
-        if self.loom_registry.pool.holds(kernel_id):
+        if self.loom_registry.pool.is_pooled(kernel_id):
             raise web.HTTPError(404, f"Kernel does not exist: {kernel_id}")
         model: dict[str, Any] = super().kernel_model(kernel_id)
         return model
@@ -108,7 +121,7 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         kernel.reason = ""
         kernel.last_activity = datetime.now(timezone.utc)
 
-    def note_activity(self, km: LoomKernelManager, msg: dict[str, Any]) -> None:
+    def note_activity(self, km: ManagedKernel, msg: Message) -> None:
         """Update the kernel's activity markers from one of its IOPub messages."""
         note_activity(self, km, msg)
 
@@ -117,7 +130,7 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         return int(self.kernel_model(kernel_id)["connections"]) if kernel_id in self else 0
 
 
-def note_activity(mkm: Any, km: Any, msg: dict[str, Any]) -> None:
+def note_activity(mkm: MappingKernelManager, km: ManagedKernel, msg: Message) -> None:
     """Update last_activity and execution_state from an IOPub message, as jupyter_server's own
     activity watch does."""
     msg_type = msg["header"]["msg_type"]
@@ -137,7 +150,7 @@ class NodelayWebsocketConnection(ZMQChannelsWebsocketConnection):
     """The standard kernel websocket, with Nagle's algorithm off for its whole life.
 
     Tornado turns TCP_NODELAY off again after the upgrade response, so a reply's second small
-    frame waits for the client's delayed ACK: ~40 ms per trivial execute instead of ~5 ms.
+    frame waits for the client's delayed ACK (up to 40 ms on Linux) before it is sent.
     """
 
     async def connect(self) -> None:  # type: ignore[override]

@@ -16,9 +16,10 @@ import shutil
 import signal
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from loomgate.gateway.kernels import resident
+from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
 from loomgate.shared import wire
@@ -30,18 +31,20 @@ DEFAULT_PREWARM = 1
 class KernelPool:
     """Up to `size` started, idle kernels of each kernel spec asked for (the default at start)."""
 
-    def __init__(self, mkm: Any, state_dir: Path, size: int, log: logging.Logger) -> None:
+    def __init__(self, mkm: KernelMap, state_dir: Path, size: int, log: logging.Logger) -> None:
         self.mkm = mkm
         self.root = state_dir / POOL_DIR
         self.size = size
         self.log = log
         self.members: dict[str, str] = {}  # kernel id → kernel spec, starting or idle
-        self.idle: dict[str, list[Any]] = {}  # kernel spec → ready kernel managers, oldest first
+        self.idle: dict[
+            str, list[ManagedKernel]
+        ] = {}  # kernel spec → ready kernel managers, oldest first
         self._fills: dict[str, asyncio.Task[None]] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closing = False
 
-    def holds(self, kernel_id: str) -> bool:
+    def is_pooled(self, kernel_id: str) -> bool:
         """Return whether `kernel_id` is a pool kernel (not yet anyone's)."""
         return kernel_id in self.members
 
@@ -91,16 +94,18 @@ class KernelPool:
                 self.log.warning("A prewarmed %s kernel did not start: %s", kernel_spec, e)
                 return
             if kernel_id in self.members:  # not stopped meanwhile
-                self.idle.setdefault(kernel_spec, []).append(self.mkm.get_kernel(kernel_id))
+                # Its manager is the map's LoomKernelManager (jupyter types it as its base).
+                km = cast("ManagedKernel", self.mkm.get_kernel(kernel_id))
+                self.idle.setdefault(kernel_spec, []).append(km)
 
-    async def process_started(self, km: Any) -> None:
+    async def process_started(self, km: ManagedKernel) -> None:
         """Note a pool kernel's process, so that a later gateway can end it if this one dies."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         directory = self.root / str(km.kernel_id)
         directory.mkdir(exist_ok=True, mode=0o700)
         await resident.save(directory, km, ResidentLaunch(cwd=None, env={}))
 
-    def take(self, kernel_spec: str) -> Any | None:
+    def take(self, kernel_spec: str) -> ManagedKernel | None:
         """Return a ready kernel of `kernel_spec`, no longer the pool's (None if none is ready)."""
         ready = self.idle.get(kernel_spec, [])
         while ready:

@@ -26,20 +26,20 @@ PARENT_VARIABLE = "JPY_PARENT_PID"
 
 
 class ResidentProvisioner(LocalProvisioner):
-    """LocalProvisioner whose kernels survive the gateway and can be adopted by the next one."""
+    """LocalProvisioner whose kernels survive the gateway and can be taken back by the next one."""
 
     identity: ProcessIdentity | None = None
     log_path: Path | None = None
 
     @property
-    def adopted(self) -> bool:
+    def taken_back(self) -> bool:
         """Return whether the process was launched by an earlier gateway (not our child)."""
         return self.process is None and self.identity is not None
 
     @property
     def has_process(self) -> bool:
-        """Return whether there is a kernel process to manage (our child, or adopted)."""
-        return self.process is not None or (self.adopted and self._is_ours())
+        """Return whether there is a kernel process to manage (our child, or taken back)."""
+        return self.process is not None or (self.taken_back and self._is_ours())
 
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
         """Prepare the launch: no parent-death watch, no pipes shared with the gateway."""
@@ -107,14 +107,14 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def poll(self) -> int | None:
         """Return None while the kernel runs, else its exit status (-1 if unknown)."""
-        if not self.adopted:
+        if not self.taken_back:
             status: int | None = await super().poll()
             return status
         return None if self._is_ours() else -1
 
     async def wait(self) -> int | None:
         """Return the exit status once the kernel process has ended (-1 if unknown)."""
-        if not self.adopted:
+        if not self.taken_back:
             status: int | None = await super().wait()
             return status
         assert self.identity is not None
@@ -123,7 +123,7 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def send_signal(self, signum: int) -> None:
         """Signal the kernel's process group, only if the pid is still that kernel."""
-        if not self.adopted:
+        if not self.taken_back:
             await super().send_signal(signum)
             return
         if not self._is_ours():
@@ -138,14 +138,14 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def kill(self, restart: bool = False) -> None:
         """Kill the kernel (its process group)."""
-        if not self.adopted:
+        if not self.taken_back:
             await super().kill(restart=restart)
             return
         await self.send_signal(signal.SIGKILL)
 
     async def terminate(self, restart: bool = False) -> None:
         """Terminate the kernel (its process group)."""
-        if not self.adopted:
+        if not self.taken_back:
             await super().terminate(restart=restart)
             return
         await self.send_signal(signal.SIGTERM)
@@ -153,7 +153,7 @@ class ResidentProvisioner(LocalProvisioner):
     async def cleanup(self, restart: bool = False) -> None:
         """Forget the process once it is gone (a restart launches a new one)."""
         await super().cleanup(restart=restart)
-        if self.adopted and not self._is_ours():
+        if self.taken_back and not self._is_ours():
             self.identity = None
 
 
@@ -179,7 +179,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def process_running(km: Any) -> bool:
+def process_running(km: object) -> bool:
     """Return whether the kernel's process still runs (True when no process is known)."""
     provisioner = getattr(km, "provisioner", None)
     if isinstance(provisioner, ResidentProvisioner):
@@ -199,10 +199,11 @@ def last_lines(path: Path, count: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-count:])
 
 
-def process_ending(km: Any) -> str:
+def process_ending(km: object) -> str:
     """Return a sentence saying how the kernel's process ended."""
-    if getattr(km, "ending", ""):  # a kernel on an upstream: what the upstream said
-        return str(km.ending)
+    ending = getattr(km, "ending", "")
+    if ending:  # a kernel on an upstream: what the upstream said
+        return str(ending)
     provisioner = getattr(km, "provisioner", None)
     if isinstance(provisioner, ResidentProvisioner):
         return provisioner.ending()

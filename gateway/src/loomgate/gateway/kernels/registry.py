@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from jupyter_client.manager import KernelManager
 from tornado import web
 
 from loomgate.gateway.errors import (
@@ -21,22 +22,24 @@ from loomgate.gateway.errors import (
 )
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import update_launch_arguments
-from loomgate.gateway.kernels import adoption, resident
+from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.holders import Holders
 from loomgate.gateway.kernels.kernel import CONFIRM_TIMEOUT, START_TIMEOUT, LoomKernel
 from loomgate.gateway.kernels.launch_options import (
+    KernelIntent,
     check_name_and_lifetime,
     kernel_environment,
     validated_cwd,
 )
+from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, kernel_id_of
 from loomgate.gateway.kernels.messages import claim_content
 from loomgate.gateway.kernels.pool import KernelPool
 from loomgate.gateway.kernels.provisioner import process_ending
 from loomgate.gateway.kernels.references import find_store
 from loomgate.gateway.kernels.resident import ResidentLaunch
+from loomgate.gateway.kernels.take_back import TakeBack
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.shared.echo import echo
-from loomgate.shared.wire import Death
 
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
 DEFAULT_GRACE_SECONDS = 600.0
@@ -52,7 +55,7 @@ class KernelRegistry:
 
     def __init__(
         self,
-        mkm: Any,
+        mkm: KernelMap,
         state_dir: Path,
         events: EventBus,
         *,
@@ -68,7 +71,7 @@ class KernelRegistry:
         self.log = log
         self.live: dict[str, LoomKernel] = {}
         self.stores: dict[str, RecordStore] = {}
-        self._intents: dict[str, dict[str, Any]] = {}
+        self._intents: dict[str, KernelIntent] = {}
         self.holders = Holders(
             events,
             grace_seconds,
@@ -77,7 +80,7 @@ class KernelRegistry:
             stop=self.stop,
         )
         self._left_running: list[RecordStore] = []
-        self.retries: set[asyncio.Task[None]] = set()  # kernels asked again (adoption.py)
+        self.taking_back = TakeBack(mkm, self.live, events, log, self.wire_up)
         # `loomgate gateway stop` sets this; any other exit leaves the kernels running.
         self.stop_kernels_on_exit = False
         # Set once the kernels an earlier gateway left running have been taken back (or not).
@@ -121,7 +124,7 @@ class KernelRegistry:
         if ended:
             self.log.info("Ended %d prewarmed kernel(s) an earlier gateway left running", ended)
         try:
-            await adoption.take_back(self, self._left_running)
+            await self.taking_back.all(self._left_running)
         finally:
             if self._left_running:
                 self.log.info(
@@ -142,17 +145,6 @@ class KernelRegistry:
             kernel.leave()
         return len(kernels)
 
-    def ended_while_away(self, store: RecordStore, reason: str) -> None:
-        """Note that a kernel left running by an earlier gateway is gone (its records stay)."""
-        running = store.running_when_left()
-        if running is not None:
-            died = Death(reason=reason, restarted=False)
-            running.end_unseen("died", "the kernel process is gone", died=died)
-        store.mark_ended(reason)
-        resident.remove(store.directory)
-        self.log.warning("Kernel %s is gone: %s", store.kernel_id, reason)
-        self.events.kernel(store.kernel_id, "stopped", store.model(), reason)
-
     def purge_expired(self) -> None:
         """Delete records of kernels that ended longer ago than the retention period."""
         now = time.time()
@@ -164,13 +156,13 @@ class KernelRegistry:
 
     # -- hooks from the kernel manager --------------------------------------------------------
 
-    async def process_started(self, km: Any, intent: dict[str, Any] | None = None) -> None:
+    async def process_started(self, km: ManagedKernel, intent: KernelIntent | None = None) -> None:
         """Attach loomgate to a kernel process that just started (first start or restart);
         `intent` says what it was started as (else the one `create` left for its id)."""
-        if self.pool.holds(km.kernel_id):
+        if self.pool.is_pooled(kernel_id_of(km)):
             await self.pool.process_started(km)
             return
-        kernel = self.live.get(km.kernel_id)
+        kernel = self.live.get(kernel_id_of(km))
         if kernel is not None:
             try:
                 await kernel.process_started()
@@ -180,24 +172,24 @@ class KernelRegistry:
                 self.log.exception("Kernel %s did not come back after a restart", kernel.id)
             return
         if intent is None:
-            intent = self._intents.pop(km.kernel_id, {})
+            intent = self._intents.pop(kernel_id_of(km), {})
         await self._make_kernel(km, intent)
 
     async def _make_kernel(
-        self, km: Any, intent: dict[str, Any], prepare: dict[str, Any] | None = None
+        self, km: ManagedKernel, intent: KernelIntent, prepare: dict[str, Any] | None = None
     ) -> None:
         """Give the started process `km` its records and make it a live kernel (its process is
         discarded if that fails); `prepare` runs in it first (a claimed pool kernel's move)."""
-        store = self.stores.get(km.kernel_id)
-        reopened = store is not None  # a kernel on an upstream, attached again
+        store = self.stores.get(kernel_id_of(km))
+        taken_back = store is not None  # a kernel on an upstream, attached again
         try:
             if store is not None:
                 store.reopen()  # its records and numbering go on
             else:
                 store = RecordStore.create(
-                    self.root / km.kernel_id,
+                    self.root / kernel_id_of(km),
                     {
-                        "id": km.kernel_id,
+                        "id": kernel_id_of(km),
                         "name": intent.get("name"),
                         "lifetime": intent.get("lifetime", "persistent"),
                         "kernel_spec": km.kernel_name,
@@ -208,12 +200,12 @@ class KernelRegistry:
         except Exception:
             await self._discard_process(km)
             raise
-        self.stores[km.kernel_id] = store
+        self.stores[kernel_id_of(km)] = store
         launch = ResidentLaunch(cwd=intent.get("cwd"), env=intent.get("env") or {})
-        kernel = self.live[km.kernel_id] = LoomKernel(km, store, self.events, self.log, launch)
+        kernel = self.live[kernel_id_of(km)] = LoomKernel(km, store, self.events, self.log, launch)
         try:
-            if reopened:  # the same process as before: its counter and variables as they are
-                await kernel.adopt(None, CONFIRM_TIMEOUT)
+            if taken_back:  # the same process as before: its counter and variables as they are
+                await kernel.take_back(None, CONFIRM_TIMEOUT)
             else:
                 await kernel.process_started(prepare)
         except Exception:
@@ -231,7 +223,7 @@ class KernelRegistry:
         if kernel.lifetime == "conversation" and kernel.holders == 0:
             self.holders.start_grace(kernel)
 
-    async def _discard_process(self, km: Any) -> None:
+    async def _discard_process(self, km: ManagedKernel) -> None:
         """Kill the process of a kernel whose start failed (jupyter_client leaves it running).
 
         Not through `shutdown_kernel`: that would replace the manager's failed `ready` future
@@ -244,18 +236,18 @@ class KernelRegistry:
                 await km.provisioner.wait()
             await km.cleanup_resources(restart=False)
         except Exception:
-            self.log.exception("Could not clean up the failed kernel %s", km.kernel_id)
+            self.log.exception("Could not clean up the failed kernel %s", kernel_id_of(km))
 
-    def process_stopping(self, km: Any, *, restart: bool) -> None:
+    def process_stopping(self, km: ManagedKernel, *, restart: bool) -> None:
         """Tell the kernel its process is being shut down (for a restart or for good)."""
-        kernel = self.live.get(km.kernel_id)
+        kernel = self.live.get(kernel_id_of(km))
         if kernel is not None:
             kernel.process_stopping(restart=restart)
 
-    def process_gone(self, km: Any, reason: str | None = None) -> None:
+    def process_gone(self, km: ManagedKernel, reason: str | None = None) -> None:
         """Forget a kernel whose process has been shut down for good (its records stay);
         `reason` says why when nobody stopped it."""
-        kernel = self.live.pop(km.kernel_id, None)
+        kernel = self.live.pop(kernel_id_of(km), None)
         if kernel is None:
             return
         kernel.process_stopping(restart=False)
@@ -324,7 +316,7 @@ class KernelRegistry:
         if env:
             kwargs["env"] = kernel_environment(env)
         probe_writable(self.root)
-        intent = {"name": name, "lifetime": lifetime, "cwd": kwargs.get("cwd"), "env": env or {}}
+        intent = KernelIntent(name=name, lifetime=lifetime, cwd=kwargs.get("cwd"), env=env or {})
         claimed = await self._claim(spec, intent, kwargs)
         if claimed is not None:
             return claimed, True
@@ -350,10 +342,10 @@ class KernelRegistry:
 
     async def kernel_specs(self) -> list[str]:
         """Return the names of the kernel specs kernels can be started with."""
-        return await self.mkm.kernel_specs()  # type: ignore[no-any-return]
+        return await self.mkm.kernel_specs()
 
     async def _claim(
-        self, spec: str, intent: dict[str, Any], launch: dict[str, Any]
+        self, spec: str, intent: KernelIntent, launch: dict[str, Any]
     ) -> LoomKernel | None:
         """Return a prewarmed kernel of `spec` made the kernel `intent` asks for (None when the
         pool has none ready, or the one it had failed: then a kernel is started as usual)."""
@@ -362,13 +354,16 @@ class KernelRegistry:
         if km is None:
             return None
         # What a restart of this kernel starts with: the directory and environment asked for.
+        assert isinstance(km, KernelManager)  # a pool kernel is a local process
         update_launch_arguments(km, {k: v for k, v in launch.items() if k in ("cwd", "env")})
         try:
-            await self._make_kernel(km, intent, claim_content(intent["cwd"], intent["env"]))
+            await self._make_kernel(
+                km, intent, claim_content(intent.get("cwd"), intent.get("env") or {})
+            )
         except Refusal as e:
             self.log.warning("A prewarmed kernel could not be claimed (%s); starting one", e)
             return None
-        return self.live.get(km.kernel_id)
+        return self.live.get(kernel_id_of(km))
 
     async def stop(self, kernel: LoomKernel) -> None:
         """Shut the kernel down (its records stay)."""
@@ -389,7 +384,9 @@ class KernelRegistry:
         await kernel.settle()
         km = self.mkm.get_kernel(kernel.id)
         with contextlib.suppress(Exception):  # a failed start: shutdown handles that itself
-            await asyncio.wait_for(asyncio.shield(km.ready), START_TIMEOUT)
+            ready = km.ready
+            assert isinstance(ready, asyncio.Future)  # an async kernel manager's
+            await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT)
 
     async def settle_all(self) -> None:
         """Return once no live kernel is starting or restarting."""

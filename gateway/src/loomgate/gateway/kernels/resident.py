@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from jupyter_client.manager import KernelManager
-
+from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.shared.paths import write_json_atomic
 
 RESIDENT_FILE = "resident.json"
@@ -44,7 +43,7 @@ class ResidentError(ValueError):
     """A resident.json this gateway cannot use (corrupt, foreign, or of an unknown format)."""
 
 
-async def save(directory: Path, km: KernelManager, launch: ResidentLaunch) -> None:
+async def save(directory: Path, km: ManagedKernel, launch: ResidentLaunch) -> None:
     """Write the state of `km`'s current process into `directory` (replacing an earlier one)."""
     assert km.provisioner is not None
     state = ResidentState(

@@ -12,7 +12,7 @@ from loomgate.gateway.records.terminal_text import TerminalText
 from loomgate.shared import wire
 
 if TYPE_CHECKING:
-    from loomgate.gateway.kernels.channels import KernelChannels, SilentRun
+    from loomgate.gateway.kernels.kernel_channels import KernelChannels, SilentRun
     from loomgate.gateway.records.store import RecordStore
 
 # A part that catches its own failure leaves its text here; reading it also clears it.

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from hmac import compare_digest
-from typing import Any, cast
+from typing import cast
 
 import zmq
+from jupyter_client.ioloop.manager import AsyncIOLoopKernelManager
 from zmq.eventloop.zmqstream import ZMQStream
 from zmq.utils.monitor import parse_monitor_message
 
-from loomgate.gateway.kernels.channels import Channel, Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import Channel, Handler, KernelChannels, Message
 
 
-def channel_url(info: dict[str, Any], channel: str) -> str:
+def channel_url(info: Mapping[str, object], channel: str) -> str:
     """Return the ZMQ address of one of a kernel's channels, from its connection info."""
     port = info[f"{channel}_port"]
     if info["transport"] == "tcp":
@@ -30,7 +31,9 @@ class ZmqChannels(KernelChannels):
     The IOPub socket is opened as soon as the kernel process is launched.
     """
 
-    def __init__(self, km: Any, *, on_iopub: Handler, on_stdin: Handler) -> None:
+    def __init__(
+        self, km: AsyncIOLoopKernelManager, *, on_iopub: Handler, on_stdin: Handler
+    ) -> None:
         super().__init__(km.session, on_iopub=on_iopub, on_stdin=on_stdin)
         identity = uuid.uuid4().hex.encode()
         self.iopub: ZMQStream = km.connect_iopub()
@@ -50,7 +53,9 @@ class ZmqChannels(KernelChannels):
         }
 
     @staticmethod
-    def _monitored_stdin(km: Any, identity: bytes) -> tuple[ZMQStream, ZMQStream]:
+    def _monitored_stdin(
+        km: AsyncIOLoopKernelManager, identity: bytes
+    ) -> tuple[ZMQStream, ZMQStream]:
         """Return the stdin DEALER and a monitor of its handshake, watched before connecting.
 
         The kernel's stdin ROUTER drops an input_request addressed to a peer whose handshake is

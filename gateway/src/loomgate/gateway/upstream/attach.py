@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tornado import web
 
 from loomgate.gateway.errors import Ambiguous, NotFound, Refusal, Unavailable
+from loomgate.gateway.kernels.launch_options import KernelIntent
 from loomgate.gateway.kernels.references import MIN_PREFIX
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.echo import echo
@@ -42,7 +43,7 @@ async def attach(registry: KernelRegistry, ref: str) -> RecordStore | None:
         raise Ambiguous(f"kernel prefix {echo(ref)} matches several upstream kernels: {ids}")
     if not matches:
         return None
-    intent = {"lifetime": "persistent", "attached": time.time()}
+    intent = KernelIntent(lifetime="persistent", attached=time.time())
     try:
         await mkm.start_kernel(kernel_id=matches[0], loom_intent=intent)
     except web.HTTPError as e:

@@ -21,10 +21,12 @@ from tornado.httpclient import HTTPClientError
 from traitlets import Unicode
 
 from loomgate.gateway.errors import NotFound, Refusal
-from loomgate.gateway.kernels.channels import Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
+from loomgate.gateway.kernels.launch_options import KernelIntent
 from loomgate.gateway.kernels.manager import note_activity
-from loomgate.gateway.upstream.channels import WebsocketChannels
+from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.upstream.failures import describe
+from loomgate.gateway.upstream.websocket_channels import WebsocketChannels
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry
@@ -87,7 +89,7 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
         self, *, kernel_id: str | None = None, path: str | None = None, **kwargs: Any
     ) -> str:
         """Start a kernel on the upstream (or attach to its kernel `kernel_id`) and record it."""
-        intent: dict[str, Any] = kwargs.pop("loom_intent", None) or {}
+        intent: KernelIntent = kwargs.pop("loom_intent", None) or KernelIntent()
         if kernel_id is not None and kernel_id in self._kernels:
             return kernel_id  # attached already
         started = await self.asking(super().start_kernel(kernel_id=kernel_id, path=path, **kwargs))
@@ -107,7 +109,7 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
     async def kernel_specs(self) -> list[str]:
         """Return the names of the upstream's kernel specs (Refusal if it cannot say)."""
         try:
-            specs: GatewayKernelSpecManager = cast(Any, self.kernel_spec_manager)
+            specs = cast(GatewayKernelSpecManager, self.kernel_spec_manager)
             return sorted(await specs.get_all_specs())
         except (web.HTTPError, OSError) as e:
             raise self.failure(e) from None
@@ -120,7 +122,8 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(WATCH_SECONDS)
-            live = [kernel.km for kernel in self.loom_registry.live.values()]
+            kms = [kernel.km for kernel in self.loom_registry.live.values()]
+            live = [km for km in kms if isinstance(km, UpstreamKernelManager)]
             if not live:
                 continue
             try:
@@ -138,7 +141,7 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
         response = await self.asking(gateway_request(self.kernels_url, method="GET"))
         return cast("list[dict[str, Any]]", json_decode(response.body))
 
-    def note_activity(self, km: Any, msg: Message) -> None:
+    def note_activity(self, km: ManagedKernel, msg: Message) -> None:
         """Update the kernel's activity markers from one of its IOPub messages."""
         note_activity(self, km, msg)
 
@@ -279,7 +282,7 @@ class UpstreamKernelManager(GatewayKernelManager):
                 kernel = self.registry.live.get(str(self.kernel_id))
                 if kernel is None:
                     return  # stopped meanwhile
-                await kernel.rejoin()
+                await kernel.take_back_channels()
             except (web.HTTPError, Refusal) as e:
                 cause = e.__cause__ if isinstance(e, web.HTTPError) else e
                 if isinstance(cause, NotFound):

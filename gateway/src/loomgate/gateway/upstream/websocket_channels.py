@@ -17,7 +17,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from loomgate.gateway.errors import Unavailable
-from loomgate.gateway.kernels.channels import Channel, Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import Channel, Handler, KernelChannels, Message
 
 # Outputs come as whole messages: a large image or a long print must not close the socket.
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024

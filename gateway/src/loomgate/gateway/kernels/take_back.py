@@ -1,0 +1,155 @@
+"""Taking back, when the gateway starts, the kernels an earlier gateway left running.
+
+A kernel is taken back only once it is proved to be that kernel: its pid runs with the start
+time recorded at launch (a reused pid never passes), and it answers kernel_info, signed with
+its own key, on its own channels within TAKE_BACK_TIMEOUT. It keeps its id, name, variables and
+numbering, and any Jupyter client sees it in /api/kernels again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+
+from jupyter_client.provisioning.factory import KernelProvisionerFactory
+from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+from loomgate.gateway.events import EventBus
+from loomgate.gateway.jupyter_internals import register_taken_back_kernel, restore_launch_arguments
+from loomgate.gateway.kernels import resident
+from loomgate.gateway.kernels.kernel import LoomKernel
+from loomgate.gateway.kernels.manager_protocol import KernelMap
+from loomgate.gateway.kernels.provisioner import ResidentProvisioner
+from loomgate.gateway.kernels.resident import ResidentError, ResidentState
+from loomgate.gateway.records.store import RecordStore
+from loomgate.shared.wire import Death
+
+TAKE_BACK_TIMEOUT = 10.0
+# A kernel that is ours but did not answer (stopped, or busy in code that holds the GIL) is
+# neither ended nor forgotten: it is tried again this often until it answers or its process ends.
+RETRY_SECONDS = 5.0
+
+
+class TakeBack:
+    """Takes back the kernels of `stores` into `live`, and tries again, every RETRY_SECONDS,
+    those that are ours but did not answer; `wire_up` follows each kernel taken back."""
+
+    def __init__(
+        self,
+        mkm: KernelMap,
+        live: dict[str, LoomKernel],
+        events: EventBus,
+        log: logging.Logger,
+        wire_up: Callable[[LoomKernel], None],
+    ) -> None:
+        self.mkm = mkm
+        self.live = live
+        self.events = events
+        self.log = log
+        self.wire_up = wire_up
+        self.retries: set[asyncio.Task[None]] = set()
+
+    async def all(self, stores: list[RecordStore]) -> None:
+        """Take back every kernel of `stores` that is still alive and still ours."""
+        await asyncio.gather(*(self.one(store) for store in stores))
+
+    async def one(self, store: RecordStore) -> None:
+        """Take back one kernel, or note why not (its records stay either way)."""
+        try:
+            state = resident.load(store.directory, store.kernel_id)
+        except ResidentError as e:
+            # Left as it is: a gateway that knows the format may still take it back.
+            self.log.warning("Not taking back kernel %s: %s", store.kernel_id, e)
+            return
+        try:
+            provisioner = await provisioner_for(self.mkm, state)
+        except Exception as e:
+            self.log.warning("Not taking back kernel %s: %s", store.kernel_id, e)
+            return
+        pid = provisioner.pid
+        if not provisioner.is_ours():
+            self.ended_while_away(store, "the kernel process ended while the gateway was down")
+            return
+        km = provisioner.parent
+        assert km is not None
+        kernel = LoomKernel(km, store, self.events, self.log, state["launch"])
+        self.live[kernel.id] = kernel
+        try:
+            await kernel.take_back(store.running_when_left(), TAKE_BACK_TIMEOUT)
+        except Exception as e:
+            self.live.pop(kernel.id, None)
+            kernel.close_channels()
+            reason = (
+                f"its process (pid {pid}) runs but did not answer when the gateway came back "
+                f"({describe(e)}); it is tried again every {RETRY_SECONDS:g} s"
+            )
+            self.log.warning("Not taking back kernel %s yet: %s", store.kernel_id, reason)
+            store.note_pending(reason)
+            self.retry_later(store)
+            return
+        if store.meta.get("end_reason"):
+            store.note_pending(None)
+        await km.post_start_kernel()  # jupyter_client's restarter and control socket
+        assert isinstance(self.mkm, MappingKernelManager)  # a local kernel's map
+        await register_taken_back_kernel(self.mkm, kernel.id, km)
+        self.wire_up(kernel)
+        self.log.info("Took back kernel %s (pid %s)", kernel.id, pid)
+
+    def retry_later(self, store: RecordStore) -> None:
+        """Try again, RETRY_SECONDS from now, to take back a kernel that is ours but did not
+        answer (unless it was taken back or ended meanwhile)."""
+
+        async def retry() -> None:
+            await asyncio.sleep(RETRY_SECONDS)
+            if store.kernel_id not in self.live and store.meta.get("ended") is None:
+                await self.one(store)
+
+        task = asyncio.get_running_loop().create_task(retry())
+        self.retries.add(task)
+        task.add_done_callback(self.retries.discard)
+
+    def ended_while_away(self, store: RecordStore, reason: str) -> None:
+        """Note that a kernel left running by an earlier gateway is gone (its records stay)."""
+        running = store.running_when_left()
+        if running is not None:
+            died = Death(reason=reason, restarted=False)
+            running.end_unseen("died", "the kernel process is gone", died=died)
+        store.mark_ended(reason)
+        resident.remove(store.directory)
+        self.log.warning("Kernel %s is gone: %s", store.kernel_id, reason)
+        self.events.kernel(store.kernel_id, "stopped", store.model(), reason)
+
+
+def describe(error: Exception) -> str:
+    """Return why a kernel did not answer, in a few words."""
+    if isinstance(error, TimeoutError):
+        return f"no kernel_info reply within {TAKE_BACK_TIMEOUT:g} s"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+async def provisioner_for(mkm: KernelMap, state: ResidentState) -> ResidentProvisioner:
+    """Return a kernel manager's provisioner loaded with the process `state` describes."""
+    assert isinstance(mkm, MappingKernelManager)  # kernels taken back are local processes
+    km = mkm.kernel_manager_factory(
+        parent=mkm,
+        log=mkm.log,
+        kernel_name=state["kernel_name"],
+        connection_file=state["connection_file"],
+        owns_kernel=True,
+    )
+    km.kernel_id = state["kernel_id"]
+    km.load_connection_info(state["provisioner"]["connection_info"])
+    factory = KernelProvisionerFactory.instance(parent=mkm.parent)
+    provisioner = factory.create_provisioner_instance(km.kernel_id, km.kernel_spec, parent=km)
+    if not isinstance(provisioner, ResidentProvisioner):
+        raise ResidentError(
+            f"kernel spec {state['kernel_name']!r} now uses the provisioner "
+            f"{type(provisioner).__name__}, which cannot take back a running kernel"
+        )
+    await provisioner.load_provisioner_info(state["provisioner"])
+    km.provisioner = provisioner
+    launch = state["launch"]
+    restore_launch_arguments(km, {"cwd": launch["cwd"], "env": {**os.environ, **launch["env"]}})
+    return provisioner
