@@ -46,7 +46,17 @@ class HeldBack(KernelChannels):
 @pytest.fixture
 async def tracker(tmp_path: Path) -> ExecutionTracker:
     """Return a tracker whose kernel runs the notebook's cell (In [1])."""
-    store = RecordStore.create(tmp_path / "k", {"id": "k", "lifetime": "persistent"})
+    store = RecordStore.create(
+        tmp_path / "k",
+        {
+            "id": "k",
+            "name": None,
+            "lifetime": "persistent",
+            "kernel_spec": None,
+            "cwd": None,
+            "attached": None,
+        },
+    )
     tracker = ExecutionTracker(store, EventBus())
     tracker.on_iopub(iopub("status", execution_state="busy"))
     tracker.on_iopub(iopub("execute_input", code="slow()", execution_count=1))

@@ -19,6 +19,7 @@ from loomgate.gateway.kernels.channels import KernelChannels, Message
 from loomgate.gateway.kernels.messages import seed_content
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
+from loomgate.shared.wire import InputRequest
 
 OUTPUT_EVENT_INTERVAL = 0.1
 RECENT_RECORDS = 16  # finished records still matched to late IOPub output by msg_id
@@ -133,7 +134,9 @@ class ExecutionTracker:
     def _await_input(self, record: ExecutionRecord, msg: Message) -> None:
         self._input_requests[record.number] = msg
         content = msg["content"]
-        info = {"prompt": content.get("prompt", ""), "password": bool(content.get("password"))}
+        info = InputRequest(
+            prompt=content.get("prompt", ""), password=bool(content.get("password"))
+        )
         record.set_state("awaiting_input", input=info)
         self.publish_execution(record)
 

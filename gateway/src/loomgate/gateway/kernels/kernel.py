@@ -114,7 +114,9 @@ class LoomKernel:
         if self.implementation == "ipython" and self.store.last_number > 0:
             await self._seed_counter(self.store.last_number + 1)
         if self._died_record is not None:
-            died = dict(self._died_record.meta["died"], restarted=True)
+            died = self._died_record.meta["died"]
+            assert died is not None  # set when the record died
+            died = wire.Death(reason=died["reason"], restarted=True)
             self._died_record.amend(died=died, note="the kernel was restarted; its state is gone")
             self._died_record = None
         assert self.channels is not None

@@ -109,7 +109,7 @@ class KernelRegistry:
                     if self.mkm.upstream
                     else "the gateway that ran it stopped without leaving it running"
                 )
-            if now - float(store.meta["ended"]) > self.retention_seconds:
+            if now - (store.meta["ended"] or 0) > self.retention_seconds:
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             self.stores[store.kernel_id] = store
