@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loomgate.gateway.records.output_log import LineLog, OutputKind, OutputStream
+from loomgate.gateway.records.output_log import LineLog, OutputKind
+from loomgate.gateway.records.output_stream import OutputStream
 from loomgate.gateway.records.rich_outputs import RichOutputs, image_mime
 from loomgate.gateway.records.stored_meta import (
     RECORD_FILE,
