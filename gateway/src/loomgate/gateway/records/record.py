@@ -115,7 +115,7 @@ class ExecutionRecord:
         """End a record whose end no gateway saw (it was away): `lost`, or `died`."""
         self.meta["streams"] = self.stream_sizes()
         self.meta["state"] = state
-        note_details(self.meta, RecordDetails(note=note, input=None))
+        self.meta["note"], self.meta["input"] = note, None
         if died is not None:
             self.meta["died"] = died
         self.meta["finished"] = self.last_output
