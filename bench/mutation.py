@@ -54,7 +54,7 @@ TARGETS = (
     ),
     Target(
         "output log",
-        ("gateway/records/output_log.py",),
+        ("gateway/records/output_log.py", "gateway/records/output_stream.py"),
         ("tests/gateway/records/test_output_log.py",),
     ),
     Target(

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from loomgate.gateway.records.line_range import LineRange
-from loomgate.gateway.records.output_log import LineLog, OutputKind, OutputStream
+from loomgate.gateway.records.output_log import LineLog, OutputKind
+from loomgate.gateway.records.output_stream import OutputStream
 from loomgate.gateway.records.search import Matcher, search_log
 
 LINES = 1_000_000

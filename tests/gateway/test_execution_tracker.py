@@ -77,7 +77,17 @@ class ReadyProcess:
 @pytest.fixture
 async def tracker(tmp_path: Path) -> ExecutionTracker:
     """Return a tracker whose kernel runs the notebook's cell (In [1])."""
-    store = RecordStore.create(tmp_path / "k", {"id": "k", "lifetime": "persistent"})
+    store = RecordStore.create(
+        tmp_path / "k",
+        {
+            "id": "k",
+            "name": None,
+            "lifetime": "persistent",
+            "kernel_spec": None,
+            "cwd": None,
+            "attached": None,
+        },
+    )
     process = ReadyProcess()
     tracker = ExecutionTracker(
         process, store, KernelSetup(store), EventBus(), logging.getLogger("test")

@@ -16,9 +16,9 @@ from loomgate.gateway.records.output_log import (
     Line,
     LineLog,
     OutputKind,
-    OutputStream,
     clip_line,
 )
+from loomgate.gateway.records.output_stream import OutputStream
 
 FIVE = ["one", "two", "three", "four", "five"]
 

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -55,7 +55,7 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+def write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
     """Replace `path` with `data` as JSON (mode 0600) in one rename: never half a file."""
     tmp = path.with_name(path.name + ".tmp")
     try:

@@ -28,7 +28,7 @@ from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
-from loomgate.shared.wire import Death, ExecutionState
+from loomgate.shared.wire import Death, ExecutionState, InputRequest
 
 OUTPUT_EVENT_INTERVAL = 0.1
 RECENT_RECORDS = 16  # finished records still matched to late IOPub output by msg_id
@@ -254,8 +254,10 @@ class ExecutionTracker:
     def process_restarted(self) -> None:
         """Tell the execution that died with the last process that the kernel was restarted."""
         if self._died is not None:
-            died = dict(self._died.meta["died"], restarted=True)
-            self._died.amend(died=died, note="the kernel was restarted; its state is gone")
+            died = self._died.meta["died"]
+            assert died is not None  # set when the record died
+            restarted = Death(reason=died["reason"], restarted=True)
+            self._died.amend(died=restarted, note="the kernel was restarted; its state is gone")
             self._died = None
 
     def leave(self) -> None:
@@ -311,7 +313,9 @@ class ExecutionTracker:
     def _await_input(self, record: ExecutionRecord, msg: Message) -> None:
         self._input_requests[record.number] = msg
         content = msg["content"]
-        info = {"prompt": content.get("prompt", ""), "password": bool(content.get("password"))}
+        info = InputRequest(
+            prompt=content.get("prompt", ""), password=bool(content.get("password"))
+        )
         record.set_state("awaiting_input", input=info)
         self.publish_execution(record)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from loomgate.gateway.errors import BadRequest
+from loomgate.shared import wire
 from loomgate.shared.echo import echo
 from loomgate.shared.wire import LIFETIMES
 
@@ -18,7 +19,7 @@ class KernelIntent(TypedDict, total=False):
     upstream's kernel attached by its id, when it was attached."""
 
     name: str | None
-    lifetime: str  # checked by check_name_and_lifetime: one of LIFETIMES
+    lifetime: wire.Lifetime
     cwd: str | None
     env: dict[str, str]
     attached: float
@@ -28,14 +29,16 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def check_name_and_lifetime(name: str | None, lifetime: str) -> None:
-    """Raise BadRequest for an invalid kernel name or an unknown lifetime."""
+def check_name_and_lifetime(name: str | None, lifetime: str) -> wire.Lifetime:
+    """Return `lifetime` as one; BadRequest for an invalid kernel name or an unknown lifetime."""
     if name is not None and not NAME_PATTERN.match(name):
         raise BadRequest(
             f"kernel name {echo(name)} is invalid: use 1-64 letters, digits, '.', '_' or '-'"
         )
-    if lifetime not in LIFETIMES:
-        raise BadRequest(f"lifetime must be 'persistent' or 'conversation', not {echo(lifetime)}")
+    for known in LIFETIMES:
+        if lifetime == known:
+            return known
+    raise BadRequest(f"lifetime must be 'persistent' or 'conversation', not {echo(lifetime)}")
 
 
 def validated_cwd(cwd: str) -> str:

@@ -112,7 +112,7 @@ class KernelRegistry:
                     if self.mkm.upstream
                     else "the gateway that ran it stopped without leaving it running"
                 )
-            if now - float(store.meta["ended"]) > self.retention_seconds:
+            if now - (store.meta["ended"] or 0) > self.retention_seconds:
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             self.stores[store.kernel_id] = store
@@ -295,7 +295,7 @@ class KernelRegistry:
         env: dict[str, str] | None,
     ) -> tuple[LoomKernel, bool]:
         """Return the live kernel called `name`, else a newly started one, and whether it is new."""
-        check_name_and_lifetime(name, lifetime)
+        checked = check_name_and_lifetime(name, lifetime)
         if name is not None:
             existing = self.find_live_by_name(name)
             if existing is not None:
@@ -316,7 +316,7 @@ class KernelRegistry:
         if env:
             kwargs["env"] = kernel_environment(env)
         probe_writable(self.root)
-        intent = KernelIntent(name=name, lifetime=lifetime, cwd=kwargs.get("cwd"), env=env or {})
+        intent = KernelIntent(name=name, lifetime=checked, cwd=kwargs.get("cwd"), env=env or {})
         claimed = await self._claim(spec, intent, kwargs)
         if claimed is not None:
             return claimed, True

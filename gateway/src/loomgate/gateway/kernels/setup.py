@@ -14,6 +14,7 @@ from loomgate.shared import wire
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.kernel_channels import KernelChannels, SilentRun
     from loomgate.gateway.records.store import RecordStore
+    from loomgate.gateway.records.stored_meta import KeptSetup
 
 # A part that catches its own failure leaves its text here; reading it also clears it.
 FAILURE_EXPRESSION = "get_ipython().__dict__.pop('_loomgate_setup_failure', None)"
@@ -27,7 +28,7 @@ class KernelSetup:
 
     def __init__(self, store: RecordStore) -> None:
         self.store = store
-        kept = store.meta.get("setup") or {}
+        kept: KeptSetup = store.meta.get("setup") or {"parts": [], "results": []}
         self.parts: list[wire.SetupPart] = list(kept.get("parts", []))
         self.results: list[wire.SetupResult] = list(kept.get("results", []))
         self._lock = asyncio.Lock()

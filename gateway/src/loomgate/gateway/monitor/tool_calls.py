@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Mapping
 
 from loomgate.gateway.errors import BadRequest
 from loomgate.gateway.events import EventBus
@@ -49,7 +49,7 @@ class ToolCallLog:
         return calls[-limit:]
 
 
-def checked(report: dict[str, Any]) -> ToolCallReport:
+def checked(report: Mapping[str, object]) -> ToolCallReport:
     """Return a tool call report's fields, shortened; BadRequest naming what is wrong."""
 
     def text(name: str, limit: int = LABEL_CHARS) -> str:
@@ -102,7 +102,8 @@ class ToolCallsHandler(LoomHandler):
     @property
     def tool_calls(self) -> ToolCallLog:
         """Return the gateway's tool call log."""
-        return self.settings["loomgate_tool_calls"]  # type: ignore[no-any-return]
+        log: ToolCallLog = self.settings["loomgate_tool_calls"]
+        return log
 
     @endpoint
     async def get(self) -> None:

@@ -1,4 +1,4 @@
-"""Append-only on-disk line logs with an offset index, and the stream writer that feeds them."""
+"""Append-only on-disk line logs: each line's text, with an offset index holding its tag."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from itertools import accumulate, repeat
 from pathlib import Path
 from typing import BinaryIO
-
-from loomgate.gateway.records.terminal_text import TerminalText, normalize
 
 
 class OutputKind(enum.IntEnum):
@@ -360,38 +358,3 @@ def clip_line(text: str, max_chars: int | None) -> tuple[str, int]:
     if max_chars < 0:
         raise ValueError(f"max_chars must be at least 0, not {max_chars}.")
     return text[:max_chars], len(text) - max_chars
-
-
-class OutputStream:
-    """A LineLog fed through one TerminalText."""
-
-    def __init__(self, log: LineLog) -> None:
-        self.log = log
-        self._text = TerminalText()
-        self._tag = 0
-
-    def write(self, data: str | bytes, tag: int = 0) -> None:
-        """Feed stream output; a line pending under another tag is committed first."""
-        if tag != self._tag:
-            self._commit_pending()
-            self._tag = tag
-        self.log.append(self._text.feed(data), tag)
-        self.log.set_pending(self._rendered_pending, tag)
-
-    def write_block(self, text: str, tag: int) -> None:
-        """Commit a whole output: its lines get `tag`, the first also PART_START."""
-        self._commit_pending()
-        self.log.append(normalize(text), tag, first_tag=tag | PART_START)
-
-    def finish(self) -> None:
-        """Commit the pending line, if any."""
-        self._commit_pending()
-
-    def _commit_pending(self) -> None:
-        """Finish the normalizer and append what it still held under the current tag."""
-        self.log.append(self._text.finish(), self._tag)
-        self.log.set_pending(None)
-
-    def _rendered_pending(self) -> str:
-        """Return the normalizer's unfinished line."""
-        return self._text.pending

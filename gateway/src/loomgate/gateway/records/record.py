@@ -4,26 +4,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from loomgate.gateway.records.output_log import LineLog, OutputKind, OutputStream
+from loomgate.gateway.records.output_log import LineLog, OutputKind
+from loomgate.gateway.records.output_stream import OutputStream
 from loomgate.gateway.records.rich_outputs import RichOutputs, image_mime
+from loomgate.gateway.records.stored_meta import (
+    RECORD_FILE,
+    RecordDetails,
+    RecordMeta,
+    new_record_meta,
+    note_details,
+    read_record_meta,
+)
 from loomgate.gateway.records.wakeups import Wakeups
 from loomgate.shared.paths import write_json_atomic
 from loomgate.shared.wire import (
     FINAL_STATES,
     STREAMS,
+    Death,
+    ErrorInfo,
     Execution,
     ExecutionState,
     Gap,
     Returned,
+    RichEntry,
+    Source,
     StreamName,
     StreamSize,
+    Unstored,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 FLUSH_DELAY = 0.2
 COLOURED_TRACEBACK = "traceback.ansi"  # the last error's traceback as the kernel coloured it
@@ -43,15 +59,14 @@ class ExecutionRecord:
     def __init__(
         self,
         directory: Path,
-        meta: dict[str, Any],
+        meta: RecordMeta,
         on_storage_error: Callable[[OSError], None] | None = None,
+        rich: list[RichEntry] | None = None,
     ) -> None:
         self.directory = directory
         self.meta = meta
-        meta.setdefault("unstored", None)  # records written before these fields existed
-        meta.setdefault("gaps", [])
-        self.streams: dict[str, OutputStream] = {}
-        self.rich = RichOutputs(directory, meta.pop("rich", []))
+        self.streams: dict[StreamName, OutputStream] = {}
+        self.rich = RichOutputs(directory, rich if rich is not None else [])
         self.last_output: float = meta.get("last_output") or meta["started"]
         self._wakeups = Wakeups()
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -72,28 +87,12 @@ class ExecutionRecord:
         number: int,
         msg_id: str,
         code: str,
-        source: str,
+        source: Source,
         client: str | None = None,
         on_storage_error: Callable[[OSError], None] | None = None,
     ) -> ExecutionRecord:
         """Return a new running record (the caller saves it with `save_soon`)."""
-        meta: dict[str, Any] = {
-            "kernel_id": kernel_id,
-            "number": number,
-            "msg_id": msg_id,
-            "code": code,
-            "source": source,
-            "client": client,
-            "state": "running",
-            "started": time.time(),
-            "finished": None,
-            "error": None,
-            "input": None,
-            "died": None,
-            "note": None,
-            "unstored": None,
-            "gaps": [],
-        }
+        meta = new_record_meta(kernel_id, number, msg_id, code, source, client, time.time())
         record = cls(directory, meta, on_storage_error)
         record._created_here = True
         record._store(lambda: directory.mkdir(parents=True, exist_ok=True))
@@ -106,17 +105,19 @@ class ExecutionRecord:
         One that was still running is now `lost`, unless `running_ok` (its kernel is being
         taken back, and decides).
         """
-        meta = json.loads((directory / "record.json").read_text(encoding="utf-8"))
-        meta["rich"] = RichOutputs.read_index(directory)
-        record = cls(directory, meta)
+        meta = read_record_meta(directory)
+        record = cls(directory, meta, rich=RichOutputs.read_index(directory))
         if not record.final and not running_ok:
             record.end_unseen("lost", "the gateway stopped while this execution ran")
         return record
 
-    def end_unseen(self, state: ExecutionState, note: str, **details: Any) -> None:
+    def end_unseen(self, state: ExecutionState, note: str, died: Death | None = None) -> None:
         """End a record whose end no gateway saw (it was away): `lost`, or `died`."""
         self.meta["streams"] = self.stream_sizes()
-        self.meta.update(state=state, note=note, input=None, **details)
+        self.meta["state"] = state
+        self.meta["note"], self.meta["input"] = note, None
+        if died is not None:
+            self.meta["died"] = died
         self.meta["finished"] = self.last_output
         self.save()
 
@@ -131,30 +132,30 @@ class ExecutionRecord:
     @property
     def number(self) -> int:
         """Return the execution number."""
-        return int(self.meta["number"])
+        return self.meta["number"]
 
     @property
     def msg_id(self) -> str:
         """Return the msg_id of the execute_request this record follows."""
-        return str(self.meta["msg_id"])
+        return self.meta["msg_id"]
 
     @property
     def state(self) -> ExecutionState:
         """Return the lifecycle state."""
-        return self.meta["state"]  # type: ignore[no-any-return]
+        return self.meta["state"]
 
     @property
     def final(self) -> bool:
         """Return whether the execution has ended."""
         return self.state in FINAL_STATES
 
-    def log(self, stream: str) -> LineLog:
+    def log(self, stream: StreamName) -> LineLog:
         """Return the line log of `stream` (an empty one if nothing was written to it)."""
         if stream in self.streams:
             return self.streams[stream].log
         return LineLog(self.directory / stream)
 
-    def _stream(self, name: str) -> OutputStream:
+    def _stream(self, name: StreamName) -> OutputStream:
         stream = self.streams.get(name)
         if stream is None:
             stream = self.streams[name] = OutputStream(LineLog(self.directory / name))
@@ -180,7 +181,7 @@ class ExecutionRecord:
         self._output_arrived()
 
     def write_bundle(
-        self, data: Mapping[str, Any], metadata: Mapping[str, Any], *, result: bool
+        self, data: Mapping[str, object], metadata: Mapping[str, object], *, result: bool
     ) -> None:
         """Append an execute_result (`result`) or display_data bundle in IOPub order."""
         text = data.get("text/plain")
@@ -206,7 +207,7 @@ class ExecutionRecord:
 
     def write_error(self, name: str, value: str, traceback: list[str]) -> None:
         """Record an error: its name and value, and its traceback text in order."""
-        self.meta["error"] = {"name": name, "value": value}
+        self.meta["error"] = ErrorInfo(name=name, value=value)
         text = "\n".join(traceback) if traceback else f"{name}: {value}"
 
         def write() -> None:
@@ -241,10 +242,9 @@ class ExecutionRecord:
             with contextlib.suppress(OSError):  # each log keeps what it flushed whole
                 stream.log.close()
         combined = self.streams.get("combined")
-        self.meta["unstored"] = {
-            "reason": os_error_reason(error),
-            "from_line": (combined.log.count if combined else 0) + 1,
-        }
+        self.meta["unstored"] = Unstored(
+            reason=os_error_reason(error), from_line=(combined.log.count if combined else 0) + 1
+        )
         if self.on_storage_error is not None:
             self.on_storage_error(error)
 
@@ -260,12 +260,12 @@ class ExecutionRecord:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def set_state(self, state: ExecutionState, **details: Any) -> None:
+    def set_state(self, state: ExecutionState, **details: Unpack[RecordDetails]) -> None:
         """Move to `state`, storing `details` (input, died, note …), and wake waiters."""
         if self.final:
             return
         self.meta["state"] = state
-        self.meta.update(details)
+        note_details(self.meta, details)
         if state in FINAL_STATES:
             # A lost execution ended unseen: its time ends at the last thing the gateway saw.
             self.meta["finished"] = self.last_output if state == "lost" else time.time()
@@ -276,9 +276,9 @@ class ExecutionRecord:
         self._wakeups.wake()
         self.save_soon()
 
-    def amend(self, **details: Any) -> None:
+    def amend(self, **details: Unpack[RecordDetails]) -> None:
         """Update details (died, note) of a record, also a finished one, and save it."""
-        self.meta.update(details)
+        note_details(self.meta, details)
         self.save()
 
     def _commit_streams(self) -> None:
@@ -291,11 +291,11 @@ class ExecutionRecord:
         """Commit and close the open streams, noting their final sizes in the metadata."""
         self._close_pending = False
         self._commit_streams()
-        sizes = self.meta.setdefault("streams", {n: {"lines": 0, "bytes": 0} for n in STREAMS})
+        sizes = self.meta.setdefault("streams", {n: StreamSize(lines=0, bytes=0) for n in STREAMS})
         for name, stream in self.streams.items():
             with contextlib.suppress(OSError):  # already noted in `unstored`
                 stream.log.close()
-            sizes[name] = {"lines": stream.log.total, "bytes": stream.log.byte_size}
+            sizes[name] = StreamSize(lines=stream.log.total, bytes=stream.log.byte_size)
         self.streams.clear()
 
     def flush(self) -> None:
@@ -323,9 +323,8 @@ class ExecutionRecord:
         self._write_meta()
 
     def _write_meta(self) -> None:
-        write_json_atomic(
-            self.directory / "record.json", dict(self.meta, last_output=self.last_output)
-        )
+        meta = {**self.meta, "last_output": self.last_output}  # last, unless loaded with it
+        write_json_atomic(self.directory / RECORD_FILE, meta)
 
     def save_soon(self) -> None:
         """Save (closing a finished record's files first) after the callbacks queued (a reply)."""
@@ -362,7 +361,7 @@ class ExecutionRecord:
     def stream_sizes(self) -> dict[StreamName, StreamSize]:
         """Return the line and byte count of each stream (from disk for a finished record)."""
         if self.final and "streams" in self.meta:
-            return self.meta["streams"]  # type: ignore[no-any-return]
+            return self.meta["streams"]
         sizes: dict[StreamName, StreamSize] = {}
         for name in STREAMS:
             if self._created_here and name not in self.streams:
@@ -376,7 +375,7 @@ class ExecutionRecord:
         """Return the record's wire form: metadata plus line and byte counts of each stream."""
         meta = self.meta
         now = time.time()
-        finished: float | None = meta["finished"]
+        finished = meta["finished"]
         return Execution(
             kernel_id=meta["kernel_id"],
             number=self.number,

@@ -6,7 +6,7 @@ import contextlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TypedDict
 
 from loomgate.shared.wire import RichEntry
 
@@ -21,7 +21,7 @@ class MimeBundle(TypedDict):
     metadata: dict[str, object]
 
 
-def image_mime(data: Mapping[str, Any]) -> str | None:
+def image_mime(data: Mapping[str, object]) -> str | None:
     """Return the image MIME type a bundle carries, if any (which makes its line `rich`)."""
     return next((mime for mime in IMAGE_MIMES if mime in data), None)
 
@@ -46,7 +46,7 @@ class RichOutputs:
         return entries
 
     def save(
-        self, data: Mapping[str, Any], metadata: Mapping[str, Any], line: int, *, result: bool
+        self, data: Mapping[str, object], metadata: Mapping[str, object], line: int, *, result: bool
     ) -> None:
         """Store a bundle whose text stand-in starts at `combined` line `line`."""
         index = len(self.entries)
@@ -70,4 +70,5 @@ class RichOutputs:
         if not 0 <= index < len(self.entries):
             raise KeyError(index)
         path = self.directory / "rich" / f"{index}.json"
-        return cast(MimeBundle, json.loads(path.read_text("utf-8")))
+        bundle: MimeBundle = json.loads(path.read_text("utf-8"))
+        return bundle

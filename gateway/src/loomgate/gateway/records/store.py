@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from loomgate.gateway.errors import StorageFailed
 from loomgate.gateway.records.record import ExecutionRecord, os_error_reason
+from loomgate.gateway.records.stored_meta import (
+    KERNEL_FILE,
+    KernelMeta,
+    KernelStart,
+    new_kernel_meta,
+    read_kernel_meta,
+)
 from loomgate.shared.paths import write_json_atomic
-from loomgate.shared.wire import Kernel, Setup
+from loomgate.shared.wire import Kernel, Setup, Source
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +42,20 @@ def probe_writable(directory: Path) -> None:
 class RecordStore:
     """One kernel's records: `kernel.json` plus a directory per execution number."""
 
-    def __init__(self, directory: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, meta: KernelMeta) -> None:
         self.directory = directory
         self.meta = meta
         self._records: dict[int, ExecutionRecord] | None = None
         self.storage_error: OSError | None = None  # the last refused write, until a probe passes
 
     @classmethod
-    def create(cls, directory: Path, meta: dict[str, Any]) -> RecordStore:
+    def create(cls, directory: Path, start: KernelStart) -> RecordStore:
         """Return a new store for a kernel that just started, written to disk."""
-        store = cls(directory, dict(meta, created=time.time(), ended=None, last_number=0))
+        store = cls(directory, new_kernel_meta(start, created=time.time()))
         store._records = {}
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            write_json_atomic(directory / "kernel.json", store.meta)
+            write_json_atomic(directory / KERNEL_FILE, store.meta)
         except OSError as error:
             raise storage_failed(directory, error) from None
         return store
@@ -58,23 +63,22 @@ class RecordStore:
     @classmethod
     def load(cls, directory: Path) -> RecordStore:
         """Return the store in `directory` (its records are read when first needed)."""
-        meta = json.loads((directory / "kernel.json").read_text(encoding="utf-8"))
-        return cls(directory, meta)
+        return cls(directory, read_kernel_meta(directory))
 
     @property
     def kernel_id(self) -> str:
         """Return the kernel id this store belongs to."""
-        return str(self.meta["id"])
+        return self.meta["id"]
 
     @property
     def last_number(self) -> int:
         """Return the highest execution number ever given out (0 before the first)."""
-        return int(self.meta["last_number"])
+        return self.meta["last_number"]
 
     def save(self) -> None:
         """Write kernel.json (a refused write is logged: the old file stays whole)."""
         try:
-            write_json_atomic(self.directory / "kernel.json", self.meta)
+            write_json_atomic(self.directory / KERNEL_FILE, self.meta)
         except OSError as error:
             self._storage_failed(error)
 
@@ -110,7 +114,7 @@ class RecordStore:
         return self._records
 
     def new_record(
-        self, *, number: int, msg_id: str, code: str, source: str, client: str | None = None
+        self, *, number: int, msg_id: str, code: str, source: Source, client: str | None = None
     ) -> ExecutionRecord:
         """Return a new running record numbered `number` (above every earlier one)."""
         number = max(number, self.last_number + 1)
@@ -208,10 +212,9 @@ class RecordStore:
         )
 
 
-def kept_setup(meta: dict[str, Any]) -> Setup:
+def kept_setup(meta: KernelMeta) -> Setup:
     """Return the setup kept in a kernel's kernel.json (none for kernels from before setups)."""
-    kept = meta.get("setup") or {}
-    return Setup(
-        parts=[part["name"] for part in kept.get("parts", [])],
-        results=list(kept.get("results", [])),
-    )
+    kept = meta.get("setup")
+    if not kept:
+        return Setup(parts=[], results=[])
+    return Setup(parts=[part["name"] for part in kept["parts"]], results=list(kept["results"]))

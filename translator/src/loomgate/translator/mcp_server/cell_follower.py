@@ -142,18 +142,11 @@ class CellFollower:
         if note:
             blocks.insert(0, note)
         content = await self._images(client, ref, blocks)
-        request = execution["input"]
-        error = execution["error"]
-        model = CellResult(
-            kernel=execution["kernel_id"],
-            execution=number,
-            state=execution["state"],
-            elapsed_seconds=round(execution["elapsed"], 3),
-            returned=returned,
-            error=f"{error['name']}: {error['value']}" if error else None,
+        model = CellResult.of(
+            execution,
+            returned,
             output_lines=output.total,
             omitted_lines=0 if full_output else output.omitted,
-            input_prompt=request["prompt"] if request else None,
             images=sum(1 for block in blocks if isinstance(block, Image)),
         )
         return tool_result(content, model, structured=self.settings.structured)

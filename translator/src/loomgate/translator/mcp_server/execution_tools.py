@@ -19,7 +19,6 @@ from loomgate.translator.mcp_server.results import (
     CellResult,
     KernelInfo,
     ReadResult,
-    SearchGroup,
     SearchResult,
     StatusResult,
     text_block,
@@ -151,16 +150,7 @@ async def read_output(
         ref, "current" if execution is None else execution, stream, lines, clip
     )
     shown = leading(response["lines"], budget)
-    model = ReadResult(
-        kernel=ref,
-        execution=response["number"],
-        stream=stream,
-        total=response["total"],
-        first=shown[0]["n"] if shown else response["first"],
-        lines=[x["text"] for x in shown],
-        clipped={x["n"]: x["clipped"] for x in shown if x.get("clipped")},
-        read_on=read_on(response, shown),
-    )
+    model = ReadResult.of(ref, stream, response, shown, read_on(response, shown))
     content = [text_block(render_read(response, shown))]
     return tool_result(content, model, structured=conversation.settings.structured)
 
@@ -203,23 +193,7 @@ async def search_output(
     groups = response["groups"]
     scope = "all executions" if response["execution"] is None else f"In [{response['execution']}]"
     page = SearchPage.within(groups, conversation.settings.limits.max_chars)
-    model = SearchResult(
-        kernel=ref,
-        query=query,
-        mode=response["mode"],
-        matches=response["matches"],
-        truncated=response["truncated"],
-        groups=[
-            SearchGroup(
-                execution=g["execution"],
-                first=g["lines"][0]["n"],
-                lines=[x["text"] for x in g["lines"]],
-                matches=[x["n"] for x in g["lines"] if x["marker"] == "M"],
-            )
-            for g in page.groups
-        ],
-        not_shown=page.left_out,
-    )
+    model = SearchResult.of(ref, query, response, page.groups, page.left_out)
     content = [text_block(render_search(response, scope, page))]
     return tool_result(content, model, structured=conversation.settings.structured)
 
@@ -287,12 +261,6 @@ async def status(
             text += "\n\n" + render_execution_status(latest)
         return tool_result([text_block(text)], StatusResult(kernel=info), structured=structured)
     record = (await client.execution(ref, execution))["execution"]
-    model = StatusResult(
-        kernel=info,
-        execution=record["number"],
-        state=record["state"],
-        elapsed_seconds=round(record["elapsed"], 3),
-        streams={name: size["lines"] for name, size in record["streams"].items()},
-    )
+    model = StatusResult.of(info, record)
     content = [text_block(render_execution_status(record))]
     return tool_result(content, model, structured=structured)

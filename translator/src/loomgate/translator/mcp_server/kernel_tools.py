@@ -155,7 +155,7 @@ async def list_kernels(
         current=current,
         kernels=[KernelInfo.of(k, client.label) for k in kernels],
         elsewhere=elsewhere,
-        unattached=[UnattachedKernel(**k) for k in listing["unattached"]],
+        unattached=[UnattachedKernel.of(k) for k in listing["unattached"]],
     )
     content = [text_block("\n\n".join(sections))]
     return tool_result(content, model, structured=conversation.settings.structured)

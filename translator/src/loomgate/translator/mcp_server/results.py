@@ -1,9 +1,14 @@
-"""The structuredContent of each tool: typed models whose JSON schemas become output schemas."""
+"""The structuredContent of each tool: typed models whose JSON schemas become output schemas.
+
+Each model is built from the wire shapes it reports (`of`), so a change of the wire breaks the
+type check here. Their published schemas are pinned by tests/translator/mcp_server/
+test_output_schemas.py: a field keeps `str` where the wire has a Literal (a state, a mode),
+because the schema has always left those open.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent
 from pydantic import BaseModel
@@ -47,12 +52,37 @@ class CellResult(BaseModel):
     execution: int
     state: str
     elapsed_seconds: float
-    returned: Literal["final", "input", "silent", "timeout"]
+    returned: wire.Returned
     error: str | None = None
     output_lines: int = 0
     omitted_lines: int = 0
     input_prompt: str | None = None
     images: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        execution: wire.Execution,
+        returned: wire.Returned,
+        *,
+        output_lines: int,
+        omitted_lines: int,
+        images: int,
+    ) -> CellResult:
+        """Return the model of an execution as the gateway's long-poll returned it."""
+        error, request = execution["error"], execution["input"]
+        return cls(
+            kernel=execution["kernel_id"],
+            execution=execution["number"],
+            state=execution["state"],
+            elapsed_seconds=round(execution["elapsed"], 3),
+            returned=returned,
+            error=f"{error['name']}: {error['value']}" if error else None,
+            output_lines=output_lines,
+            omitted_lines=omitted_lines,
+            input_prompt=request["prompt"] if request else None,
+            images=images,
+        )
 
 
 class ReadResult(BaseModel):
@@ -68,6 +98,27 @@ class ReadResult(BaseModel):
     clipped: dict[int, int] = {}  # line number → characters clipped off its end
     read_on: str | None = None  # the `lines` range that reads on, when not all was shown
 
+    @classmethod
+    def of(
+        cls,
+        kernel: str,
+        stream: wire.StreamName,
+        read: wire.StreamRead,
+        shown: list[wire.Line],
+        read_on: str | None,
+    ) -> ReadResult:
+        """Return the model of the `shown` lines of a stream read."""
+        return cls(
+            kernel=kernel,
+            execution=read["number"],
+            stream=stream,
+            total=read["total"],
+            first=shown[0]["n"] if shown else read["first"],
+            lines=[line["text"] for line in shown],
+            clipped={line["n"]: line["clipped"] for line in shown if line.get("clipped")},
+            read_on=read_on,
+        )
+
 
 class SearchGroup(BaseModel):
     """Adjacent lines of one execution: the matches and their context."""
@@ -76,6 +127,17 @@ class SearchGroup(BaseModel):
     first: int
     lines: list[str]
     matches: list[int]  # the numbers of the matching lines; the others are context
+
+    @classmethod
+    def of(cls, group: wire.SearchGroup) -> SearchGroup:
+        """Return the model of a group of lines the gateway found."""
+        lines = group["lines"]
+        return cls(
+            execution=group["execution"],
+            first=lines[0]["n"],
+            lines=[line["text"] for line in lines],
+            matches=[line["n"] for line in lines if line["marker"] == "M"],
+        )
 
 
 class SearchResult(BaseModel):
@@ -89,6 +151,26 @@ class SearchResult(BaseModel):
     groups: list[SearchGroup]
     not_shown: int = 0  # matches left out to keep the reply within its budget
 
+    @classmethod
+    def of(
+        cls,
+        kernel: str,
+        query: str,
+        reply: wire.SearchReply,
+        shown: list[wire.SearchGroup],
+        not_shown: int,
+    ) -> SearchResult:
+        """Return the model of a search reply, of which the groups `shown` fit the budget."""
+        return cls(
+            kernel=kernel,
+            query=query,
+            mode=reply["mode"],
+            matches=reply["matches"],
+            truncated=reply["truncated"],
+            groups=[SearchGroup.of(group) for group in shown],
+            not_shown=not_shown,
+        )
+
 
 class StatusResult(BaseModel):
     """A kernel's summary, or one execution's lifecycle."""
@@ -98,6 +180,17 @@ class StatusResult(BaseModel):
     state: str | None = None
     elapsed_seconds: float | None = None
     streams: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, kernel: KernelInfo, execution: wire.Execution) -> StatusResult:
+        """Return the model of one execution's lifecycle on `kernel`."""
+        return cls(
+            kernel=kernel,
+            execution=execution["number"],
+            state=execution["state"],
+            elapsed_seconds=round(execution["elapsed"], 3),
+            streams={name: size["lines"] for name, size in execution["streams"].items()},
+        )
 
 
 class ServerKernelsInfo(BaseModel):
@@ -112,10 +205,21 @@ class ServerKernelsInfo(BaseModel):
 class UnattachedKernel(BaseModel):
     """A kernel on the gateway's upstream that it does not record yet (connect by id attaches)."""
 
+    # The fields of wire.UpstreamKernel, one for one (a test holds them equal).
     id: str
     kernel_spec: str
     state: str
     connections: int
+
+    @classmethod
+    def of(cls, kernel: wire.UpstreamKernel) -> UnattachedKernel:
+        """Return the model of an upstream kernel."""
+        return cls(
+            id=kernel["id"],
+            kernel_spec=kernel["kernel_spec"],
+            state=kernel["state"],
+            connections=kernel["connections"],
+        )
 
 
 class KernelsResult(BaseModel):
