@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from loomgate.translator.client.cookies import MAX_COOKIES, CookieJar, covers, parse_set_cookie
-from loomgate.translator.client.transport import PlainHttpPool
+from loomgate.translator.client.plain_http import PlainHttpPool
 
 if TYPE_CHECKING:
     from tests.support.jupyter_lab import JupyterServerProcess
@@ -117,9 +117,9 @@ async def test_a_jupyter_server_knows_the_translator_as_one_user(
         return PlainHttpPool(f"{lab.url}/api/", lab.headers, connect_timeout=5)
 
     async def username(pool: PlainHttpPool) -> str:
-        response = await pool.request("GET", "me", params={}, body=None, read_timeout=30)
-        assert response.status_code == 200, response.json()
-        return str(response.json()["identity"]["username"])
+        status, data = await pool.call("GET", "me", {}, None, timeout=30)
+        assert status == 200, data
+        return str(data["identity"]["username"])
 
     pool, other = me(), me()
     try:
@@ -135,16 +135,12 @@ async def test_a_jupyter_server_knows_the_translator_as_one_user(
     kernel_id = lab.open_notebook("one.ipynb")["kernel"]["id"]
     loomgate = PlainHttpPool(f"{lab.url}/api/loomgate/", lab.headers, connect_timeout=5)
     try:
-        listed = await loomgate.request("GET", "kernels", params={}, body=None, read_timeout=30)
-        assert listed.status_code == 200 and loomgate.cookies.names
-        submitted = await loomgate.request(
-            "POST",
-            f"kernels/{kernel_id}/executions",
-            params={},
-            body={"code": "6 * 7", "wait": 30},
-            read_timeout=60,
+        status, _ = await loomgate.call("GET", "kernels", {}, None, timeout=30)
+        assert status == 200 and loomgate.cookies.names
+        status, submitted = await loomgate.call(
+            "POST", f"kernels/{kernel_id}/executions", {}, {"code": "6 * 7", "wait": 30}, 60
         )
-        assert submitted.status_code == 201, submitted.json()
-        assert submitted.json()["execution"]["state"] == "completed"
+        assert status == 201, submitted
+        assert submitted["execution"]["state"] == "completed"
     finally:
         await loomgate.aclose()

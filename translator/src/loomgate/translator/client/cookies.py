@@ -43,6 +43,10 @@ class CookieJar:
             self._changed()
         return self._header
 
+    def value(self) -> str:
+        """Return the Cookie header's value ("" when there are no cookies)."""
+        return self.header().removeprefix("Cookie: ").removesuffix("\r\n")
+
     def take(self, set_cookies: Iterable[str]) -> None:
         """Keep, replace or delete cookies as a response's Set-Cookie header values say."""
         for line in set_cookies:
