@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from loomgate.translator.client.cookies import MAX_COOKIES, CookieJar, covers, parse_set_cookie
+from loomgate.translator.client.cookies import (
+    MAX_COOKIES,
+    CookieJar,
+    covers,
+    domain_matches,
+    parse_set_cookie,
+)
 from loomgate.translator.client.plain_http import PlainHttpPool
 
 if TYPE_CHECKING:
@@ -32,7 +38,11 @@ FUTURE = format_datetime(datetime(2101, 1, 1, tzinfo=timezone.utc), usegmt=True)
         ("a=1; Path=/api/loom", False),  # not a path prefix by segments
         ("a=1; Path=notapath", True),  # an invalid path attribute is ignored
         ("a=1; Secure; Path=/", False),  # never sent over plain http
-        ("a=1; Domain=example.org", False),
+        ("a=1; Domain=other.org", False),  # another host's
+        ("a=1; Domain=box.example.org", True),  # ours
+        ("a=1; Domain=.Example.ORG", True),  # a name we are under
+        ("a=1; Domain=ample.org", False),  # a suffix, not a parent name
+        ("a=1; Domain=", True),  # an empty attribute is ignored
         ("noequals", False),
         ("=1", False),
         ("a b=1", False),
@@ -45,7 +55,21 @@ FUTURE = format_datetime(datetime(2101, 1, 1, tzinfo=timezone.utc), usegmt=True)
     ],
 )
 def test_which_set_cookie_values_are_kept(line: str, kept: bool) -> None:
-    assert (parse_set_cookie(line, PREFIX) is not None) == kept
+    assert (parse_set_cookie(line, PREFIX, "box.example.org") is not None) == kept
+
+
+@pytest.mark.parametrize(
+    ("host", "domain", "matches"),
+    [
+        ("127.0.0.1", "127.0.0.1", True),
+        ("127.0.0.1", "0.0.1", False),  # an IP address has no parent names
+        ("localhost", "localhost", True),
+        ("a.b.example", "b.example", True),
+        ("a.b.example", "example.b", False),
+    ],
+)
+def test_which_domains_take_in_a_host(host: str, domain: str, matches: bool) -> None:
+    assert domain_matches(host, domain) is matches
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from websockets.http11 import Request, Response
 from loomgate.translator.client import rpc, session
 from loomgate.translator.client.errors import AuthFailed, Unreachable
 from loomgate.translator.client.gateway import GatewayClient
+from tests.support.imports import imported_modules
 
 EXECUTION = {"execution": {"number": 1, "state": "completed"}, "returned": "final"}
 Handler = Callable[[ServerConnection], Awaitable[None]]
@@ -337,3 +338,9 @@ async def test_hot_calls_open_the_rpc_in_the_background(
     first = "/api/loomgate/kernels/k/executions/1?wait=0&head=0&tail=0"
     assert over_http == [first] * session.HOT_CALLS_BEFORE_RPC
     assert over_rpc == ["kernels/k/executions/2", "kernels/k/executions/2/rich/0"]
+
+
+def test_importing_the_client_costs_no_websockets() -> None:
+    modules = imported_modules("-c", "import loomgate.translator.client.connection")
+    assert "loomgate.translator.client.rpc" in modules
+    assert {name.partition(".")[0] for name in modules} & {"websockets", "httpx", "h11"} == set()

@@ -137,7 +137,7 @@ REFUSALS: dict[str, type[Refused]] = {
 }
 
 
-def refusal(answer: Mapping[str, Any], status: int) -> Refused:
+def refusal(answer: Mapping[str, object], status: int) -> Refused:
     """Return the exception of a refusal answer (`error`, `message`, and its details)."""
     code = str(answer["error"])
     details = {k: v for k, v in answer.items() if k not in ("error", "message")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loomgate.translator.client.transport import TransportFailure
 
@@ -40,7 +40,7 @@ class HttpxStream:
         self.status = response.status_code
         self._response = response
 
-    async def json(self) -> Any:
+    async def json(self) -> object:
         """Return the whole body decoded as JSON, or None."""
         await self._response.aread()
         try:
@@ -84,9 +84,9 @@ class HttpsTransport:
         method: str,
         path: str,
         query: Mapping[str, str],
-        body: Mapping[str, Any] | None,
+        body: Mapping[str, object] | None,
         timeout: float,
-    ) -> tuple[int, Any]:
+    ) -> tuple[int, object]:
         """Send one request; return its status and JSON body (TransportFailure if none came)."""
         import httpx
 

@@ -2,10 +2,10 @@
 
 It does only what the gateway's endpoints need: JSON requests (bodies by Content-Length, chunked
 or ended by the connection closing; keep-alive; the cookies the server sets sent back as
-cookies.py keeps them) and the event stream read line by line. A maintained protocol library
-was measured beside it: h11 costs 0.15 ms more client CPU per call and ~20 ms of imports on the
-start-up path, httpx far more, so this stays (bench/results/ has the figures). TLS gateways use
-httpx (https_transport.py).
+cookies.py keeps them) and the event stream read line by line. The maintained protocol
+libraries were measured beside it (bench/plain_http_bench.py, bench/results/plain_http.md): h11
+and httpx cost more per call than the issue's bound, and their imports would sit on the
+start-up path, so this stays. TLS gateways use httpx (https_transport.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlencode, urlsplit
 
 from loomgate.translator.client.cookies import CookieJar
@@ -24,7 +24,7 @@ MAX_HEADER_BYTES = 64 << 10
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
-def json_or_none(body: bytes) -> Any:
+def json_or_none(body: bytes) -> object:
     """Return `body` decoded as JSON, or None when it is not JSON."""
     try:
         return json.loads(body)
@@ -42,7 +42,7 @@ class PlainHttpPool:
         self.prefix = parts.path.rstrip("/") + "/"
         host_header = f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]"
         self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host_header, **headers}.items())
-        self.cookies = CookieJar(self.prefix)
+        self.cookies = CookieJar(self.prefix, self.host)
         self.connect_timeout = connect_timeout
         self._idle: list[Connection] = []
 
@@ -55,9 +55,9 @@ class PlainHttpPool:
         method: str,
         path: str,
         query: Mapping[str, str],
-        body: Mapping[str, Any] | None,
+        body: Mapping[str, object] | None,
         timeout: float,
-    ) -> tuple[int, Any]:
+    ) -> tuple[int, object]:
         """Send one request; return its status and JSON body (TransportFailure if none came)."""
         target = self.prefix + path + (f"?{urlencode(query)}" if query else "")
         payload = json.dumps(body).encode() if body is not None else b""
@@ -105,7 +105,7 @@ class PlainHttpPool:
 
     async def _exchange(
         self, connection: Connection, message: bytes
-    ) -> tuple[tuple[int, Any], bool]:
+    ) -> tuple[tuple[int, object], bool]:
         """Return the answer to `message` and whether the connection may carry another."""
         reader, writer = connection
         writer.write(message)
@@ -167,7 +167,7 @@ class PlainStream:
         self._reader = reader
         self._idle_timeout = idle_timeout
 
-    async def json(self) -> Any:
+    async def json(self) -> object:
         """Return the whole body decoded as JSON (an error's answer, say), or None."""
         return json_or_none(b"".join([part async for part in self._parts()]))
 

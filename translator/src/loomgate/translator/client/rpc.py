@@ -17,9 +17,10 @@ import contextlib
 import json
 import logging
 import socket
+import sys
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeGuard, get_args
+from typing import TYPE_CHECKING, TypeGuard, get_args
 
 from loomgate.shared import wire
 from loomgate.translator.client.transport import TransportFailure, deadline
@@ -46,6 +47,8 @@ def is_rpc_method(method: str) -> TypeGuard[wire.RpcMethod]:
 async def import_websockets() -> None:
     """Import websockets' asyncio client in a daemon thread, so that the event loop (and a
     translator that exits before it is needed) never waits for it."""
+    if "websockets.asyncio.client" in sys.modules:
+        return
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
@@ -75,7 +78,7 @@ class RpcTransport:
 
     def __init__(self, websocket: ClientConnection) -> None:
         self._websocket = websocket
-        self._waiting: dict[int, asyncio.Future[tuple[int, Any]]] = {}
+        self._waiting: dict[int, asyncio.Future[tuple[int, object]]] = {}
         self._next_id = 0
         self.closed = False
         self._reading = asyncio.ensure_future(self._read())
@@ -121,9 +124,9 @@ class RpcTransport:
         method: str,
         path: str,
         query: Mapping[str, str],
-        body: Mapping[str, Any] | None,
+        body: Mapping[str, object] | None,
         timeout: float,
-    ) -> tuple[int, Any]:
+    ) -> tuple[int, object]:
         """Return the answer to one call; TransportFailure if the rpc closes first (the call
         may have reached the gateway) or no answer comes within `timeout` s."""
         from websockets.exceptions import ConnectionClosed
@@ -139,7 +142,7 @@ class RpcTransport:
             message["query"] = dict(query)
         if body is not None:
             message["body"] = dict(body)
-        answer: asyncio.Future[tuple[int, Any]] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[tuple[int, object]] = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = answer
         try:
             async with deadline(timeout):

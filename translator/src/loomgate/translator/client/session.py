@@ -241,12 +241,14 @@ class GatewaySession:
         return self._rpc is not None and not self._rpc.closed
 
     async def _open_rpc_in_background(self) -> None:
-        """Import websockets off the loop, then open the rpc; a failure leaves HTTP in use."""
+        """Import websockets off the loop, then open the rpc; a failure leaves HTTP in use (a
+        later hot call tries again, unless the gateway said it has no rpc)."""
         try:
             await import_websockets()
             await self._open_rpc()
         except (TransportFailure, ImportError) as e:
             log.debug("the rpc to %s did not open (%s); requests stay on HTTP", self.url, e)
+            self._rpc_opening = None
 
     async def _open_rpc(self) -> RpcTransport | None:
         """Open the rpc (once at a time); None if the gateway has none."""
@@ -282,7 +284,7 @@ class GatewaySession:
             details={"refused": refused(error)},
         )
 
-    def _decode(self, status: int, data: Any, method: str, path: str) -> dict[str, Any]:
+    def _decode(self, status: int, data: object, method: str, path: str) -> dict[str, Any]:
         """Return a successful answer's JSON object; raise the error any other answer means."""
         if 200 <= status < 300:
             if isinstance(data, dict):

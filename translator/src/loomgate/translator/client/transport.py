@@ -15,7 +15,7 @@ import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 # A deadline that cancels what runs inside it, and raises TimeoutError: asyncio.wait_for before
 # Python 3.12 can swallow a cancellation that arrives as the read completes (a hold being closed
@@ -57,9 +57,9 @@ class Transport(Protocol):
         method: str,
         path: str,
         query: Mapping[str, str],
-        body: Mapping[str, Any] | None,
+        body: Mapping[str, object] | None,
         timeout: float,
-    ) -> tuple[int, Any]:
+    ) -> tuple[int, object]:
         """Return the answer's status and its JSON body (None when the body is not JSON);
         TransportFailure when no answer comes. `path` is relative to /api/loomgate/."""
         ...
@@ -74,7 +74,7 @@ class StreamResponse(Protocol):
 
     status: int
 
-    async def json(self) -> Any:
+    async def json(self) -> object:
         """Return the whole body decoded as JSON (None when it is not JSON)."""
         ...
 
