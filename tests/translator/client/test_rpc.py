@@ -21,9 +21,8 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from loomgate.translator.client import rpc, session
-from loomgate.translator.client.errors import AuthFailed, Unreachable
+from loomgate.translator.client.errors import AuthFailed, Timeout, Unreachable
 from loomgate.translator.client.gateway import GatewayClient
-from tests.support.imports import imported_modules
 
 EXECUTION = {"execution": {"number": 1, "state": "completed"}, "returned": "final"}
 Handler = Callable[[ServerConnection], Awaitable[None]]
@@ -340,7 +339,18 @@ async def test_hot_calls_open_the_rpc_in_the_background(
     assert over_rpc == ["kernels/k/executions/2", "kernels/k/executions/2/rich/0"]
 
 
-def test_importing_the_client_costs_no_websockets() -> None:
-    modules = imported_modules("-c", "import loomgate.translator.client.connection")
-    assert "loomgate.translator.client.rpc" in modules
-    assert {name.partition(".")[0] for name in modules} & {"websockets", "httpx", "h11"} == set()
+async def test_a_call_without_an_answer_is_a_timeout_and_the_rpc_stays_open(
+    websocket_server: Callable[..., Awaitable[str]],
+) -> None:
+    async def handler(websocket: ServerConnection) -> None:
+        _unanswered, answered = await calls(websocket, 2)
+        await answer(websocket, answered, {"service": "loomgate"}, 200)
+        await websocket.wait_closed()
+
+    url = await websocket_server(handler)
+    async with GatewayClient(url, "token") as client:
+        assert await client.open_rpc()
+        with pytest.raises(Timeout) as slow:
+            await client.request("GET", "kernels", read_timeout=0.2)
+        assert "did not answer within 0.2 s" in str(slow.value)
+        assert (await client.request("GET", "info"))["service"] == "loomgate"

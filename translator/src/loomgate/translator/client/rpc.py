@@ -110,7 +110,7 @@ class RpcTransport:
             raise TransportFailure(f"the connection was closed: {e}", "dropped") from e
         except InvalidHandshake:
             return None
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # one class from Python 3.11 on
             raise TransportFailure("connection timed out", "connect_timeout") from None
         except OSError as e:
             raise TransportFailure(str(e) or type(e).__name__, "failed") from e
