@@ -333,7 +333,7 @@ async def test_hot_calls_open_the_rpc_in_the_background(
         assert client._rpc_opening is not None
         await client._rpc_opening
         await client.execution("k", 2)
-        await client.rich("k", 2, 0)  # every GET, POST and DELETE goes over it once open
+        await client.rich("k", 2, 0)  # every call of an rpc method goes over it once open
     first = "/api/loomgate/kernels/k/executions/1?wait=0&head=0&tail=0"
     assert over_http == [first] * session.HOT_CALLS_BEFORE_RPC
     assert over_rpc == ["kernels/k/executions/2", "kernels/k/executions/2/rich/0"]
@@ -354,3 +354,21 @@ async def test_a_call_without_an_answer_is_a_timeout_and_the_rpc_stays_open(
             await client.request("GET", "kernels", read_timeout=0.2)
         assert "did not answer within 0.2 s" in str(slow.value)
         assert (await client.request("GET", "info"))["service"] == "loomgate"
+
+
+async def test_after_the_gateway_is_gone_the_next_call_is_refused_so_it_may_be_resent() -> None:
+    async def handler(websocket: ServerConnection) -> None:
+        await websocket.wait_closed()
+
+    server = await serve(handler, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async with GatewayClient(url, "token") as client:
+        assert await client.open_rpc()
+        assert client._rpc is not None
+        server.close()  # stops listening and closes the rpc: the gateway went away
+        await server.wait_closed()
+        await asyncio.wait_for(client._rpc._reading, 5)
+        with pytest.raises(Unreachable) as gone:
+            await client.submit("k", "1+1", wait=5)
+    assert gone.value.refused  # the rpc opens again first, and that connection is refused
+    assert "connection refused" in str(gone.value)
