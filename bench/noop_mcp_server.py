@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 server: MCPServer[None] = MCPServer("noop")
 relay = None
 if sys.argv[1:2] == ["--relay"]:
-    from loomgate.translator.client.http_session import GatewayHttp
+    from loomgate.translator.client.session import GatewaySession
 
-    relay = GatewayHttp(sys.argv[2], sys.argv[3], local=True)
+    relay = GatewaySession(sys.argv[2], sys.argv[3], local=True)
 websocket: KernelWebsocket | None = None
 if sys.argv[1:2] == ["--websocket"]:
     from tests.support.kernel_ws import KernelWebsocket

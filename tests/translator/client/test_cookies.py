@@ -10,8 +10,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from loomgate.translator.client.cookies import MAX_COOKIES, CookieJar, covers, parse_set_cookie
-from loomgate.translator.client.transport import PlainHttpPool
+from loomgate.translator.client.cookies import (
+    MAX_COOKIES,
+    CookieJar,
+    covers,
+    domain_matches,
+    parse_set_cookie,
+)
+from loomgate.translator.client.plain_http import PlainHttpPool
 
 if TYPE_CHECKING:
     from tests.support.jupyter_lab import JupyterServerProcess
@@ -32,7 +38,11 @@ FUTURE = format_datetime(datetime(2101, 1, 1, tzinfo=timezone.utc), usegmt=True)
         ("a=1; Path=/api/loom", False),  # not a path prefix by segments
         ("a=1; Path=notapath", True),  # an invalid path attribute is ignored
         ("a=1; Secure; Path=/", False),  # never sent over plain http
-        ("a=1; Domain=example.org", False),
+        ("a=1; Domain=other.org", False),  # another host's
+        ("a=1; Domain=box.example.org", True),  # ours
+        ("a=1; Domain=.Example.ORG", True),  # a name we are under
+        ("a=1; Domain=ample.org", False),  # a suffix, not a parent name
+        ("a=1; Domain=", True),  # an empty attribute is ignored
         ("noequals", False),
         ("=1", False),
         ("a b=1", False),
@@ -45,7 +55,21 @@ FUTURE = format_datetime(datetime(2101, 1, 1, tzinfo=timezone.utc), usegmt=True)
     ],
 )
 def test_which_set_cookie_values_are_kept(line: str, kept: bool) -> None:
-    assert (parse_set_cookie(line, PREFIX) is not None) == kept
+    assert (parse_set_cookie(line, PREFIX, "box.example.org") is not None) == kept
+
+
+@pytest.mark.parametrize(
+    ("host", "domain", "matches"),
+    [
+        ("127.0.0.1", "127.0.0.1", True),
+        ("127.0.0.1", "0.0.1", False),  # an IP address has no parent names
+        ("localhost", "localhost", True),
+        ("a.b.example", "b.example", True),
+        ("a.b.example", "example.b", False),
+    ],
+)
+def test_which_domains_take_in_a_host(host: str, domain: str, matches: bool) -> None:
+    assert domain_matches(host, domain) is matches
 
 
 @pytest.mark.parametrize(
@@ -117,9 +141,9 @@ async def test_a_jupyter_server_knows_the_translator_as_one_user(
         return PlainHttpPool(f"{lab.url}/api/", lab.headers, connect_timeout=5)
 
     async def username(pool: PlainHttpPool) -> str:
-        response = await pool.request("GET", "me", params={}, body=None, read_timeout=30)
-        assert response.status_code == 200, response.json()
-        return str(response.json()["identity"]["username"])
+        status, data = await pool.call("GET", "me", {}, None, timeout=30)
+        assert status == 200, data
+        return str(data["identity"]["username"])
 
     pool, other = me(), me()
     try:
@@ -135,16 +159,12 @@ async def test_a_jupyter_server_knows_the_translator_as_one_user(
     kernel_id = lab.open_notebook("one.ipynb")["kernel"]["id"]
     loomgate = PlainHttpPool(f"{lab.url}/api/loomgate/", lab.headers, connect_timeout=5)
     try:
-        listed = await loomgate.request("GET", "kernels", params={}, body=None, read_timeout=30)
-        assert listed.status_code == 200 and loomgate.cookies.names
-        submitted = await loomgate.request(
-            "POST",
-            f"kernels/{kernel_id}/executions",
-            params={},
-            body={"code": "6 * 7", "wait": 30},
-            read_timeout=60,
+        status, _ = await loomgate.call("GET", "kernels", {}, None, timeout=30)
+        assert status == 200 and loomgate.cookies.names
+        status, submitted = await loomgate.call(
+            "POST", f"kernels/{kernel_id}/executions", {}, {"code": "6 * 7", "wait": 30}, 60
         )
-        assert submitted.status_code == 201, submitted.json()
-        assert submitted.json()["execution"]["state"] == "completed"
+        assert status == 201, submitted
+        assert submitted["execution"]["state"] == "completed"
     finally:
         await loomgate.aclose()

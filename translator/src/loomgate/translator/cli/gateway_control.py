@@ -29,11 +29,8 @@ from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.service import install_service
 from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.gateway import GatewayClient
-from loomgate.translator.client.local_gateway import (
-    gateway_command,
-    process_alive,
-    upstream_state_dir,
-)
+from loomgate.translator.client.local_gateway import gateway_command, upstream_state_dir
+from loomgate.translator.client.processes import process_alive
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.presentation import format_elapsed, render_prewarmed

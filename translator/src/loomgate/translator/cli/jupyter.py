@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.client.connection import open_client
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import NotFound
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.jupyter_servers import (
     ServerKernels,
@@ -88,9 +88,8 @@ async def client_with_kernel(
     try:
         if (await client.get_kernel(ref))["alive"]:
             return client
-    except GatewayError as e:
-        if e.code != "not_found":
-            raise
+    except NotFound:
+        pass
     servers = running_servers(except_url=client.url)
     async with server_clients() as clients:
         found = await find_in_servers(ref, servers, clients.open)

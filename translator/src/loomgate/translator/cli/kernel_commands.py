@@ -11,9 +11,9 @@ import sys
 
 from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import Conflict
 from loomgate.translator.client.gateway import GatewayClient
-from loomgate.translator.client.kernel_setup import KernelSetup
+from loomgate.translator.client.startup_files import StartupFiles
 from loomgate.translator.output_view import OutputLimits
 from loomgate.translator.presentation import (
     cell_text,
@@ -38,7 +38,7 @@ async def set_up(client: GatewayClient, kernel_id: str, *, theirs: bool = False)
     """Give the kernel the user's startup.py and inspectors (they stay, and run again after
     every restart; only the inspectors in a kernel of someone's Jupyter, `theirs`), printing
     to stderr what running them now printed or how it failed."""
-    setup = KernelSetup.from_config()
+    setup = StartupFiles.from_config()
     reply = await (setup.inspectors_only() if theirs else setup).install(client, kernel_id)
     if reply is not None and reply["ran"]:
         report = render_setup(reply["setup"]["results"])
@@ -105,11 +105,9 @@ async def show_interrupt(client: GatewayClient, args: argparse.Namespace) -> int
     kernel = await existing_kernel(client, args.kernel)
     try:
         execution = await client.interrupt(kernel)
-    except GatewayError as e:
-        if e.code == "conflict":
-            print("nothing is running")
-            return 0
-        raise
+    except Conflict:
+        print("nothing is running")
+        return 0
     print(f"interrupted In [{execution['number']}]")
     return 0
 

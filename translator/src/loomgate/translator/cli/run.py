@@ -13,10 +13,10 @@ from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL, set_up
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import Busy, NotFound
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.jupyter_servers import is_notebook_path
-from loomgate.translator.client.kernel_setup import is_theirs
+from loomgate.translator.client.startup_files import is_theirs
 from loomgate.translator.presentation import (
     busy_refusal,
     clipped_suffix,
@@ -54,9 +54,8 @@ async def bound_kernel(client: GatewayClient, name: str | None) -> str:
         kernel = await client.get_kernel(chosen)
         kernel_id = kernel["id"] if kernel["alive"] else None
         theirs = kernel_id is not None and is_theirs(kernel, client.mode)
-    except GatewayError as e:
-        if e.code != "not_found":
-            raise
+    except NotFound:
+        pass
     if kernel_id is None:
         if is_notebook_path(chosen):
             raise UsageError(no_notebook_kernel(chosen, client.label, "person"))
@@ -74,12 +73,10 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
     kernel = await bound_kernel(client, args.kernel)
     try:
         execution = (await client.submit(kernel, code))["execution"]
-    except GatewayError as e:
-        if e.code == "busy":
-            raise UsageError(
-                busy_refusal(e.details.get("running"), "person", e.details.get("setup"))
-            ) from None
-        raise
+    except Busy as e:
+        raise UsageError(
+            busy_refusal(e.details.get("running"), "person", e.details.get("setup"))
+        ) from None
     number = execution["number"]
     interrupts = 0
     loop = asyncio.get_running_loop()

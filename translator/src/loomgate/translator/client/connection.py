@@ -6,10 +6,10 @@ from pathlib import Path
 
 from loomgate.shared.paths import read_gateway_file
 from loomgate.shared.paths import state_dir as default_state_dir
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import AuthFailed
 from loomgate.translator.client.gateway import GatewayClient
-from loomgate.translator.client.http_session import READ_TIMEOUT
 from loomgate.translator.client.local_gateway import open_local_client, upstream_state_dir
+from loomgate.translator.client.session import READ_TIMEOUT
 from loomgate.translator.client.target import GatewayTarget
 
 
@@ -37,9 +37,7 @@ async def open_client(
             if target.name
             else "set LOOMGATE_TOKEN"
         )
-        raise GatewayError(
-            f"there is no token for the gateway at {target.url}; {hint}", code="auth"
-        )
+        raise AuthFailed(f"there is no token for the gateway at {target.url}; {hint}")
     client = GatewayClient(
         target.url,
         token,

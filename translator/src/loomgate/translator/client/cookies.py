@@ -2,11 +2,15 @@
 
 A Jupyter Server that authenticates a request by its token also sets its login cookie, naming
 the (anonymous) user it made for that request. A client that never sends it back makes the
-server mint and sign a new user on every request (0.15–0.2 ms of a trivial cell's 5 ms, measured
-against a JupyterLab on two cores), and each request is someone else. httpx, which serves https
+server mint and sign a new user on every request (a measurable part of a trivial cell, see
+docs/architecture.md), and each request is someone else. httpx, which serves https
 gateways, keeps cookies by default; the plain pool keeps them with this jar. The token still goes
 with every request, so the server authenticates each one by it; the cookies live in memory only,
-are never logged, and are sent only to the server that set them.
+are never logged, and are sent only to the server that set them (also on the rpc's upgrade,
+which the server authenticates once per connection).
+
+Kept by hand rather than with http.cookiejar: that module imports urllib.request, which the CLI
+would pay for on the first cookie of a person's Jupyter server (bench/results/plain_http.md).
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ MAX_COOKIE_BYTES = 4096  # a longer name=value is not kept (RFC 6265's least a c
 
 
 class CookieJar:
-    """The cookies one origin set (host-only, for paths under `prefix`), as a Cookie header."""
+    """The cookies one origin set (for paths under `prefix`), as a Cookie header."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, host: str = "") -> None:
         self.prefix = prefix
+        self.host = host.lower()
         self._cookies: dict[str, tuple[str, float | None]] = {}  # name → (value, expires at)
         self._header = ""
         self._next_expiry: float | None = None
@@ -43,10 +48,14 @@ class CookieJar:
             self._changed()
         return self._header
 
+    def value(self) -> str:
+        """Return the Cookie header's value ("" when there are no cookies)."""
+        return self.header().removeprefix("Cookie: ").removesuffix("\r\n")
+
     def take(self, set_cookies: Iterable[str]) -> None:
         """Keep, replace or delete cookies as a response's Set-Cookie header values say."""
         for line in set_cookies:
-            parsed = parse_set_cookie(line, self.prefix)
+            parsed = parse_set_cookie(line, self.prefix, self.host)
             if parsed is None:
                 continue
             name, value, expires = parsed
@@ -70,10 +79,12 @@ class CookieJar:
         self._header = f"Cookie: {pairs}\r\n" if pairs else ""
 
 
-def parse_set_cookie(line: str, prefix: str) -> tuple[str, str, float | None] | None:
+def parse_set_cookie(
+    line: str, prefix: str, host: str = ""
+) -> tuple[str, str, float | None] | None:
     """Return a Set-Cookie value's (name, value, expiry time or None), or None where a browser
-    on plain http would not keep it for `prefix`: malformed, too long, Secure, another domain,
-    or a path that does not cover `prefix`."""
+    on plain http would not keep it for `prefix` on `host`: malformed, too long, Secure, a
+    Domain that `host` is not in, or a path that does not cover `prefix`."""
     pair, *attributes = line.split(";")
     name, equals, value = pair.partition("=")
     name, value = name.strip(), value.strip()
@@ -86,8 +97,10 @@ def parse_set_cookie(line: str, prefix: str) -> tuple[str, str, float | None] | 
     for attribute in attributes:
         key, _, argument = attribute.partition("=")
         key, argument = key.strip().lower(), argument.strip()
-        if key == "secure" or key == "domain":
-            return None  # not sent over plain http; a domain cookie is for other hosts too
+        if key == "secure":
+            return None  # never sent over plain http
+        if key == "domain" and argument and not domain_matches(host, argument):
+            return None  # set for other hosts (RFC 6265 §5.3 step 6); ours gets it alone
         if key == "path" and not covers(argument, prefix):
             return None
         if key == "max-age":
@@ -103,6 +116,16 @@ def parse_set_cookie(line: str, prefix: str) -> tuple[str, str, float | None] | 
     if max_age is not None:  # Max-Age wins over Expires (RFC 6265 §5.3)
         expires = time.time() + max_age
     return name, value, expires
+
+
+def domain_matches(host: str, domain: str) -> bool:
+    """Return whether `host` is in a cookie's `domain` (RFC 6265 §5.1.3): the same name, or a
+    name under it (never for an IP address)."""
+    domain = domain.lower().removeprefix(".")
+    if host == domain:
+        return True
+    is_ip = host.replace(".", "").isdigit() or ":" in host
+    return not is_ip and host.endswith("." + domain)
 
 
 def covers(path: str, prefix: str) -> bool:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 from urllib.parse import quote
 
 from loomgate.shared import wire
 from loomgate.shared.events import ToolCallReport
-from loomgate.translator.client.errors import GatewayError
-from loomgate.translator.client.http_session import API_PREFIX, GatewayHttp, drop_none
+from loomgate.translator.client.errors import ProtocolError
+from loomgate.translator.client.session import API_PREFIX, GatewaySession, answer_as, drop_none
 
 # A submit may wait up to 30 s for the kernel to start the cell before its own wait begins.
 SUBMIT_START_MARGIN = 30.0
@@ -33,7 +33,7 @@ def wait_params(
     }
 
 
-class GatewayClient(GatewayHttp):
+class GatewayClient(GatewaySession):
     """The endpoints of one gateway, each returning the wire shape it answers with."""
 
     # Whether it is loomgate's own gateway or an extension in someone's Jupyter (known once
@@ -46,11 +46,10 @@ class GatewayClient(GatewayHttp):
         """Return the gateway's info (service, version, protocol, capabilities, kernel specs)."""
         data = await self.request("GET", "info")
         if data.get("service") != "loomgate":
-            raise GatewayError(
-                f"{self.url} answers /{API_PREFIX}info but is not a loomgate gateway",
-                code="protocol",
+            raise ProtocolError(
+                f"{self.url} answers /{API_PREFIX}info but is not a loomgate gateway"
             )
-        info = cast(wire.Info, data)
+        info = answer_as(wire.Info, data)
         self.mode = info["mode"]
         return info
 
@@ -61,8 +60,8 @@ class GatewayClient(GatewayHttp):
     async def kernel_list(self, all: bool = False) -> wire.KernelList:
         """Return the kernels (with `all` also gone ones), and in upstream mode the upstream's
         kernels not attached here."""
-        data = await self.request("GET", "kernels", params={"all": "true" if all else None})
-        return cast(wire.KernelList, data)
+        params = {"all": "true" if all else None}
+        return await self.request_as(wire.KernelList, "GET", "kernels", params=params)
 
     async def create_kernel(
         self,
@@ -82,26 +81,26 @@ class GatewayClient(GatewayHttp):
                 "env": dict(env) if env is not None else None,
             }
         )
-        return cast(wire.KernelCreated, await self.request("POST", "kernels", body=body))
+        return await self.request_as(wire.KernelCreated, "POST", "kernels", body=body)
 
     async def get_kernel(self, ref: str) -> wire.Kernel:
         """Return the kernel `ref` names (live or gone)."""
-        data = await self.request("GET", f"kernels/{quoted(ref)}")
-        return cast(wire.KernelReply, data)["kernel"]
+        data = await self.request_as(wire.KernelReply, "GET", f"kernels/{quoted(ref)}")
+        return data["kernel"]
 
     async def stop_kernel(self, ref: str) -> wire.Kernel:
         """Return the gone model of the kernel `ref` names, after stopping it."""
-        data = await self.request("DELETE", f"kernels/{quoted(ref)}")
-        return cast(wire.KernelReply, data)["kernel"]
+        data = await self.request_as(wire.KernelReply, "DELETE", f"kernels/{quoted(ref)}")
+        return data["kernel"]
 
     async def interrupt(self, ref: str) -> wire.Execution:
         """Return the execution interrupted, as it was when the interrupt was sent."""
-        data = await self.request("POST", f"kernels/{quoted(ref)}/interrupt")
-        return cast(wire.ExecutionOnly, data)["execution"]
+        data = await self.request_as(wire.ExecutionOnly, "POST", f"kernels/{quoted(ref)}/interrupt")
+        return data["execution"]
 
     async def reset(self, ref: str) -> wire.ResetReply:
         """Return the kernel once its new process is ready, and the execution it killed."""
-        return cast(wire.ResetReply, await self.request("POST", f"kernels/{quoted(ref)}/reset"))
+        return await self.request_as(wire.ResetReply, "POST", f"kernels/{quoted(ref)}/reset")
 
     async def setup(
         self, ref: str, parts: list[wire.SetupPart], *, wait: float = 60.0
@@ -109,13 +108,14 @@ class GatewayClient(GatewayHttp):
         """Register the kernel's setup; it runs now (waiting up to `wait`) unless it already
         ran unchanged in the kernel's current process."""
         body = {"parts": parts, "wait": wait}
-        data = await self.request(
+        data = await self.request_as(
+            wire.SetupReply,
             "PUT",
             f"kernels/{quoted(ref)}/setup",
             body=body,
             read_timeout=wait + self.long_poll_margin(),
         )
-        return cast(wire.SetupReply, data)
+        return data
 
     async def shutdown(self, *, keep_kernels: bool) -> None:
         """Ask the gateway to stop once it has answered, ending its kernels or keeping them."""
@@ -142,14 +142,15 @@ class GatewayClient(GatewayHttp):
                 **wait_params(wait, until_silent, head, tail, max_chars),
             }
         )
-        data = await self.request(
+        data = await self.request_as(
+            wire.ExecutionReply,
             "POST",
             f"kernels/{quoted(ref)}/executions",
             body=body,
             read_timeout=wait + SUBMIT_START_MARGIN + self.long_poll_margin(),
-            channel_call={"call": "submit", "kernel": ref},
+            hot=True,
         )
-        return cast(wire.ExecutionReply, data)
+        return data
 
     async def execution(
         self,
@@ -163,21 +164,25 @@ class GatewayClient(GatewayHttp):
         max_chars: int | None = None,
     ) -> wire.ExecutionReply:
         """Return an execution's summary and why it returned, long-polling up to `wait` s."""
-        data = await self.request(
+        data = await self.request_as(
+            wire.ExecutionReply,
             "GET",
             f"kernels/{quoted(ref)}/executions/{quoted(selector)}",
             params=wait_params(wait, until_silent, head, tail, max_chars),
             read_timeout=wait + self.long_poll_margin(),
-            channel_call={"call": "follow", "kernel": ref, "execution": str(selector)},
+            hot=True,
         )
-        return cast(wire.ExecutionReply, data)
+        return data
 
     async def executions(self, ref: str, since: int = 0, limit: int = 100) -> list[wire.Execution]:
         """Return the newest `limit` executions numbered above `since`, oldest first."""
-        data = await self.request(
-            "GET", f"kernels/{quoted(ref)}/executions", params={"since": since, "limit": limit}
+        data = await self.request_as(
+            wire.ExecutionList,
+            "GET",
+            f"kernels/{quoted(ref)}/executions",
+            params={"since": since, "limit": limit},
         )
-        return cast(wire.ExecutionList, data)["executions"]
+        return data["executions"]
 
     async def read(
         self,
@@ -188,28 +193,32 @@ class GatewayClient(GatewayHttp):
         max_chars: int | None = None,
     ) -> wire.StreamRead:
         """Return a line range of one stream."""
-        data = await self.request(
+        data = await self.request_as(
+            wire.StreamRead,
             "GET",
             f"kernels/{quoted(ref)}/executions/{quoted(selector)}/streams/{quoted(stream)}",
             params={"lines": lines, "max_chars": max_chars},
         )
-        return cast(wire.StreamRead, data)
+        return data
 
     async def rich(self, ref: str, selector: str | int, index: int) -> wire.RichBundle:
         """Return one rich output: its `rich` entry plus `data` and `metadata`."""
-        data = await self.request(
-            "GET", f"kernels/{quoted(ref)}/executions/{quoted(selector)}/rich/{int(index)}"
+        data = await self.request_as(
+            wire.RichBundle,
+            "GET",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}/rich/{int(index)}",
         )
-        return cast(wire.RichBundle, data)
+        return data
 
     async def send_input(self, ref: str, selector: str | int, value: str) -> wire.Execution:
         """Return the execution after answering its pending input()."""
-        data = await self.request(
+        data = await self.request_as(
+            wire.ExecutionOnly,
             "POST",
             f"kernels/{quoted(ref)}/executions/{quoted(selector)}/input",
             body={"value": value},
         )
-        return cast(wire.ExecutionOnly, data)["execution"]
+        return data["execution"]
 
     async def search(
         self,
@@ -233,8 +242,10 @@ class GatewayClient(GatewayHttp):
             "ignore_case": "true" if ignore_case else "false",
             "max_matches": max_matches,
         }
-        data = await self.request("GET", f"kernels/{quoted(ref)}/search", params=params)
-        return cast(wire.SearchReply, data)
+        data = await self.request_as(
+            wire.SearchReply, "GET", f"kernels/{quoted(ref)}/search", params=params
+        )
+        return data
 
     # -- the monitor -------------------------------------------------------------------------
 

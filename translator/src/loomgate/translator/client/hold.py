@@ -14,17 +14,27 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from loomgate.shared.events import Event
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import (
+    Ambiguous,
+    AuthFailed,
+    BadRequest,
+    GatewayError,
+    NotFound,
+    ProtocolError,
+    Timeout,
+    Unavailable,
+)
 
 if TYPE_CHECKING:
-    from loomgate.translator.client.http_session import GatewayHttp
+    from loomgate.translator.client.session import GatewaySession
 
 log = logging.getLogger(__name__)
 
 HOLD_BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0)
 HOLD_OPEN_TIMEOUT = 30.0
 # Refusals after which reconnecting a hold cannot help.
-PERMANENT_HOLD_ERRORS = frozenset({"not_found", "bad_request", "ambiguous", "auth", "protocol"})
+# What reconnecting cannot mend: the hold ends.
+PERMANENT_HOLD_ERRORS = (NotFound, BadRequest, Ambiguous, AuthFailed, ProtocolError)
 
 EventCallback = Callable[[Event], Awaitable[None] | None]
 
@@ -33,7 +43,7 @@ class Hold:
     """A `hold=true` event stream on one kernel, kept open (reconnecting) until closed."""
 
     def __init__(
-        self, client: GatewayHttp, kernel_id: str, on_event: EventCallback | None = None
+        self, client: GatewaySession, kernel_id: str, on_event: EventCallback | None = None
     ) -> None:
         self.client = client
         self.kernel_id = kernel_id
@@ -65,9 +75,8 @@ class Hold:
             await asyncio.wait_for(asyncio.shield(self._first), timeout)
         except asyncio.TimeoutError:
             await self.aclose()
-            raise GatewayError(
-                f"{self.client.where} did not open the event stream within {timeout:g} s",
-                code="timeout",
+            raise Timeout(
+                f"{self.client.where} did not open the event stream within {timeout:g} s"
             ) from None
         except BaseException:
             await self.aclose()
@@ -115,8 +124,8 @@ class Hold:
                 if self._first is not None and not self._first.done():
                     self._first.set_exception(e)
                     return
-                gone = e.code == "unavailable" and "kernel_id" in e.details
-                if e.code in PERMANENT_HOLD_ERRORS or gone:
+                gone = isinstance(e, Unavailable) and "kernel_id" in e.details
+                if isinstance(e, PERMANENT_HOLD_ERRORS) or gone:
                     log.warning("hold on kernel %s ended: %s", self.kernel_id, e)
                     return
                 log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)

@@ -17,9 +17,8 @@ import anyio
 from loomgate.shared import wire
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
-from loomgate.translator.client.local_gateway import process_alive
-from loomgate.translator.client.selection import JUPYTER_PREFIX
-from loomgate.translator.client.target import GatewayTarget
+from loomgate.translator.client.processes import process_alive
+from loomgate.translator.client.target import JUPYTER_PREFIX, GatewayTarget
 
 EXTENSION = "loomgate.gateway"
 # How long one of the person's servers may take to say which kernels it runs (a hung server

@@ -30,11 +30,11 @@ from urllib.parse import urlsplit
 
 from loomgate.shared.paths import DAEMON_LOG, DEFAULT_PORT, ensure_private_dir, read_gateway_file
 from loomgate.shared.paths import state_dir as default_state_dir
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import GatewayError, Timeout, Unreachable
 from loomgate.translator.client.gateway import GatewayClient
-from loomgate.translator.client.http_session import READ_TIMEOUT
-from loomgate.translator.client.selection import LOCAL_URL
-from loomgate.translator.client.target import GatewayTarget
+from loomgate.translator.client.processes import process_alive
+from loomgate.translator.client.session import READ_TIMEOUT
+from loomgate.translator.client.target import LOCAL_URL, GatewayTarget
 
 LOCK_FILE = "autostart.lock"
 POLL_SECONDS = 0.1
@@ -96,10 +96,9 @@ async def open_local_client(
     if client is not None:
         return client
     if not autostart:
-        raise GatewayError(
+        raise Unreachable(
             f"cannot reach {described(target)} at {target.url} (it is not running); start it "
-            "with `loomgate-gateway`, or drop --no-autostart",
-            code="unreachable",
+            "with `loomgate-gateway`, or drop --no-autostart"
         )
     ensure_private_dir(directory)
     async with exclusive(directory / LOCK_FILE, timeout + LOCK_MARGIN):
@@ -109,11 +108,10 @@ async def open_local_client(
             return client
         host, port = daemon_address(directory, target)
         if port and await listening(host, port):
-            raise GatewayError(
+            raise Unreachable(
                 f"port {port} on {host} is held by another program (not the local gateway); "
                 "start the gateway on a free port with `loomgate gateway start --port N`: "
-                "loomgate-mcp and loomgate find it there through gateway.json",
-                code="unreachable",
+                "loomgate-mcp and loomgate find it there through gateway.json"
             )
         pid = await start_daemon(directory, target)
         client = await wait_until_up(directory, target, pid, timeout)
@@ -190,10 +188,9 @@ async def exclusive(path: Path, timeout: float) -> AsyncIterator[None]:
                 break
             except BlockingIOError:
                 if loop.time() > deadline:
-                    raise GatewayError(
+                    raise Timeout(
                         f"another process has been starting the local gateway for over "
-                        f"{timeout:g} s (it holds {path})",
-                        code="timeout",
+                        f"{timeout:g} s (it holds {path})"
                     ) from None
                 await asyncio.sleep(POLL_SECONDS / 2)
         yield
@@ -222,10 +219,9 @@ def gateway_command(
     installed = shutil.which("loomgate-gateway")
     if installed is not None:
         return [installed, *args]
-    raise GatewayError(
+    raise Unreachable(
         "the local gateway is not running and loomgate-gateway is not installed here; "
-        "install loomgate-gateway, or pass --gateway with a remote gateway",
-        code="unreachable",
+        "install loomgate-gateway, or pass --gateway with a remote gateway"
     )
 
 
@@ -277,9 +273,7 @@ async def start_daemon(directory: Path, target: GatewayTarget) -> int:
         return int(out.decode().strip())
     except ValueError:
         reason = last_line(err.decode(errors="replace")) or f"exit code {launcher.returncode}"
-        raise GatewayError(
-            f"could not start {described(target)} ({reason})", code="unreachable"
-        ) from None
+        raise Unreachable(f"could not start {described(target)} ({reason})") from None
 
 
 def described(target: GatewayTarget) -> str:
@@ -337,32 +331,13 @@ async def wait_until_up(
         if not process_alive(pid):
             tail = last_line(read_tail(log_path))
             reason = f" ({tail})" if tail else ""
-            raise GatewayError(
-                f"{described(target)} exited while starting{reason}; see {log_path}",
-                code="unreachable",
-            )
+            raise Unreachable(f"{described(target)} exited while starting{reason}; see {log_path}")
         if loop.time() > deadline:
-            raise GatewayError(
+            raise Timeout(
                 f"{described(target)} (pid {pid}) did not answer within {timeout:g} s of "
-                f"starting; see {log_path}",
-                code="timeout",
+                f"starting; see {log_path}"
             )
         await asyncio.sleep(POLL_SECONDS)
-
-
-def process_alive(pid: int) -> bool:
-    """Return whether process `pid` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def read_tail(path: Path, size: int = 4096) -> str:

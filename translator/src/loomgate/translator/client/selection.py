@@ -6,13 +6,9 @@ import dataclasses
 from collections.abc import Mapping
 
 from loomgate.shared.echo import echo
-from loomgate.shared.paths import DEFAULT_HOST, DEFAULT_PORT
 from loomgate.translator.client.errors import GatewayConfigError
 from loomgate.translator.client.gateways_toml import gateways_file, load_gateways_toml
-from loomgate.translator.client.target import GatewayTarget, is_url
-
-JUPYTER_PREFIX = "jupyter:"  # the names of the person's running Jupyter servers: jupyter:PORT
-LOCAL_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+from loomgate.translator.client.target import JUPYTER_PREFIX, LOCAL_URL, GatewayTarget, is_url
 
 
 def select_gateway(option: str | None, env: Mapping[str, str]) -> GatewayTarget:

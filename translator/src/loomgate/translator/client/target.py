@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from loomgate.shared.paths import DEFAULT_HOST, DEFAULT_PORT
+
+JUPYTER_PREFIX = "jupyter:"  # the names of the person's running Jupyter servers: jupyter:PORT
+LOCAL_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"  # where the local gateway listens
+
 
 @dataclass(frozen=True)
 class GatewayTarget:

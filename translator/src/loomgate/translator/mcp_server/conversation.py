@@ -7,7 +7,13 @@ import secrets
 
 from loomgate.shared import wire
 from loomgate.translator.client.connection import open_client
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import (
+    Ambiguous,
+    GatewayError,
+    NotFound,
+    Unavailable,
+    Unreachable,
+)
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.hold import Hold
 from loomgate.translator.client.jupyter_servers import (
@@ -17,8 +23,8 @@ from loomgate.translator.client.jupyter_servers import (
     list_server_kernels,
     running_servers,
 )
-from loomgate.translator.client.kernel_setup import KernelSetup, is_theirs
 from loomgate.translator.client.selection import select_gateway
+from loomgate.translator.client.startup_files import StartupFiles, is_theirs
 from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_reports import ToolReports
@@ -47,7 +53,7 @@ class Conversation:
         # How the gateway (and the monitor) tells this conversation from others.
         self.label = f"conversation {secrets.token_hex(3)}"
         self.reports = ToolReports(self.label)
-        self.setup = KernelSetup.from_config()
+        self.setup = StartupFiles.from_config()
         self._clients: dict[str, GatewayClient] = {}
         self.client: GatewayClient | None = None
         self.kernel: wire.Kernel | None = None
@@ -119,7 +125,7 @@ class Conversation:
         back the kernels, so the conversation goes on with the same kernel.
         """
         client = self.client
-        refused = error.code == "unreachable" and error.details.get("refused")
+        refused = isinstance(error, Unreachable) and error.refused
         if client is None or not client.local or not self.settings.autostart or not refused:
             return False
         target = select_gateway(self.settings.gateway, self.settings.env)
@@ -220,15 +226,14 @@ class Conversation:
         client = await self.gateway(gateway) if gateway else await self.gateway()
         client, existing = await self._locate(kernel, client, search=gateway is None)
         if existing is None and is_notebook_path(kernel):
-            raise GatewayError(no_notebook_kernel(kernel, client.label, "model"), code="not_found")
+            raise NotFound(no_notebook_kernel(kernel, client.label, "model"))
         self.replaced = None
         if existing is not None and not existing["alive"]:
             if existing["name"] != kernel:  # named by its id: there is no name to start anew
                 short = existing["id"][:8]
-                raise GatewayError(
+                raise Unavailable(
                     f"kernel {short} was stopped; its records stay readable with "
-                    f"read_output(kernel={short!r}, …); connect to a name to start a kernel",
-                    code="unavailable",
+                    f"read_output(kernel={short!r}, …); connect to a name to start a kernel"
                 )
             self.replaced, existing = existing, None  # a new kernel takes the name
         if existing is not None:
@@ -280,16 +285,14 @@ class Conversation:
         found = await find_in_servers(ref, servers, self.client_for)
         if len(found) > 1:
             matches = [(client.label, kernel) for client, kernel in found]
-            raise GatewayError(several_kernels(ref, matches, "model"), code="ambiguous")
+            raise Ambiguous(several_kernels(ref, matches, "model"))
         return found[0] if found else None
 
     async def _find(self, client: GatewayClient, ref: str) -> wire.Kernel | None:
         try:
             return await client.get_kernel(ref)
-        except GatewayError as e:
-            if e.code == "not_found":
-                return None
-            raise
+        except NotFound:
+            return None
 
     async def forget_kernel(self, kernel_id: str) -> None:
         """Unbind `kernel_id` if it is this conversation's kernel (it was stopped)."""

@@ -13,7 +13,7 @@ from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 
 from loomgate.shared.wire import SearchMode, StreamName
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import Busy, Conflict, Unavailable
 from loomgate.translator.mcp_server.cell_follower import INPUT_WAIT, SLICE_SECONDS, CellFollower
 from loomgate.translator.mcp_server.results import (
     CellResult,
@@ -81,13 +81,13 @@ async def run_cell(
         response = await client.submit(
             ref, code, wait=min(SLICE_SECONDS, wait_seconds), **follower.output_args()
         )
-    except GatewayError as e:
-        if e.code == "busy":
-            raise ToolFailure(
-                busy_refusal(e.details.get("running"), "model", e.details.get("setup"))
-            ) from None
+    except Busy as e:
+        raise ToolFailure(
+            busy_refusal(e.details.get("running"), "model", e.details.get("setup"))
+        ) from None
+    except Unavailable as e:
         gone = e.details.get("kernel_id")
-        if e.code == "unavailable" and gone and kernel is None:
+        if gone and kernel is None:
             await conversation.forget_kernel(gone)
             raise ToolFailure(
                 f"This conversation's kernel {gone[:8]} is no longer running (the gateway "
@@ -208,10 +208,8 @@ async def interrupt(
     client, ref = await conversation.kernel_ref(kernel)
     try:
         interrupted = await client.interrupt(ref)
-    except GatewayError as e:
-        if e.code == "conflict":
-            raise ToolFailure("Nothing is running on this kernel to interrupt.") from None
-        raise
+    except Conflict:
+        raise ToolFailure("Nothing is running on this kernel to interrupt.") from None
     waited = await client.execution(
         ref, interrupted["number"], wait=INTERRUPT_WAIT, **follower.output_args()
     )
@@ -233,11 +231,9 @@ async def send_input(
     client, ref = await conversation.kernel_ref(kernel)
     try:
         sent = await client.send_input(ref, "current" if execution is None else execution, value)
-    except GatewayError as e:
-        if e.code == "conflict":
-            number, state = e.details.get("number"), e.details.get("state")
-            raise ToolFailure(not_waiting_for_input(number, state)) from None
-        raise
+    except Conflict as e:
+        number, state = e.details.get("number"), e.details.get("state")
+        raise ToolFailure(not_waiting_for_input(number, state)) from None
     response = await client.execution(
         ref, sent["number"], wait=min(SLICE_SECONDS, INPUT_WAIT), **follower.output_args()
     )

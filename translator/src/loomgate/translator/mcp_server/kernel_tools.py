@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from loomgate.translator.client.errors import GatewayError
+from loomgate.translator.client.errors import Conflict
 from loomgate.translator.mcp_server.results import (
     KernelAction,
     KernelInfo,
@@ -174,7 +174,7 @@ async def stop_kernel(
     client, target = await conversation.locate(kernel)
     refusal = None if force else stop_needs_force(target, kernel)
     if refusal is not None:
-        raise GatewayError(refusal, code="conflict")
+        raise Conflict(refusal)
     stopped = await client.stop_kernel(target["id"])
     await conversation.forget_kernel(stopped["id"])
     text = f"Stopped kernel {kernel_label(stopped)}; its records stay readable."

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from loomgate.translator.client.http_session import READ_TIMEOUT
+from loomgate.translator.client.session import READ_TIMEOUT
 from loomgate.translator.output_view import OutputLimits
 
 Transport = Literal["stdio", "streamable-http"]

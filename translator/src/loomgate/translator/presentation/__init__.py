@@ -6,6 +6,7 @@ different words for one fact (a busy kernel, say), both are written here, side b
 
 from __future__ import annotations
 
+from loomgate.translator.jupyter_enable import ENABLE_HINT
 from loomgate.translator.presentation.audience import (
     Audience,
     read_call,
@@ -25,7 +26,6 @@ from loomgate.translator.presentation.cells import (
     unstored_note,
 )
 from loomgate.translator.presentation.kernels import (
-    ENABLE_HINT,
     attached_note,
     installed_note,
     kernel_label,

@@ -7,17 +7,12 @@ from collections.abc import Sequence
 
 from loomgate.shared import wire
 from loomgate.shared.wire import RUNNING_STATES
+from loomgate.translator.jupyter_enable import ENABLE_HINT
 from loomgate.translator.presentation.cells import (
     format_elapsed,
     gap_note,
     state_note,
     unstored_note,
-)
-
-# How a person makes a Jupyter server of theirs reachable (a server without loomgate's extension).
-ENABLE_HINT = (
-    "`loomgate jupyter enable` (or enable the loomgate.gateway server extension), "
-    "then restart that server"
 )
 
 

@@ -1,6 +1,6 @@
-"""The user's startup.py and inspectors.py as a kernel's setup: registered with the gateway,
-which runs them silently (no cell number) now and after every restart, each part on its own,
-in every kernel the translator or the CLI attaches to."""
+"""The person's startup.py and inspectors.py, read and sent as source for a kernel's setup:
+registered with the gateway, which runs them silently (no cell number) now and after every
+restart, each part on its own, in every kernel the translator or the CLI attaches to."""
 
 from __future__ import annotations
 
@@ -108,14 +108,15 @@ def __loomgate_install_inspectors(namespace, path, code):
 
 
 @dataclass(frozen=True)
-class KernelSetup:
-    """What every kernel gets: startup.py, then the inspectors (either may be absent)."""
+class StartupFiles:
+    """The person's startup files every kernel gets: startup.py, then the inspectors (either may
+    be absent), sent as source."""
 
     startup: Path | None
     inspectors: Path | None
 
     @classmethod
-    def from_config(cls, directory: Path | None = None) -> KernelSetup:
+    def from_config(cls, directory: Path | None = None) -> StartupFiles:
         """Return the setup found in the config dir."""
         directory = directory or config_dir()
         startup = directory / STARTUP
@@ -138,10 +139,10 @@ class KernelSetup:
             parts.append(file_part(INSPECTORS, self.inspectors, INSPECTOR_RUNTIME, call))
         return parts
 
-    def inspectors_only(self) -> KernelSetup:
+    def inspectors_only(self) -> StartupFiles:
         """Return the setup for a kernel someone else made (a notebook's): startup.py is theirs
         to choose, the inspectors guard every cell the agent runs there."""
-        return KernelSetup(None, self.inspectors)
+        return StartupFiles(None, self.inspectors)
 
     async def install(self, client: GatewayClient, kernel_id: str) -> wire.SetupReply | None:
         """Register this setup as the kernel's (it runs now unless it already ran there
