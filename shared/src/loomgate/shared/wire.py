@@ -388,7 +388,8 @@ class Refusal(TypedDict):
 
 # -- the rpc websocket (GET /rpc; /channel is its older name) ---------------------------------
 
-RpcMethod = Literal["GET", "POST", "DELETE"]
+RpcMethod = Literal["GET", "POST", "PUT", "DELETE"]
+RPC_METHODS: tuple[RpcMethod, ...] = get_args(RpcMethod)
 
 
 class _RpcCallBase(TypedDict):
