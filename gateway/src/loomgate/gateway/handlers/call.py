@@ -45,14 +45,17 @@ class OutputArgs(NamedTuple):
     max_chars: int | None = None
 
 
+NUMBERS = (str, int, float)  # what a number argument may be given as
+
+
 def _int(raw: object) -> int:
-    if isinstance(raw, str | int | float):
+    if isinstance(raw, NUMBERS):
         return int(raw)
     raise TypeError(raw)
 
 
 def _float(raw: object) -> float:
-    if isinstance(raw, str | int | float):
+    if isinstance(raw, NUMBERS):
         return float(raw)
     raise TypeError(raw)
 

@@ -19,8 +19,7 @@ import contextlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.auth.utils import HTTP_METHOD_TO_AUTH_ACTION
@@ -41,11 +40,11 @@ MAX_MESSAGE_BYTES = 64 << 20  # a cell's source, at most
 AUTH_RESOURCE = "kernels"
 EXECUTIONS = BY_NAME["kernels/{ref}/executions"]
 EXECUTION = BY_NAME["kernels/{ref}/executions/{selector}"]
+QUERY_VALUES = (str, int, float)  # what a query value may be (booleans are ints)
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0e-\x1f]")  # as tornado's query arguments lose
 
 
-@dataclass(frozen=True)
-class RpcRequest:
+class RpcRequest(NamedTuple):
     """An rpc message, parsed: the route and endpoint it calls, with the call's arguments."""
 
     method: wire.RpcMethod
@@ -90,11 +89,11 @@ def rpc_request(data: Mapping[str, Any]) -> RpcRequest:
         )
     query = data.get("query") or {}
     if not isinstance(query, dict) or not all(
-        value is None or isinstance(value, str | int | float) for value in query.values()
+        value is None or isinstance(value, QUERY_VALUES) for value in query.values()
     ):
         raise BadRequest("query must be an object of strings")
-    route, endpoint, arguments = find(method, path.removeprefix("/"))
-    values = {str(k): query_value(v) for k, v in query.items() if v is not None}
+    route, endpoint, arguments = find(method, path[1:] if path[:1] == "/" else path)
+    values = {k: query_value(v) for k, v in query.items() if v is not None} if query else query
     return RpcRequest(method, route, endpoint, arguments, values, data.get("body"))
 
 

@@ -27,13 +27,33 @@ class Route:
     handler: str
     endpoints: Mapping[str, Endpoint]
     monitor_readable: bool = False  # whether the monitor credential may GET it (monitor/access)
-    pattern: str = field(init=False)  # the name as a regex, one `[^/]+` group per argument
-    regex: re.Pattern[str] = field(init=False, repr=False)
+    pattern: str = field(init=False)  # the name as tornado's regex, `[^/]+` per argument
+    segments: tuple[str | None, ...] = field(init=False, repr=False)  # None: an argument
+    arguments: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        pattern = SEGMENT.sub(r"(?P<\1>[^/]+)", self.name)
-        object.__setattr__(self, "pattern", pattern)
-        object.__setattr__(self, "regex", re.compile(pattern))
+        parts = self.name.split("/")
+        found = [SEGMENT.fullmatch(part) for part in parts]
+        object.__setattr__(self, "pattern", SEGMENT.sub(r"(?P<\1>[^/]+)", self.name))
+        object.__setattr__(
+            self, "segments", tuple(None if m else p for m, p in zip(found, parts, strict=True))
+        )
+        object.__setattr__(self, "arguments", tuple(m.group(1) for m in found if m))
+
+    def match(self, parts: list[str]) -> dict[str, str] | None:
+        """Return the path arguments of a path split at its slashes if it is this route's
+        (as its tornado pattern matches: one non-empty segment per argument), else None."""
+        arguments: dict[str, str] = {}
+        names = iter(self.arguments)
+        for literal, part in zip(self.segments, parts, strict=True):
+            if literal is None:
+                if not part:
+                    return None
+                name = next(names)
+                arguments[name] = path_argument(name, part) if "%" in part else part
+            elif literal != part:
+                return None
+        return arguments
 
 
 ROUTES: tuple[Route, ...] = (
@@ -100,6 +120,10 @@ ROUTES: tuple[Route, ...] = (
     Route("shutdown", "ShutdownHandler", {"POST": kernels.shutdown}),
 )
 BY_NAME: dict[str, Route] = {route.name: route for route in ROUTES}
+# The routes a path may be, by its number of segments and its last one (None: an argument).
+BY_SHAPE: dict[tuple[int, str | None], list[Route]] = {}
+for _route in ROUTES:
+    BY_SHAPE.setdefault((len(_route.segments), _route.segments[-1]), []).append(_route)
 
 
 def path_argument(name: str, raw: str) -> str:
@@ -114,12 +138,14 @@ def path_argument(name: str, raw: str) -> str:
 def find(method: str, path: str) -> tuple[Route, Endpoint, dict[str, str]]:
     """Return the route `path` (relative to /api/loomgate/) is, `method`'s endpoint on it and
     the path's arguments; HTTPError 404 (no such route) or 405 (not that method), as HTTP."""
-    for route in ROUTES:
-        match = route.regex.fullmatch(path)
-        if match is not None:
-            endpoint = route.endpoints.get(method)
-            if endpoint is None:
-                raise web.HTTPError(405)
-            arguments = {name: path_argument(name, raw) for name, raw in match.groupdict().items()}
-            return route, endpoint, arguments
+    parts = path.split("/")
+    length = len(parts)
+    for shape in ((length, parts[-1]), (length, None)):
+        for route in BY_SHAPE.get(shape, ()):
+            arguments = route.match(parts)
+            if arguments is not None:
+                endpoint = route.endpoints.get(method)
+                if endpoint is None:
+                    raise web.HTTPError(405)
+                return route, endpoint, arguments
     raise web.HTTPError(404)
