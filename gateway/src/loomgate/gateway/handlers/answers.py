@@ -3,19 +3,17 @@ is ready, run the endpoint, and turn what it raises into the JSON answer HTTP gi
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from http.client import responses
 
 from tornado import web
+from tornado.log import app_log
 
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.handlers.call import Call
 
 Answer = tuple[int, Mapping[str, object]]  # an HTTP status and the JSON body
 Endpoint = Callable[[Call], Awaitable[Answer]]
-
-log = logging.getLogger(__name__)
 
 
 def failure(error: Exception, call: str) -> Answer:
@@ -28,7 +26,8 @@ def failure(error: Exception, call: str) -> Answer:
         status = error.status_code
         message = error.log_message or responses.get(status, "Unknown HTTP Error")
         return status, {"message": message, "reason": error.reason}
-    log.error("loomgate: %s failed", call, exc_info=error)
+    # Where HTTP's uncaught exceptions went: the server's log (and the gateway's log file).
+    app_log.error("loomgate: %s failed", call, exc_info=error)
     return 500, {"error": "internal", "message": f"the gateway failed ({type(error).__name__})"}
 
 
