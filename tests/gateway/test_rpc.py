@@ -346,3 +346,19 @@ async def test_each_call_is_authorized_as_over_http(tmp_path: Path) -> None:
             assert steady(info) == steady(await over_http(http, "GET", "info"))
     finally:
         gateway.stop()
+
+
+async def test_a_fault_of_the_gateway_is_a_logged_500_over_both(
+    gateway: GatewayProcess, rpc: Rpc, http: httpx.AsyncClient, kernel: str
+) -> None:
+    code = "from IPython.display import HTML, display; display(HTML('<i>x</i>'))"
+    r = await http.post(f"{API}/kernels/{kernel}/executions", json={"code": code, "wait": 30})
+    number = r.json()["execution"]["number"]
+    [bundle] = gateway.state_dir.glob(f"**/{kernel}/{number}/rich/0.json")
+    bundle.unlink()  # the record says it is there: reading it is the gateway's own failure
+    path = f"kernels/{kernel}/executions/{number}/rich/0"
+    failed = (500, {"error": "internal", "message": "the gateway failed (FileNotFoundError)"})
+    assert await rpc.call("GET", path) == failed
+    assert await over_http(http, "GET", path) == failed
+    log = (gateway.state_dir / "gateway.log").read_text()
+    assert "loomgate: GET kernels/{ref}/executions/{selector}/rich/{index} failed" in log
