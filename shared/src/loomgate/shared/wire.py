@@ -391,7 +391,8 @@ class Refusal(TypedDict):
 
 # -- the rpc websocket (GET /rpc; /channel is its older name) ---------------------------------
 
-RpcMethod = Literal["GET", "POST", "DELETE"]
+RpcMethod = Literal["GET", "POST", "PUT", "DELETE"]
+RPC_METHODS: tuple[RpcMethod, ...] = get_args(RpcMethod)
 
 
 class _RpcCallBase(TypedDict):
@@ -431,8 +432,3 @@ class LegacyCall(_LegacyCallBase, total=False):
 
     execution: str
     args: dict[str, Any]
-
-
-# Old names, until the gateway's and translator's rpc modules stop using them.
-ChannelAnswer = RpcAnswer
-CHANNEL_CALLS = LEGACY_CALLS

@@ -1,1 +1,2 @@
-"""The HTTP endpoints under /api/loomgate/: one module per resource, mounted by routes."""
+"""loomgate's endpoints under /api/loomgate/: the route table, the call and its answer, and
+the two ways in (HTTP, one handler per route; the rpc websocket), mounted by routes."""

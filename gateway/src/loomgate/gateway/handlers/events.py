@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from jupyter_server.auth.decorator import authorized
+from tornado import web
 from tornado.http1connection import HTTP1Connection
 from tornado.iostream import StreamClosedError
 
 from loomgate.gateway.errors import BadRequest
-from loomgate.gateway.events import Subscription, sse_frame
-from loomgate.gateway.handlers.base import LoomHandler, endpoint
+from loomgate.gateway.events import EventBus, Subscription, sse_frame
+from loomgate.gateway.handlers.answers import Answer, answered
+from loomgate.gateway.handlers.call import Call
+from loomgate.gateway.handlers.http import LoomHandler
 from loomgate.gateway.kernels.kernel import LoomKernel
 from loomgate.shared.events import HelloEvent
 
@@ -19,6 +23,7 @@ KEEPALIVE = ": keepalive\n\n"
 WATCHER_BATCH_SECONDS = 0.25  # how long a stream that holds nothing gathers events (the page
 # draws at most this often anyway)
 CLOSED = ""  # queued when the client goes away (no frame is empty)
+STREAMED: Answer = (200, {})  # the answer of a stream that ran: it is written already
 
 
 class EventsHandler(LoomHandler):
@@ -33,15 +38,28 @@ class EventsHandler(LoomHandler):
     _subscription: Subscription | None = None
     _keepalive: asyncio.TimerHandle | None = None
 
-    @endpoint
+    @property
+    def events(self) -> EventBus:
+        """Return the gateway's event bus."""
+        events: EventBus = self.settings["loomgate_events"]
+        return events
+
+    @web.authenticated
+    @authorized
     async def get(self) -> None:
-        """Stream events until the client goes away."""
-        ref = self.get_query_argument("kernel", None)
-        kernel: LoomKernel | None = self.registry.resolve(ref) if ref else None
-        hold = self.bool_arg("hold", False)
+        """Stream events until the client goes away; a refusal before the stream is JSON."""
+        answer = await answered(self.call("events", {}), self.stream)
+        if answer is not STREAMED:
+            self.reply(answer[1], answer[0])
+
+    async def stream(self, call: Call) -> Answer:
+        """Stream the events the call asks for, until the client goes away."""
+        ref = call.text_arg("kernel")
+        kernel: LoomKernel | None = call.registry.resolve(ref) if ref else None
+        hold = call.bool_arg("hold", False)
         if hold and kernel is None:
             raise BadRequest("hold=true needs a kernel")
-        client = self.client_arg()
+        client = call.client_arg()
         if isinstance(self.request.connection, HTTP1Connection):
             self.request.connection.stream.set_nodelay(True)
         self.set_header("Content-Type", "text/event-stream")
@@ -50,7 +68,7 @@ class EventsHandler(LoomHandler):
         subscription = self._subscription = self.events.subscribe(kernel.id if kernel else None)
         self._arm_keepalive(subscription)
         if hold and kernel is not None:
-            self.registry.holders.hold(kernel, client)
+            call.registry.holders.hold(kernel, client)
         try:
             hello = HelloEvent(event="hello", kernel=kernel.model() if kernel else None)
             self.write(sse_frame(hello))
@@ -74,9 +92,10 @@ class EventsHandler(LoomHandler):
                 self._keepalive.cancel()
             self.events.unsubscribe(subscription)
             if hold and kernel is not None:
-                self.registry.holders.release(kernel, client)
+                call.registry.holders.release(kernel, client)
             with contextlib.suppress(Exception):
                 self.finish()
+        return STREAMED
 
     def _arm_keepalive(self, subscription: Subscription) -> None:
         """Queue a comment each time the stream has been quiet for KEEPALIVE_SECONDS, so that

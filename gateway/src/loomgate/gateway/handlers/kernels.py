@@ -1,5 +1,6 @@
-"""Endpoints for kernels: gateway info, list, create-or-get, get, stop, interrupt, reset,
-setup."""
+"""Endpoints for kernels and the gateway: info, list, create-or-get, get, stop, interrupt,
+reset, setup, shutdown. Each is a function of the call, answering (status, body) or raising a
+Refusal."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import os
 from tornado import web
 
 from loomgate.gateway.errors import BadRequest, NotFound, Refusal
-from loomgate.gateway.handlers.base import LoomHandler, endpoint
+from loomgate.gateway.handlers.answers import Answer
+from loomgate.gateway.handlers.call import Call
+from loomgate.gateway.kernels.notebooks import note_paths
 from loomgate.gateway.upstream import attach as upstream_attach
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
@@ -30,190 +33,173 @@ CAPABILITIES = [
 ]
 
 
-class InfoHandler(LoomHandler):
-    """GET /api/loomgate/info: who this is, so a translator can tell it from a stock server."""
+async def note_sessions(call: Call) -> None:
+    """Bring each live kernel's notebook and console paths up to date from the server's
+    sessions (what JupyterLab opened), for kernel models and references by path."""
+    sessions = await call.settings["session_manager"].list_sessions()
+    paths: dict[str, list[str]] = {}
+    for session in sessions:
+        kernel = session.get("kernel") or {}
+        if kernel.get("id") and session.get("path"):
+            paths.setdefault(kernel["id"], []).append(str(session["path"]))
+    note_paths(call.registry.stores, call.registry.live, paths)
 
-    monitor_readable = True
 
-    @endpoint
-    async def get(self) -> None:
-        """Return service name, versions, capabilities and kernel specs."""
-        from loomgate.gateway import __version__
+async def info(call: Call) -> Answer:
+    """GET info: who this is (service name, versions, capabilities, kernel specs), so a
+    translator can tell it from a stock server."""
+    from loomgate.gateway import __version__
 
-        upstream_error: str | None = None
-        try:
-            specs = await self.registry.kernel_specs()
-        except Refusal as e:  # an upstream that does not answer (or refuses)
-            specs, upstream_error = [], e.message
-        self.reply(
-            wire.Info(
-                service="loomgate",
-                version=__version__,
-                mode=self.settings["loomgate_mode"],
-                protocol=PROTOCOL_VERSION,
-                capabilities=CAPABILITIES,
-                pid=os.getpid(),
-                started=self.settings["loomgate_started"],
-                kernel_specs=specs,
-                default_kernel_spec=self.registry.mkm.default_kernel_name,
-                conversation_grace_seconds=self.registry.holders.grace_seconds,
-                prewarm=self.registry.pool.size,
-                prewarmed=self.registry.pool.report(),
-                upstream=self.registry.mkm.upstream,
-                upstream_error=upstream_error,
-            )
+    registry = call.registry
+    upstream_error: str | None = None
+    try:
+        specs = await registry.kernel_specs()
+    except Refusal as e:  # an upstream that does not answer (or refuses)
+        specs, upstream_error = [], e.message
+    return 200, wire.Info(
+        service="loomgate",
+        version=__version__,
+        mode=call.settings["loomgate_mode"],
+        protocol=PROTOCOL_VERSION,
+        capabilities=CAPABILITIES,
+        pid=os.getpid(),
+        started=call.settings["loomgate_started"],
+        kernel_specs=specs,
+        default_kernel_spec=registry.mkm.default_kernel_name,
+        conversation_grace_seconds=registry.holders.grace_seconds,
+        prewarm=registry.pool.size,
+        prewarmed=registry.pool.report(),
+        upstream=registry.mkm.upstream,
+        upstream_error=upstream_error,
+    )
+
+
+async def list_kernels(call: Call) -> Answer:
+    """GET kernels: live kernels (and, with all=true, gone kernels whose records remain)."""
+    await note_sessions(call)
+    registry = call.registry
+    kernels = [k.model() for k in registry.live.values()]
+    if call.bool_arg("all", False):
+        live = registry.live
+        kernels += [s.model() for s in registry.stores.values() if s.kernel_id not in live]
+    return 200, wire.KernelList(kernels=kernels, unattached=await unattached(call))
+
+
+async def unattached(call: Call) -> list[wire.UpstreamKernel]:
+    """Return the upstream's kernels this gateway does not record (none when it is not in
+    upstream mode, or the upstream does not list them now)."""
+    registry = call.registry
+    if not registry.mkm.upstream:
+        return []
+    try:
+        models = await registry.mkm.list_upstream()
+    except web.HTTPError:  # refused (Kernel Gateway lists none by default) or unreachable
+        return []
+    return [
+        wire.UpstreamKernel(
+            id=str(model["id"]),
+            kernel_spec=str(model.get("name", "")),
+            state=str(model.get("execution_state", "unknown")),
+            connections=int(model.get("connections", 0)),
         )
+        for model in models
+        if str(model["id"]) not in registry.live
+    ]
 
 
-class KernelsHandler(LoomHandler):
-    """GET/POST /api/loomgate/kernels: list kernels; create or get one by name."""
-
-    monitor_readable = True
-
-    @endpoint
-    async def get(self) -> None:
-        """Return live kernels (and, with all=true, gone kernels whose records remain)."""
-        await self.note_sessions()
-        kernels = [k.model() for k in self.registry.live.values()]
-        if self.bool_arg("all", False):
-            live = self.registry.live
-            kernels += [s.model() for s in self.registry.stores.values() if s.kernel_id not in live]
-        self.reply(wire.KernelList(kernels=kernels, unattached=await self.unattached()))
-
-    async def unattached(self) -> list[wire.UpstreamKernel]:
-        """Return the upstream's kernels this gateway does not record (none when it is not in
-        upstream mode, or the upstream does not list them now)."""
-        if not self.registry.mkm.upstream:
-            return []
-        try:
-            models = await self.registry.mkm.list_upstream()
-        except web.HTTPError:  # refused (Kernel Gateway lists none by default) or unreachable
-            return []
-        return [
-            wire.UpstreamKernel(
-                id=str(model["id"]),
-                kernel_spec=str(model.get("name", "")),
-                state=str(model.get("execution_state", "unknown")),
-                connections=int(model.get("connections", 0)),
-            )
-            for model in models
-            if str(model["id"]) not in self.registry.live
-        ]
-
-    @endpoint
-    async def post(self) -> None:
-        """Create a kernel, or return the live one with the requested name (200 vs 201)."""
-        body = self.body()
-        name = body.get("name")
-        env = body.get("env")
-        for key, value, kind in (
-            ("name", name, str),
-            ("kernel_spec", body.get("kernel_spec"), str),
-            ("cwd", body.get("cwd"), str),
-            ("env", env, dict),
-        ):
-            if value is not None and not isinstance(value, kind):
-                raise BadRequest(f"{key} must be a {kind.__name__}")
-        kernel, created = await self.registry.create(
-            name=name,
-            kernel_spec=body.get("kernel_spec"),
-            lifetime=str(body.get("lifetime", "persistent")),
-            cwd=body.get("cwd"),
-            env=env,
-        )
-        self.reply(
-            wire.KernelCreated(kernel=kernel.model(), created=created), 201 if created else 200
-        )
+async def create_kernel(call: Call) -> Answer:
+    """POST kernels {name, kernel_spec, lifetime, cwd, env}: create a kernel, or return the
+    live one with the requested name (201 vs 200)."""
+    body = call.body
+    name = body.get("name")
+    env = body.get("env")
+    for key, value, kind in (
+        ("name", name, str),
+        ("kernel_spec", body.get("kernel_spec"), str),
+        ("cwd", body.get("cwd"), str),
+        ("env", env, dict),
+    ):
+        if value is not None and not isinstance(value, kind):
+            raise BadRequest(f"{key} must be a {kind.__name__}")
+    kernel, created = await call.registry.create(
+        name=name,
+        kernel_spec=body.get("kernel_spec"),
+        lifetime=str(body.get("lifetime", "persistent")),
+        cwd=body.get("cwd"),
+        env=env,
+    )
+    return 201 if created else 200, wire.KernelCreated(kernel=kernel.model(), created=created)
 
 
-class KernelHandler(LoomHandler):
-    """GET/DELETE /api/loomgate/kernels/{ref}: one kernel's model; stop it."""
-
-    monitor_readable = True
-
-    @endpoint
-    async def get(self, ref: str) -> None:
-        """Return the kernel's model (live or gone); `ref` may also name a notebook it serves,
-        or (in upstream mode) a kernel of the upstream, which is attached now."""
-        await self.note_sessions()
-        try:
-            store = self.registry.resolve_store(ref)
-        except NotFound:
-            attached = await upstream_attach.attach(self.registry, ref.strip())
-            if attached is None:
-                raise
-            store = attached
-        if store.kernel_id not in self.registry.live:  # on the upstream still? attach it again
-            with contextlib.suppress(Refusal):  # unreachable: it is gone as far as known
-                store = await upstream_attach.attach(self.registry, store.kernel_id) or store
-        kernel = self.registry.live.get(store.kernel_id)
-        self.reply(wire.KernelReply(kernel=kernel.model() if kernel else store.model()))
-
-    @endpoint
-    async def delete(self, ref: str) -> None:
-        """Stop the kernel; its records stay readable."""
-        kernel = self.registry.resolve(ref)
-        await self.registry.stop(kernel)
-        self.reply(wire.KernelReply(kernel=kernel.store.model()))
+async def get_kernel(call: Call) -> Answer:
+    """GET kernels/{ref}: the kernel's model (live or gone); `ref` may also name a notebook it
+    serves, or (in upstream mode) a kernel of the upstream, which is attached now."""
+    await note_sessions(call)
+    registry = call.registry
+    ref = call.path["ref"]
+    try:
+        store = registry.resolve_store(ref)
+    except NotFound:
+        attached = await upstream_attach.attach(registry, ref.strip())
+        if attached is None:
+            raise
+        store = attached
+    if store.kernel_id not in registry.live:  # on the upstream still? attach it again
+        with contextlib.suppress(Refusal):  # unreachable: it is gone as far as known
+            store = await upstream_attach.attach(registry, store.kernel_id) or store
+    kernel = registry.live.get(store.kernel_id)
+    return 200, wire.KernelReply(kernel=kernel.model() if kernel else store.model())
 
 
-class InterruptHandler(LoomHandler):
-    """POST /api/loomgate/kernels/{ref}/interrupt."""
-
-    @endpoint
-    async def post(self, ref: str) -> None:
-        """Interrupt the running execution; 409 when nothing runs."""
-        kernel = self.registry.resolve(ref)
-        record = await kernel.executions.interrupt()
-        self.reply(wire.ExecutionOnly(execution=record.summary()))
+async def stop_kernel(call: Call) -> Answer:
+    """DELETE kernels/{ref}: stop the kernel; its records stay readable."""
+    kernel = call.registry.resolve(call.path["ref"])
+    await call.registry.stop(kernel)
+    return 200, wire.KernelReply(kernel=kernel.store.model())
 
 
-class ResetHandler(LoomHandler):
-    """POST /api/loomgate/kernels/{ref}/reset."""
-
-    @endpoint
-    async def post(self, ref: str) -> None:
-        """Restart the kernel process; a running record becomes `killed`, numbering continues."""
-        kernel = self.registry.resolve(ref)
-        running = kernel.executions.current
-        await self.registry.reset(kernel)
-        killed = running.summary() if running is not None else None
-        self.reply(wire.ResetReply(kernel=kernel.model(), killed=killed))
+async def interrupt(call: Call) -> Answer:
+    """POST kernels/{ref}/interrupt: interrupt the running execution; 409 when nothing runs."""
+    kernel = call.registry.resolve(call.path["ref"])
+    record = await kernel.executions.interrupt()
+    return 200, wire.ExecutionOnly(execution=record.summary())
 
 
-class SetupHandler(LoomHandler):
-    """PUT /api/loomgate/kernels/{ref}/setup {"parts": [{name, code}], "wait": s}."""
-
-    @endpoint
-    async def put(self, ref: str) -> None:
-        """Register the kernel's setup and run it now unless it already ran unchanged."""
-        body = self.body()
-        parts = body.get("parts")
-        if not isinstance(parts, list) or not all(
-            isinstance(p, dict)
-            and set(p) == {"name", "code"}
-            and all(isinstance(v, str) for v in p.values())
-            for p in parts
-        ):
-            raise BadRequest('parts must be a list of {"name": str, "code": str} objects')
-        wait = self.number_arg("wait", 60.0, lo=0, hi=3600, body=body)
-        kernel = self.registry.resolve(ref)
-        setup = [wire.SetupPart(name=p["name"], code=p["code"]) for p in parts]
-        ran = await kernel.register_setup(setup, wait)
-        self.reply(wire.SetupReply(setup=kernel.setup.model(), ran=ran))
+async def reset(call: Call) -> Answer:
+    """POST kernels/{ref}/reset: restart the kernel process; a running record becomes
+    `killed`, numbering continues."""
+    kernel = call.registry.resolve(call.path["ref"])
+    running = kernel.executions.current
+    await call.registry.reset(kernel)
+    killed = running.summary() if running is not None else None
+    return 200, wire.ResetReply(kernel=kernel.model(), killed=killed)
 
 
-class ShutdownHandler(LoomHandler):
-    """POST /api/loomgate/shutdown {"kernels": "stop"|"keep"}: stop the gateway."""
+async def setup(call: Call) -> Answer:
+    """PUT kernels/{ref}/setup {"parts": [{name, code}], "wait": s}: register the kernel's
+    setup and run it now unless it already ran unchanged."""
+    parts = call.body.get("parts")
+    if not isinstance(parts, list) or not all(
+        isinstance(p, dict)
+        and set(p) == {"name", "code"}
+        and all(isinstance(v, str) for v in p.values())
+        for p in parts
+    ):
+        raise BadRequest('parts must be a list of {"name": str, "code": str} objects')
+    wait = call.float_arg("wait", 60.0, lo=0, hi=3600)
+    kernel = call.registry.resolve(call.path["ref"])
+    parts_given = [wire.SetupPart(name=p["name"], code=p["code"]) for p in parts]
+    ran = await kernel.register_setup(parts_given, wait)
+    return 200, wire.SetupReply(setup=kernel.setup.model(), ran=ran)
 
-    @endpoint
-    async def post(self) -> None:
-        """Stop the gateway once this answer is sent; its kernels stop or keep running."""
-        kernels = self.arg("kernels", self.body()) or "stop"
-        if kernels not in ("stop", "keep"):
-            raise BadRequest(f"kernels must be 'stop' or 'keep', not {echo(kernels)}")
-        self.registry.stop_kernels_on_exit = kernels == "stop"
-        serverapp = self.serverapp
-        assert serverapp is not None
-        self.reply({"stopping": True, "kernels": kernels}, 202)
-        serverapp.io_loop.add_callback(serverapp.stop)
+
+async def shutdown(call: Call) -> Answer:
+    """POST shutdown {"kernels": "stop"|"keep"}: stop the gateway once this answer is sent;
+    its kernels stop or keep running."""
+    kernels = call.arg("kernels") or "stop"
+    if kernels not in ("stop", "keep"):
+        raise BadRequest(f"kernels must be 'stop' or 'keep', not {echo(kernels)}")
+    call.registry.stop_kernels_on_exit = kernels == "stop"
+    serverapp = call.settings["serverapp"]
+    serverapp.io_loop.add_callback(serverapp.stop)  # runs after this answer is written
+    return 202, {"stopping": True, "kernels": kernels}

@@ -1,55 +1,27 @@
-"""Where each loomgate endpoint is mounted under the server's base URL."""
+"""Where each loomgate endpoint is mounted under the server's base URL: the JSON endpoints of
+the route table (one generated handler each), the event stream, the rpc websocket (also under
+its older name, channel) and the monitor page."""
 
 from __future__ import annotations
 
 from jupyter_server.base.handlers import JupyterHandler
 
-from loomgate.gateway.handlers.channel import ChannelHandler
 from loomgate.gateway.handlers.events import EventsHandler
-from loomgate.gateway.handlers.executions import (
-    ExecutionHandler,
-    ExecutionsHandler,
-    InputHandler,
-    RichHandler,
-    SearchHandler,
-    StreamHandler,
-    TracebackHandler,
-)
-from loomgate.gateway.handlers.kernels import (
-    InfoHandler,
-    InterruptHandler,
-    KernelHandler,
-    KernelsHandler,
-    ResetHandler,
-    SetupHandler,
-    ShutdownHandler,
-)
+from loomgate.gateway.handlers.http import http_handler
+from loomgate.gateway.handlers.rpc import RpcHandler
+from loomgate.gateway.handlers.table import ROUTES
 from loomgate.gateway.monitor.page import MonitorPageHandler
-from loomgate.gateway.monitor.tool_calls import ToolCallsHandler
+
+HANDLERS = [(route.pattern, http_handler(route)) for route in ROUTES]
 
 
 def routes(server_base: str = "") -> list[tuple[str, type[JupyterHandler]]]:
     """Return the URL routes of loomgate's endpoints and its monitor page under `server_base`."""
-    base = server_base + "/api/loomgate"
-    kernel = base + r"/kernels/(?P<ref>[^/]+)"
-    execution = kernel + r"/executions/(?P<selector>[^/]+)"
+    base = server_base + "/api/loomgate/"
     return [
-        (base + r"/info", InfoHandler),
-        (base + r"/kernels", KernelsHandler),
-        (kernel, KernelHandler),
-        (kernel + r"/interrupt", InterruptHandler),
-        (kernel + r"/reset", ResetHandler),
-        (kernel + r"/setup", SetupHandler),
-        (kernel + r"/executions", ExecutionsHandler),
-        (execution, ExecutionHandler),
-        (execution + r"/streams/(?P<stream>[^/]+)", StreamHandler),
-        (execution + r"/rich/(?P<index>[^/]+)", RichHandler),
-        (execution + r"/traceback", TracebackHandler),
-        (execution + r"/input", InputHandler),
-        (kernel + r"/search", SearchHandler),
-        (base + r"/events", EventsHandler),
-        (base + r"/channel", ChannelHandler),
-        (base + r"/tool-calls", ToolCallsHandler),
+        *((base + pattern, handler) for pattern, handler in HANDLERS),
+        (base + "events", EventsHandler),
+        (base + "rpc", RpcHandler),
+        (base + "channel", RpcHandler),  # the rpc websocket's older name
         (server_base + r"/loomgate/monitor", MonitorPageHandler),
-        (base + r"/shutdown", ShutdownHandler),
     ]

@@ -1,6 +1,6 @@
 """The monitor credential: a second token that opens the GET endpoints the monitor page reads
-and nothing else (executing, interrupting, restarting, deleting, input, holding a kernel and
-the kernel websocket all answer 403 to it)."""
+and nothing else (executing, interrupting, restarting, deleting, input, holding a kernel, the
+kernel websocket and the rpc websocket all answer 403 to it)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 from loomgate.gateway.errors import BadRequest
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.handlers.base import LoomHandler, endpoint
+from loomgate.gateway.handlers.answers import Answer
+from loomgate.gateway.handlers.call import Call
 from loomgate.shared.events import (
     TOOL_CALL_ARGUMENTS,
     TOOL_CALL_TEXT_KEPT,
@@ -94,32 +95,29 @@ def checked(report: Mapping[str, object]) -> ToolCallReport:
     return call
 
 
-class ToolCallsHandler(LoomHandler):
-    """GET /api/loomgate/tool-calls[?since=id&conversation=label]; POST {tool_calls: [...]}."""
+def tool_call_log(call: Call) -> ToolCallLog:
+    """Return the gateway's tool call log."""
+    log: ToolCallLog = call.settings["loomgate_tool_calls"]
+    return log
 
-    monitor_readable = True
 
-    @property
-    def tool_calls(self) -> ToolCallLog:
-        """Return the gateway's tool call log."""
-        log: ToolCallLog = self.settings["loomgate_tool_calls"]
-        return log
+async def list_tool_calls(call: Call) -> Answer:
+    """GET tool-calls[?since=id&conversation=label&limit=n]: the kept calls after `since` (at
+    most `limit`, oldest first)."""
+    after = call.int_arg("since", 0)
+    limit = call.int_arg("limit", 200, lo=1, hi=KEPT)
+    conversation = call.text_arg("conversation")
+    return 200, ToolCallList(tool_calls=tool_call_log(call).since(after, conversation, limit))
 
-    @endpoint
-    async def get(self) -> None:
-        """Return the kept calls after `since` (at most `limit`, oldest first)."""
-        after = self.number_arg("since", 0, integer=True)
-        limit = self.number_arg("limit", 200, lo=1, hi=KEPT, integer=True)
-        conversation = self.get_query_argument("conversation", None)
-        self.reply(ToolCallList(tool_calls=self.tool_calls.since(after, conversation, limit)))
 
-    @endpoint
-    async def post(self) -> None:
-        """Keep the reported calls (202): what a translator answered, for the monitor to show."""
-        reports = self.body().get("tool_calls")
-        if not isinstance(reports, list) or not 1 <= len(reports) <= MAX_REPORTS:
-            raise BadRequest(f"tool_calls must be a list of 1 to {MAX_REPORTS} reports")
-        if not all(isinstance(report, dict) for report in reports):
-            raise BadRequest("each of tool_calls must be an object")
-        calls = [checked(report) for report in reports]  # all or none
-        self.reply(ToolCallList(tool_calls=[self.tool_calls.add(call) for call in calls]), 202)
+async def report_tool_calls(call: Call) -> Answer:
+    """POST tool-calls {tool_calls: [...]}: keep the reported calls (202), what a translator
+    answered, for the monitor to show."""
+    reports = call.body.get("tool_calls")
+    if not isinstance(reports, list) or not 1 <= len(reports) <= MAX_REPORTS:
+        raise BadRequest(f"tool_calls must be a list of 1 to {MAX_REPORTS} reports")
+    if not all(isinstance(report, dict) for report in reports):
+        raise BadRequest("each of tool_calls must be an object")
+    checked_calls = [checked(report) for report in reports]  # all or none
+    log = tool_call_log(call)
+    return 202, ToolCallList(tool_calls=[log.add(kept) for kept in checked_calls])

@@ -1,0 +1,80 @@
+"""The HTTP side of loomgate's endpoints: one thin tornado handler per route of the table,
+which makes the call from the request and writes its answer as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from loomgate.gateway.handlers.answers import Endpoint, answered
+from loomgate.gateway.handlers.call import Call
+from loomgate.gateway.handlers.table import Route
+
+
+class QueryArguments(Mapping[str, object]):
+    """A request's query arguments as tornado reads them (the last value of each, decoded,
+    control characters made spaces, stripped), each read when first asked for."""
+
+    __slots__ = ("_handler",)
+
+    def __init__(self, handler: web.RequestHandler) -> None:
+        self._handler = handler
+
+    def __getitem__(self, name: str) -> str:
+        value = self._handler.get_query_argument(name, None)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._handler.request.query_arguments)
+
+    def __len__(self) -> int:
+        return len(self._handler.request.query_arguments)
+
+
+class LoomHandler(APIHandler):
+    """Base of loomgate's HTTP handlers: a request becomes a Call; answers are JSON."""
+
+    auth_resource = "kernels"
+    monitor_readable = False  # whether the monitor credential may GET it (monitor/access.py)
+
+    def call(self, route: str, path: Mapping[str, str]) -> Call:
+        """Return the call this request makes on `route` with the path's arguments."""
+        request = self.request
+        method = request.method or "GET"
+        return Call(self.settings, method, route, path, QueryArguments(self), raw_body=request.body)
+
+    def reply(self, data: Mapping[str, object], status: int = 200) -> None:
+        """Finish the request with `data` as its JSON body."""
+        self.set_status(status)
+        self.finish(json.dumps(data))
+
+
+def http_method(route: Route, endpoint: Endpoint) -> object:
+    """Return a handler method that answers `route`'s call with `endpoint`, behind the server's
+    token auth and kernel authorization (the action from the HTTP method)."""
+
+    async def handle(self: LoomHandler, **path: str) -> None:
+        status, body = await answered(self.call(route.name, path), endpoint)
+        self.reply(body, status)
+
+    handle.__doc__ = endpoint.__doc__
+    return web.authenticated(authorized(handle))
+
+
+def http_handler(route: Route) -> type[LoomHandler]:
+    """Return the HTTP handler class of `route`: one method per endpoint, nothing more."""
+
+    class Handler(LoomHandler):
+        monitor_readable = route.monitor_readable
+
+    for method, endpoint in route.endpoints.items():
+        setattr(Handler, method.lower(), http_method(route, endpoint))
+    Handler.__name__ = Handler.__qualname__ = route.handler
+    Handler.__doc__ = f"{', '.join(route.endpoints)} /api/loomgate/{route.name}"
+    return Handler

@@ -1,0 +1,202 @@
+"""The rpc websocket: one connection per client carrying any JSON endpoint's calls, so they skip
+the per-request work of an HTTP request (routing, handler set-up, auth, access log) that a
+Jupyter Server repeats for every one.
+
+A client sends `{"id": N, "method": M, "path": P, "query": {...}, "body": {...}}` (P relative
+to /api/loomgate/, as HTTP's) and gets `{"id": N, "status": S, "body": {...}}` back: the status
+and body HTTP would have given, from the same route table (handlers/table.py). The first shape,
+`{"id": N, "call": "submit"|"follow", "kernel": REF, "execution"?: SEL, "args": {...}}`, is
+still answered: it is the rpc call POST kernels/REF/executions with `args` as its body, or GET
+kernels/REF/executions/SEL with `args` as its query. Calls run concurrently; answers come in
+the order they finish. The server's auth runs once, on the upgrade; each call is authorized as
+HTTP authorizes its method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.auth.utils import HTTP_METHOD_TO_AUTH_ACTION
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from jupyter_server.utils import ensure_async
+from tornado import web
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from loomgate.gateway.errors import BadRequest
+from loomgate.gateway.handlers.answers import Answer, Endpoint, answered, failure
+from loomgate.gateway.handlers.call import Call
+from loomgate.gateway.handlers.table import BY_NAME, Route, find
+from loomgate.shared import wire
+from loomgate.shared.echo import echo
+
+MAX_MESSAGE_BYTES = 64 << 20  # a cell's source, at most
+AUTH_RESOURCE = "kernels"
+EXECUTIONS = BY_NAME["kernels/{ref}/executions"]
+EXECUTION = BY_NAME["kernels/{ref}/executions/{selector}"]
+QUERY_VALUES = (str, int, float)  # what a query value may be (booleans are ints)
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0e-\x1f]")  # as tornado's query arguments lose
+
+
+class RpcRequest(NamedTuple):
+    """An rpc message, parsed: the route and endpoint it calls, with the call's arguments."""
+
+    method: wire.RpcMethod
+    route: Route
+    endpoint: Endpoint
+    path: Mapping[str, str]
+    query: Mapping[str, object]
+    body: object  # the JSON body, None when there is none
+
+
+def call_id(message: str | bytes) -> tuple[int, dict[str, Any]]:
+    """Return a message's id and its object; BadRequest if it is not an object with one."""
+    try:
+        data = json.loads(message)
+    except ValueError as e:
+        raise BadRequest(f"an rpc message must be JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("id"), int):
+        raise BadRequest("an rpc message is an object with an integer id")
+    return data["id"], data
+
+
+def query_value(value: object) -> str:
+    """Return a query value as HTTP's query would carry it: text as tornado reads it (control
+    characters made spaces, stripped), numbers and booleans spelt as in a URL."""
+    if isinstance(value, str):
+        return CONTROL_CHARACTERS.sub(" ", value).strip()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def rpc_request(data: Mapping[str, Any]) -> RpcRequest:
+    """Return the request of an rpc call (wire.RpcCall); BadRequest if it is not one, HTTP's
+    404 or 405 when its path or method is not an endpoint's."""
+    method, path = data.get("method"), data.get("path")
+    if method not in wire.RPC_METHODS:
+        raise BadRequest(f"method must be one of {', '.join(wire.RPC_METHODS)}, not {echo(method)}")
+    if not isinstance(path, str) or "?" in path or "#" in path:
+        raise BadRequest(
+            "path must be a string relative to /api/loomgate/ (kernels/K/executions), with "
+            "its query apart"
+        )
+    query = data.get("query") or {}
+    if not isinstance(query, dict) or not all(
+        value is None or isinstance(value, QUERY_VALUES) for value in query.values()
+    ):
+        raise BadRequest("query must be an object of strings")
+    route, endpoint, arguments = find(method, path[1:] if path[:1] == "/" else path)
+    values = {k: query_value(v) for k, v in query.items() if v is not None} if query else query
+    return RpcRequest(method, route, endpoint, arguments, values, data.get("body"))
+
+
+def legacy_request(data: Mapping[str, Any]) -> RpcRequest:
+    """Return the rpc request a call of the first shape (wire.LegacyCall) stands for;
+    BadRequest if it is not one."""
+    call, kernel, args = data.get("call"), data.get("kernel"), data.get("args", {})
+    selector = data.get("execution")
+    if call not in wire.LEGACY_CALLS:
+        raise BadRequest(f"unknown call {echo(call)}; use one of {', '.join(wire.LEGACY_CALLS)}")
+    if not isinstance(kernel, str) or not isinstance(args, dict):
+        raise BadRequest("a call names its kernel (a string) and gives its args as an object")
+    if call == "submit":
+        return RpcRequest(
+            "POST", EXECUTIONS, EXECUTIONS.endpoints["POST"], {"ref": kernel}, {}, args
+        )
+    if not isinstance(selector, str):
+        raise BadRequest("follow names its execution: a number, 'latest' or 'current'")
+    arguments = {"ref": kernel, "selector": selector}
+    return RpcRequest("GET", EXECUTION, EXECUTION.endpoints["GET"], arguments, args, None)
+
+
+def parse_request(data: Mapping[str, Any]) -> RpcRequest:
+    """Return the request a message's object makes, in either shape."""
+    if "call" in data:
+        return legacy_request(data)
+    if "method" not in data and "path" not in data:
+        raise BadRequest("an rpc call gives its method and path (or, first shape, call and kernel)")
+    return rpc_request(data)
+
+
+class RpcHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """GET /api/loomgate/rpc (websocket; /api/loomgate/channel is its older name): any JSON
+    endpoint's calls, answered by id."""
+
+    auth_resource = AUTH_RESOURCE
+    monitor_readable = False  # the monitor's credential never opens it (monitor/access.py)
+
+    def set_default_headers(self) -> None:
+        """Send none of JupyterHandler's page headers, as the kernel websocket does not."""
+
+    def get_compression_options(self) -> None:
+        """Return None: frames go uncompressed (small JSON, sent at once)."""
+        return None
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        """Upgrade to the rpc websocket once the user may execute in kernels."""
+        user = self.current_user
+        if not await ensure_async(
+            self.authorizer.is_authorized(self, user, "execute", AUTH_RESOURCE)
+        ):
+            raise web.HTTPError(403)
+        await super().get(*args, **kwargs)
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        """Switch Nagle off: each answer is one frame, wanted at once."""
+        self.set_nodelay(True)
+        self._answering: set[asyncio.Task[None]] = set()
+        super().open(*args, **kwargs)
+
+    def on_message(self, message: str | bytes) -> None:
+        """Answer the call in a task of its own (a long poll must not hold the others)."""
+        task = asyncio.ensure_future(self._answer(message))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _authorize(self, method: str) -> None:
+        """Refuse (HTTP's 403) a call the user may not make, as HTTP's @authorized would."""
+        action = HTTP_METHOD_TO_AUTH_ACTION[method]
+        user = self.current_user
+        if not await ensure_async(self.authorizer.is_authorized(self, user, action, AUTH_RESOURCE)):
+            message = f"User is not authorized to {action} on resource: {AUTH_RESOURCE}."
+            raise web.HTTPError(403, message)
+
+    async def _answer(self, message: str | bytes) -> None:
+        """Send the answer to one message: its endpoint's, or the refusal of the message."""
+        number = -1  # a message without an id is answered with this one
+        answer: Answer
+        try:
+            number, data = call_id(message)
+            request = parse_request(data)
+            await self._authorize(request.method)
+        except Exception as e:  # a bad message, an unknown path or method, a refused call
+            answer = failure(e, "an rpc message")
+        else:
+            call = Call(
+                self.settings,
+                request.method,
+                request.route.name,
+                request.path,
+                request.query,
+                body=request.body,
+            )
+            answer = await answered(call, request.endpoint)
+        # A client that went away misses the answer; the cell runs on and its record keeps it.
+        with contextlib.suppress(WebSocketClosedError):
+            status, body = answer
+            await self.write_message(
+                json.dumps(wire.RpcAnswer(id=number, status=status, body=dict(body)))
+            )
+
+    @property
+    def max_message_size(self) -> int:
+        """Return the largest message the websocket takes."""
+        return MAX_MESSAGE_BYTES

@@ -1,0 +1,151 @@
+"""The route table of loomgate's JSON endpoints: each path under /api/loomgate/, the endpoint of
+each of its methods, and whether the monitor's credential may read it. HTTP mounts one handler
+per route from it (handlers/routes.py); the rpc websocket dispatches its calls by it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import unquote_to_bytes
+
+from tornado import web
+
+from loomgate.gateway.handlers import executions, kernels
+from loomgate.gateway.handlers.answers import Endpoint
+from loomgate.gateway.monitor import tool_calls
+
+SEGMENT = re.compile(r"\{(\w+)\}")  # a path argument in a route's name: {ref}
+
+
+@dataclass(frozen=True)
+class Route:
+    """One path under /api/loomgate/ (`name`, with `{arg}` for a path argument), its endpoint
+    per method, and the name of the HTTP handler class made for it."""
+
+    name: str
+    handler: str
+    endpoints: Mapping[str, Endpoint]
+    monitor_readable: bool = False  # whether the monitor credential may GET it (monitor/access)
+    pattern: str = field(init=False)  # the name as tornado's regex, `[^/]+` per argument
+    segments: tuple[str | None, ...] = field(init=False, repr=False)  # None: an argument
+    arguments: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = self.name.split("/")
+        found = [SEGMENT.fullmatch(part) for part in parts]
+        object.__setattr__(self, "pattern", SEGMENT.sub(r"(?P<\1>[^/]+)", self.name))
+        object.__setattr__(
+            self, "segments", tuple(None if m else p for m, p in zip(found, parts, strict=True))
+        )
+        object.__setattr__(self, "arguments", tuple(m.group(1) for m in found if m))
+
+    def match(self, parts: list[str]) -> dict[str, str] | None:
+        """Return the path arguments of a path split at its slashes if it is this route's
+        (as its tornado pattern matches: one non-empty segment per argument), else None."""
+        arguments: dict[str, str] = {}
+        names = iter(self.arguments)
+        for literal, part in zip(self.segments, parts, strict=True):
+            if literal is None:
+                if not part:
+                    return None
+                name = next(names)
+                arguments[name] = path_argument(name, part) if "%" in part else part
+            elif literal != part:
+                return None
+        return arguments
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("info", "InfoHandler", {"GET": kernels.info}, monitor_readable=True),
+    Route(
+        "kernels",
+        "KernelsHandler",
+        {"GET": kernels.list_kernels, "POST": kernels.create_kernel},
+        monitor_readable=True,
+    ),
+    Route(
+        "kernels/{ref}",
+        "KernelHandler",
+        {"GET": kernels.get_kernel, "DELETE": kernels.stop_kernel},
+        monitor_readable=True,
+    ),
+    Route("kernels/{ref}/interrupt", "InterruptHandler", {"POST": kernels.interrupt}),
+    Route("kernels/{ref}/reset", "ResetHandler", {"POST": kernels.reset}),
+    Route("kernels/{ref}/setup", "SetupHandler", {"PUT": kernels.setup}),
+    Route(
+        "kernels/{ref}/executions",
+        "ExecutionsHandler",
+        {"GET": executions.list_executions, "POST": executions.submit},
+        monitor_readable=True,
+    ),
+    Route(
+        "kernels/{ref}/executions/{selector}",
+        "ExecutionHandler",
+        {"GET": executions.follow},
+        monitor_readable=True,
+    ),
+    Route(
+        "kernels/{ref}/executions/{selector}/streams/{stream}",
+        "StreamHandler",
+        {"GET": executions.read_stream},
+        monitor_readable=True,
+    ),
+    Route(
+        "kernels/{ref}/executions/{selector}/rich/{index}",
+        "RichHandler",
+        {"GET": executions.rich},
+        monitor_readable=True,
+    ),
+    Route(
+        "kernels/{ref}/executions/{selector}/traceback",
+        "TracebackHandler",
+        {"GET": executions.traceback},
+        monitor_readable=True,
+    ),
+    Route(
+        "kernels/{ref}/executions/{selector}/input",
+        "InputHandler",
+        {"POST": executions.answer_input},
+    ),
+    Route(
+        "kernels/{ref}/search", "SearchHandler", {"GET": executions.search}, monitor_readable=True
+    ),
+    Route(
+        "tool-calls",
+        "ToolCallsHandler",
+        {"GET": tool_calls.list_tool_calls, "POST": tool_calls.report_tool_calls},
+        monitor_readable=True,
+    ),
+    Route("shutdown", "ShutdownHandler", {"POST": kernels.shutdown}),
+)
+BY_NAME: dict[str, Route] = {route.name: route for route in ROUTES}
+# The routes a path may be, by its number of segments and its last one (None: an argument).
+BY_SHAPE: dict[tuple[int, str | None], list[Route]] = {}
+for _route in ROUTES:
+    BY_SHAPE.setdefault((len(_route.segments), _route.segments[-1]), []).append(_route)
+
+
+def path_argument(name: str, raw: str) -> str:
+    """Return path argument `name` percent-decoded, as tornado decodes those of a URL."""
+    value = unquote_to_bytes(raw)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise web.HTTPError(400, f"Invalid unicode in {name}: {value[:40]!r}") from None
+
+
+def find(method: str, path: str) -> tuple[Route, Endpoint, dict[str, str]]:
+    """Return the route `path` (relative to /api/loomgate/) is, `method`'s endpoint on it and
+    the path's arguments; HTTPError 404 (no such route) or 405 (not that method), as HTTP."""
+    parts = path.split("/")
+    length = len(parts)
+    for shape in ((length, parts[-1]), (length, None)):
+        for route in BY_SHAPE.get(shape, ()):
+            arguments = route.match(parts)
+            if arguments is not None:
+                endpoint = route.endpoints.get(method)
+                if endpoint is None:
+                    raise web.HTTPError(405)
+                return route, endpoint, arguments
+    raise web.HTTPError(404)
