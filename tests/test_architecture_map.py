@@ -32,7 +32,6 @@ EDGE_AFTER = r"(?![\w/-]|\.\w)"
 # A mention of a Python file: a path or a bare file name ending in .py.
 PY_MENTION = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.py)(?!\w)")
 DIAGRAM = re.compile(r"^```\n(.*?)^```", re.DOTALL | re.MULTILINE)
-REDRAWN = "the map is redrawn at the end of issue 26"
 # Files of the person's that the doc mentions (the kernel setup they write), not of the repo.
 PERSONS_FILES = {"startup.py", "inspectors.py"}
 
@@ -103,7 +102,6 @@ def unknown_mentions(doc: str) -> list[str]:
     return sorted({m for m in PY_MENTION.findall(doc) if not resolves(m, files)})
 
 
-@pytest.mark.xfail(strict=False, reason=REDRAWN)
 def test_every_product_module_is_on_the_map() -> None:
     missing = missing_modules(DOC.read_text())
     assert not missing, f"{DOC.relative_to(ROOT)} does not name: {', '.join(missing)}"

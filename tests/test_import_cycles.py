@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "loomgate.gateway": ROOT / "gateway" / "src" / "loomgate" / "gateway",
     "loomgate.shared": ROOT / "shared" / "src" / "loomgate" / "shared",
+    "loomgate.translator": ROOT / "translator" / "src" / "loomgate" / "translator",
 }
 
 

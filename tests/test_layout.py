@@ -121,63 +121,6 @@ def test_rule_detects_a_violation(tmp_path: Path) -> None:
     assert imported_modules(bad) == {"loomgate.translator", "mcp.types"}
 
 
-def module_name(path: Path, src: Path) -> str:
-    """Return the dotted name of the module at `path`, a file under the `src` folder."""
-    names = list(path.relative_to(src).with_suffix("").parts)
-    return ".".join(names[:-1] if names[-1] == "__init__" else names)
-
-
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """Return which of the modules of the package at `root` (src/loomgate/NAME) each one
-    imports, at any depth of its code."""
-    modules = {module_name(path, root.parents[1]): path for path in sources(root)}
-    return {
-        name: {other for other in imported_modules(path) if other in modules and other != name}
-        for name, path in modules.items()
-    }
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Return one import cycle through each module that is on one (empty when there is none)."""
-    found: list[list[str]] = []
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> None:
-        if name in path:
-            cycle = [*path[path.index(name) :], name]
-            if not any(set(cycle) == set(other) for other in found):
-                found.append(cycle)
-            return
-        if name in done:
-            return
-        for other in sorted(graph.get(name, ())):
-            visit(other, [*path, name])
-        done.add(name)
-
-    for name in sorted(graph):
-        visit(name, [])
-    return found
-
-
-def test_the_translator_has_no_import_cycle() -> None:
-    graph = import_graph(TRANSLATOR)
-    assert "loomgate.translator.client.session" in graph
-    assert not cycles(graph), f"import cycles (break each one): {cycles(graph)}"
-
-
-@pytest.mark.parametrize(
-    ("graph", "found"),
-    [
-        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
-        ({"a": {"b"}, "b": {"a"}}, [["a", "b", "a"]]),
-        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c", "a"]]),
-        ({"a": {"b", "c"}, "b": {"c"}, "c": set()}, []),  # a diamond is no cycle
-    ],
-)
-def test_cycles_are_found(graph: dict[str, set[str]], found: list[list[str]]) -> None:
-    assert cycles(graph) == found
-
-
 def test_product_files_hold_one_concept() -> None:
     large = []
     for part in SOURCES.values():
