@@ -11,8 +11,15 @@ from loomgate.translator.output_view import CellOutput, Image, OutputLimits, Sea
 from loomgate.translator.presentation import (
     Audience,
     attached_note,
+    connected_note,
     format_elapsed,
+    image_over_count,
+    image_over_size,
+    kernel_gone_refusal,
     no_notebook_kernel,
+    nothing_run_yet,
+    nothing_to_interrupt,
+    progress_message,
     render_cell,
     render_jupyter_server,
     render_kernel,
@@ -22,8 +29,14 @@ from loomgate.translator.presentation import (
     render_running,
     render_search,
     render_unattached,
+    reset_note,
+    search_scope,
     several_kernels,
+    shared_kernel_note,
     stop_needs_force,
+    stopped_kernel_refusal,
+    stopped_note,
+    unexpected_failure,
 )
 
 
@@ -683,3 +696,140 @@ def test_an_attached_kernel_says_since_when_it_is_recorded() -> None:
     note = attached_note(live_kernel([], 1_800_000_000.0))
     assert note.startswith("Someone else started this kernel on the upstream; loomgate records ")
     assert note.endswith("(earlier cells have no records; the In [N] numbering is the kernel's).")
+
+
+def output_view(head: list[dict[str, Any]], tail: list[dict[str, Any]]) -> wire.OutputView:
+    """Return the head and tail of a combined stream (nothing omitted)."""
+    return cast(
+        wire.OutputView, {"total": len(head) + len(tail), "head": head, "tail": tail, "omitted": 0}
+    )
+
+
+@pytest.mark.parametrize(
+    ("record", "waited", "expected"),
+    [
+        (execution(state="running"), 0.4, "In [5] running 0 s"),
+        (execution(state="running", output=output_view([], [])), 2.6, "In [5] running 3 s"),
+        (
+            execution(state="running", output=output_view(lines("a", "b"), [])),
+            12.0,
+            "In [5] running 12 s: b",
+        ),
+        (
+            execution(state="running", output=output_view(lines("a"), lines("z", start=90))),
+            61.0,
+            "In [5] running 61 s: z",
+        ),
+        (
+            execution(state="running", output=output_view(lines("x" * 250), [])),
+            1.0,
+            "In [5] running 1 s: " + "x" * 200,
+        ),
+    ],
+    ids=["no-output-yet", "empty-output", "last-of-head", "last-of-tail", "clipped-to-200"],
+)
+def test_progress_names_the_cell_its_wait_and_last_line(
+    record: wire.Execution, waited: float, expected: str
+) -> None:
+    assert progress_message(record, waited) == expected
+
+
+def test_images_not_shown_say_which_and_why() -> None:
+    image = Image(execution=7, index=2, mime="image/png")
+    assert image_over_count(image, 8) == "[image 2 of In [7] not shown: at most 8 per result]"
+    assert image_over_size(image, 4 << 20) == "[image 2 of In [7] not shown: larger than 4 MB]"
+
+
+@pytest.mark.parametrize(("execution_number", "scope"), [(None, "all executions"), (12, "In [12]")])
+def test_search_scope(execution_number: int | None, scope: str) -> None:
+    assert search_scope(execution_number) == scope
+
+
+@pytest.mark.parametrize(
+    ("kernel", "gateway", "created", "expected"),
+    [
+        (
+            live_kernel([], None),
+            "local",
+            True,
+            "Created kernel lab on local (2 executions so far).",
+        ),
+        (
+            live_kernel(["analysis.ipynb", "b.ipynb"], None),
+            "jupyter:8888",
+            False,
+            "Connected to kernel lab serving analysis.ipynb, b.ipynb on jupyter:8888 "
+            "(2 executions so far).",
+        ),
+        (
+            cast(wire.Kernel, live_kernel([], None) | {"name": None, "executions": 0}),
+            "local",
+            False,
+            "Connected to kernel cccccccc on local (0 executions so far).",
+        ),
+    ],
+    ids=["created", "connected-serving", "unnamed"],
+)
+def test_connected_note(kernel: wire.Kernel, gateway: str, created: bool, expected: str) -> None:
+    assert connected_note(kernel, gateway, created=created) == expected
+
+
+def test_a_kernel_of_the_persons_jupyter_is_shared() -> None:
+    assert shared_kernel_note() == (
+        "This kernel belongs to a Jupyter server the person uses: their cells and yours "
+        "share its variables and its In [N] numbering."
+    )
+
+
+@pytest.mark.parametrize(
+    ("killed", "expected"),
+    [
+        (None, "Kernel lab was reset: its variables are gone; records and numbering are kept."),
+        (
+            execution(number=4, state="killed"),
+            "Kernel lab was reset: its variables are gone; records and numbering are kept.\n"
+            "In [4] was running and was killed.",
+        ),
+    ],
+    ids=["idle", "killed-a-cell"],
+)
+def test_reset_note(killed: wire.Execution | None, expected: str) -> None:
+    assert reset_note(live_kernel([], None), killed) == expected
+
+
+def test_stopped_note() -> None:
+    assert stopped_note(gone_kernel(5.0, None)) == "Stopped kernel lab; its records stay readable."
+    unnamed = cast(wire.Kernel, gone_kernel(5.0, None) | {"name": None})
+    assert stopped_note(unnamed) == "Stopped kernel cccccccc; its records stay readable."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            nothing_run_yet(),
+            "Nothing has run in this conversation yet: run_cell starts its kernel, and "
+            "connect attaches to an existing one (list_kernels shows them).",
+        ),
+        (
+            kernel_gone_refusal("0123456789abcdef"),
+            "This conversation's kernel 01234567 is no longer running (the gateway "
+            "restarted, or the kernel was stopped), so its variables are gone; the cell "
+            "was not run. Its records stay readable with kernel='01234567'. Run the "
+            "cell again to start a new kernel, or connect() to another.",
+        ),
+        (
+            stopped_kernel_refusal("0123456789abcdef"),
+            "kernel 01234567 was stopped; its records stay readable with "
+            "read_output(kernel='01234567', …); connect to a name to start a kernel",
+        ),
+        (nothing_to_interrupt(), "Nothing is running on this kernel to interrupt."),
+        (
+            unexpected_failure(KeyError("x")),
+            "loomgate-mcp failed unexpectedly (KeyError: 'x').",
+        ),
+    ],
+    ids=["nothing-run-yet", "kernel-gone", "stopped-by-id", "nothing-to-interrupt", "bug"],
+)
+def test_refusals_of_what_cannot_be_done_now(text: str, expected: str) -> None:
+    assert text == expected

@@ -18,6 +18,9 @@ from loomgate.translator.output_view import Block, CellOutput, Image
 from loomgate.translator.presentation import (
     RUNNING_TAIL,
     dismissed_dialog_note,
+    image_over_count,
+    image_over_size,
+    progress_message,
     render_cell,
     render_running,
 )
@@ -107,12 +110,7 @@ class CellFollower:
         return await self.follow(ctx, client, state.kernel, response, deadline=deadline)
 
     async def _progress(self, ctx: Context, execution: wire.Execution, waited: float) -> None:
-        output = execution.get("output")
-        lines = [*output["head"], *output["tail"]] if output else []
-        last = lines[-1]["text"] if lines else ""
-        message = f"In [{execution['number']}] running {waited:.0f} s" + (
-            f": {last[:200]}" if last else ""
-        )
+        message = progress_message(execution, waited)
         try:
             await ctx.report_progress(waited, None, message)
         except Exception as e:  # a host that dropped the progress token must not fail the call
@@ -161,14 +159,13 @@ class CellFollower:
             if isinstance(block, str):
                 content.append(text_block(block))
                 continue
-            label = f"[image {block.index} of In [{block.execution}] not shown"
             if shown >= MAX_IMAGES:
-                content.append(text_block(f"{label}: at most {MAX_IMAGES} per result]"))
+                content.append(text_block(image_over_count(block, MAX_IMAGES)))
                 continue
             bundle = await client.rich(ref, block.execution, block.index)
             data = bundle["data"].get(block.mime, "")
             if not isinstance(data, str) or len(data) > MAX_IMAGE_BYTES:
-                content.append(text_block(f"{label}: larger than 4 MB]"))
+                content.append(text_block(image_over_size(block, MAX_IMAGE_BYTES)))
                 continue
             content.append(ImageContent(type="image", data=data.strip(), mime_type=block.mime))
             shown += 1

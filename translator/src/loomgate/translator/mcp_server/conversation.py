@@ -30,10 +30,12 @@ from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_reports import ToolReports
 from loomgate.translator.presentation import (
     no_notebook_kernel,
+    nothing_run_yet,
     render_setup,
     replaced_note,
     several_kernels,
     started_note,
+    stopped_kernel_refusal,
 )
 
 
@@ -158,10 +160,7 @@ class Conversation:
         if explicit:
             return client, explicit
         if self.kernel is None and not create and not self.settings.kernel:
-            raise NothingRunYet(
-                "Nothing has run in this conversation yet: run_cell starts its kernel, and "
-                "connect attaches to an existing one (list_kernels shows them)."
-            )
+            raise NothingRunYet(nothing_run_yet())
         if self.kernel is None:
             # Shielded: a host cancelling the first call must not orphan the kernel it created.
             if self._binding is None or self._binding.done():
@@ -230,11 +229,7 @@ class Conversation:
         self.replaced = None
         if existing is not None and not existing["alive"]:
             if existing["name"] != kernel:  # named by its id: there is no name to start anew
-                short = existing["id"][:8]
-                raise Unavailable(
-                    f"kernel {short} was stopped; its records stay readable with "
-                    f"read_output(kernel={short!r}, …); connect to a name to start a kernel"
-                )
+                raise Unavailable(stopped_kernel_refusal(existing["id"]))
             self.replaced, existing = existing, None  # a new kernel takes the name
         if existing is not None:
             chosen, is_new = existing, False

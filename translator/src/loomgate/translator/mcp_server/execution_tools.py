@@ -34,12 +34,15 @@ from loomgate.translator.mcp_server.tool_registry import (
 from loomgate.translator.output_view import SearchPage, leading
 from loomgate.translator.presentation import (
     busy_refusal,
+    kernel_gone_refusal,
     not_waiting_for_input,
+    nothing_to_interrupt,
     read_on,
     render_execution_status,
     render_kernel,
     render_read,
     render_search,
+    search_scope,
 )
 
 INTERRUPT_WAIT = 10.0
@@ -89,12 +92,7 @@ async def run_cell(
         gone = e.details.get("kernel_id")
         if gone and kernel is None:
             await conversation.forget_kernel(gone)
-            raise ToolFailure(
-                f"This conversation's kernel {gone[:8]} is no longer running (the gateway "
-                "restarted, or the kernel was stopped), so its variables are gone; the cell "
-                f"was not run. Its records stay readable with kernel={gone[:8]!r}. Run the "
-                "cell again to start a new kernel, or connect() to another."
-            ) from None
+            raise ToolFailure(kernel_gone_refusal(gone)) from None
         raise
     note = startup
     return await follower.follow(
@@ -191,7 +189,7 @@ async def search_output(
         max_matches=max_matches,
     )
     groups = response["groups"]
-    scope = "all executions" if response["execution"] is None else f"In [{response['execution']}]"
+    scope = search_scope(response["execution"])
     page = SearchPage.within(groups, conversation.settings.limits.max_chars)
     model = SearchResult.of(ref, query, response, page.groups, page.left_out)
     content = [text_block(render_search(response, scope, page))]
@@ -209,7 +207,7 @@ async def interrupt(
     try:
         interrupted = await client.interrupt(ref)
     except Conflict:
-        raise ToolFailure("Nothing is running on this kernel to interrupt.") from None
+        raise ToolFailure(nothing_to_interrupt()) from None
     waited = await client.execution(
         ref, interrupted["number"], wait=INTERRUPT_WAIT, **follower.output_args()
     )

@@ -22,15 +22,17 @@ from loomgate.translator.mcp_server.tool_registry import KernelArg, conversation
 from loomgate.translator.presentation import (
     ENABLE_HINT,
     attached_note,
+    connected_note,
     installed_note,
-    kernel_label,
     render_jupyter_server,
     render_kernels,
     render_setup,
     render_unattached,
     replaced_note,
-    serving,
+    reset_note,
+    shared_kernel_note,
     stop_needs_force,
+    stopped_note,
 )
 
 
@@ -43,12 +45,7 @@ async def reset(ctx: Context, kernel: KernelArg = None) -> Annotated[CallToolRes
     kernel_model, killed = response["kernel"], response["killed"]
     quiet = conversation.settings.quiet
     startup = render_setup(kernel_model["setup"]["results"], outputs=not quiet)  # ran again
-    lines = [
-        f"Kernel {kernel_label(kernel_model)} was reset: its variables are gone; "
-        "records and numbering are kept."
-    ]
-    if killed:
-        lines.append(f"In [{killed['number']}] was running and was killed.")
+    lines = [reset_note(kernel_model, killed)]
     if startup:
         lines.append(startup)
     model = KernelAction(
@@ -82,16 +79,9 @@ async def connect(
     conversation = conversation_of(ctx)
     model, created, startup = await conversation.attach(kernel, gateway, kernel_spec)
     client = await conversation.gateway()
-    verb = "Created" if created else "Connected to"
-    lines = [
-        f"{verb} kernel {kernel_label(model)}{serving(model)} on {client.label} "
-        f"({model['executions']} executions so far)."
-    ]
+    lines = [connected_note(model, client.label, created=created)]
     if client.mode == "extension" and not created:
-        lines.append(
-            "This kernel belongs to a Jupyter server the person uses: their cells and yours "
-            "share its variables and its In [N] numbering."
-        )
+        lines.append(shared_kernel_note())
     if attached_note(model):
         lines.append(attached_note(model))
     if conversation.replaced is not None:
@@ -177,6 +167,6 @@ async def stop_kernel(
         raise Conflict(refusal)
     stopped = await client.stop_kernel(target["id"])
     await conversation.forget_kernel(stopped["id"])
-    text = f"Stopped kernel {kernel_label(stopped)}; its records stay readable."
+    text = stopped_note(stopped)
     action = KernelAction(action="stop", kernel=KernelInfo.of(stopped, client.label))
     return tool_result([text_block(text)], action, structured=conversation.settings.structured)

@@ -24,6 +24,7 @@ from loomgate.translator.mcp_server.cell_follower import CellFollower
 from loomgate.translator.mcp_server.conversation import Conversation, NothingRunYet
 from loomgate.translator.mcp_server.input_dialogs import NeedsInput
 from loomgate.translator.mcp_server.results import failure
+from loomgate.translator.presentation import unexpected_failure
 
 log = logging.getLogger("loomgate.translator")
 
@@ -87,7 +88,7 @@ def tool(fn: Tool) -> Tool:
             raise
         except Exception as e:
             log.exception("tool failed")
-            return failure(f"loomgate-mcp failed unexpectedly ({type(e).__name__}: {e}).")
+            return failure(unexpected_failure(e))
 
     return cast(Tool, call)
 

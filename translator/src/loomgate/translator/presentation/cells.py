@@ -204,6 +204,31 @@ def render_running(execution: wire.Execution, last: Sequence[wire.Line]) -> str:
     return "\n".join(lines)
 
 
+def progress_message(execution: wire.Execution, waited: float) -> str:
+    """Return the progress line of a cell still running after `waited` seconds: its last
+    output line (clipped to 200 characters), if it printed one."""
+    output = execution.get("output")
+    lines = [*output["head"], *output["tail"]] if output else []
+    last = lines[-1]["text"] if lines else ""
+    return f"In [{execution['number']}] running {waited:.0f} s" + (
+        f": {last[:200]}" if last else ""
+    )
+
+
+def image_over_count(image: Image, limit: int) -> str:
+    """Return what stands for an image past the `limit` a result shows."""
+    return f"{_unshown(image)}: at most {limit} per result]"
+
+
+def image_over_size(image: Image, max_bytes: int) -> str:
+    """Return what stands for an image larger than `max_bytes` (a whole number of MB)."""
+    return f"{_unshown(image)}: larger than {max_bytes >> 20} MB]"
+
+
+def _unshown(image: Image) -> str:
+    return f"[image {image.index} of In [{image.execution}] not shown"
+
+
 def cell_text(
     execution: wire.Execution, limits: OutputLimits | None = None, audience: Audience = "person"
 ) -> str:

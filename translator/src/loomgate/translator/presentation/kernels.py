@@ -169,6 +169,39 @@ def kernel_label(kernel: wire.Kernel) -> str:
     return kernel["name"] or kernel["id"][:8]
 
 
+def connected_note(kernel: wire.Kernel, gateway: str, *, created: bool) -> str:
+    """Return the line that connect made (`created`) or attached to a kernel on `gateway`."""
+    verb = "Created" if created else "Connected to"
+    return (
+        f"{verb} kernel {kernel_label(kernel)}{serving(kernel)} on {gateway} "
+        f"({kernel['executions']} executions so far)."
+    )
+
+
+def shared_kernel_note() -> str:
+    """Return the note that a kernel of the person's Jupyter server is shared with them."""
+    return (
+        "This kernel belongs to a Jupyter server the person uses: their cells and yours "
+        "share its variables and its In [N] numbering."
+    )
+
+
+def reset_note(kernel: wire.Kernel, killed: wire.Execution | None) -> str:
+    """Return what a reset did: the variables gone, and the execution it `killed` (if any)."""
+    lines = [
+        f"Kernel {kernel_label(kernel)} was reset: its variables are gone; "
+        "records and numbering are kept."
+    ]
+    if killed:
+        lines.append(f"In [{killed['number']}] was running and was killed.")
+    return "\n".join(lines)
+
+
+def stopped_note(kernel: wire.Kernel) -> str:
+    """Return the line that a kernel was stopped (its records stay)."""
+    return f"Stopped kernel {kernel_label(kernel)}; its records stay readable."
+
+
 # What a failed part means for the kernel, by part name.
 SETUP_FAILED = {
     "startup.py": "startup.py failed; the kernel is usable without it:",

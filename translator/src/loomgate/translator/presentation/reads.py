@@ -53,6 +53,11 @@ def read_on(response: wire.StreamRead, shown: Sequence[wire.Line]) -> str | None
     return f"{last + 1}:{stop}"
 
 
+def search_scope(execution: int | None) -> str:
+    """Return what a search looked in: one execution, or (None) all of them."""
+    return "all executions" if execution is None else f"In [{execution}]"
+
+
 def render_search(
     response: wire.SearchReply,
     scope: str,

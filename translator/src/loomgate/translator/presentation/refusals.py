@@ -109,3 +109,41 @@ def stop_needs_force(kernel: wire.Kernel, ref: str) -> str | None:
         f"kernel {label} {whose}; stopping it ends their session and variables. Call "
         f"stop_kernel(kernel={ref!r}, force=true) if that is what is wanted"
     )
+
+
+def nothing_run_yet() -> str:
+    """Return why a tool that looks at the conversation's kernel has none to look at yet."""
+    return (
+        "Nothing has run in this conversation yet: run_cell starts its kernel, and "
+        "connect attaches to an existing one (list_kernels shows them)."
+    )
+
+
+def kernel_gone_refusal(kernel_id: str) -> str:
+    """Return why a cell was not run: the conversation's kernel `kernel_id` no longer runs."""
+    short = kernel_id[:8]
+    return (
+        f"This conversation's kernel {short} is no longer running (the gateway "
+        "restarted, or the kernel was stopped), so its variables are gone; the cell "
+        f"was not run. Its records stay readable with kernel={short!r}. Run the "
+        "cell again to start a new kernel, or connect() to another."
+    )
+
+
+def stopped_kernel_refusal(kernel_id: str) -> str:
+    """Return why connect cannot use the stopped kernel `kernel_id` named by its id."""
+    short = kernel_id[:8]
+    return (
+        f"kernel {short} was stopped; its records stay readable with "
+        f"read_output(kernel={short!r}, …); connect to a name to start a kernel"
+    )
+
+
+def nothing_to_interrupt() -> str:
+    """Return the refusal of an interrupt when no cell runs."""
+    return "Nothing is running on this kernel to interrupt."
+
+
+def unexpected_failure(error: BaseException) -> str:
+    """Return the one sentence for a failure loomgate-mcp did not foresee (a bug)."""
+    return f"loomgate-mcp failed unexpectedly ({type(error).__name__}: {error})."
