@@ -19,13 +19,9 @@ from loomgate.gateway.records.output_log import (
     OutputStream,
     clip_line,
 )
+from tests.support.cells import texts
 
 FIVE = ["one", "two", "three", "four", "five"]
-
-
-def texts(lines: list[Line]) -> list[str]:
-    """Return the text of each line."""
-    return [line.text for line in lines]
 
 
 def entries(*offsets: int) -> bytes:
