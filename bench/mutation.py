@@ -72,7 +72,12 @@ TARGETS = (
             "translator/presentation/refusals.py",
             "translator/output_view.py",
         ),
-        ("tests/translator/test_presentation.py",),
+        (
+            "tests/translator/test_presentation.py",
+            "tests/translator/test_presentation_status.py",
+            "tests/translator/test_presentation_refusals.py",
+            "tests/translator/test_cell_text.py",
+        ),
     ),
     Target(
         "gateway selection (core)",
