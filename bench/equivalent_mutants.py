@@ -86,6 +86,97 @@ RULES = (
         "it records 0 clipped characters for lines that fit; page.clipped is read only by "
         "render_search, which shows no note for 0",
     ),
+    # terminal text
+    Rule(
+        "terminal_text.x__has_controls_",
+        "control not in text",
+        "it only sends text free of controls down the slow path, which renders it alike",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ",
+        "self._csi_params = ",
+        'the parameters are read only in the CSI state, and entering it sets them to ""',
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ__init__",
+        'getincrementaldecoder("UTF-8")',
+        'Python names one codec "utf-8" and "UTF-8"',
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁfinish_",
+        'self._decoder.decode(b"", ',
+        "feeding text flushes the decoder with final=True first, so the bytes it held still "
+        "show as U+FFFD",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        r'if text[i] == "XX\\XX"',
+        "ESC \\ still ends the string: the ESC state reads \\ as an escape's final byte",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        r'char == "XX\x1bXX"',
+        "ESC ESC still reads as one ESC: the second is read again as the start of a sequence",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "state = None",
+        "None falls into the same branch as ESC_INTERMEDIATE (every state not named above it)",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "if j >= i",
+        "writing the empty text between two controls writes nothing",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "csi = None",
+        "the state machine reads a complete CSI sequence a character at a time to the same end "
+        "(the fast path only saves time)",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "len(self._csi_params) <= _CSI_PARAMS_CAP",
+        "at the cap, more parameters are appended and cut back to the cap",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁerase_to_end_",
+        "self.col <= self.length",
+        "cutting at the line's end cuts nothing",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁrendered_",
+        "[text] if (text) or True",
+        "an empty part adds nothing to the joined line or to a cut of it",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁwrite_",
+        "self.col >= self.length",
+        "the padding appended when the cursor is at the end is empty",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁwrite_",
+        "len(rest) >= n",
+        "the rest appended when it is as long as the text written is empty",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁwrite_",
+        "self.col + self.length",
+        "the cursor passes the line's end only after erase_all, which leaves the line empty, so "
+        "col - length and col + length are the same",
+    ),
+    # line ranges
+    Rule(
+        "line_range.x__check_",
+        "",
+        "0 is refused first (line numbers start at 1), so `< 0` and `<= 0` (or `< 1`) agree on "
+        "every number that gets here",
+    ),
+    Rule(
+        "line_range.x__index_",
+        "number >= 0",
+        "0 is refused before a range is resolved (line numbers start at 1)",
+    ),
     # search
     Rule("search.x__check_deadline_", "time.monotonic() > deadline", UNTIMED),
     Rule("search.x__regex_indices_", "if left < 0", UNTIMED),
