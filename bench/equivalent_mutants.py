@@ -40,6 +40,7 @@ EMPTY_TAIL = (
     "read(total - n, total) is empty for n = 0, and for a negative n it starts past the end and "
     "is empty too"
 )
+UNREAD_PARAMS = 'the parameters are read only in the CSI state, and entering it sets them to ""'
 
 RULES = (
     # translator settings
@@ -92,11 +93,8 @@ RULES = (
         "control not in text",
         "it only sends text free of controls down the slow path, which renders it alike",
     ),
-    Rule(
-        "terminal_text.xǁTerminalTextǁ",
-        "self._csi_params = ",
-        'the parameters are read only in the CSI state, and entering it sets them to ""',
-    ),
+    Rule("terminal_text.xǁTerminalTextǁ__init__", "self._csi_params = ", UNREAD_PARAMS),
+    Rule("terminal_text.xǁTerminalTextǁfinish_", "self._csi_params = ", UNREAD_PARAMS),
     Rule(
         "terminal_text.xǁTerminalTextǁ__init__",
         'getincrementaldecoder("UTF-8")',
