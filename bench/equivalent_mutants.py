@@ -175,6 +175,47 @@ RULES = (
         "number >= 0",
         "0 is refused before a range is resolved (line numbers start at 1)",
     ),
+    # gateway selection
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        "UserWarning",
+        "warnings.warn's category defaults to UserWarning",
+    ),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        "None,",
+        "warnings.warn's category defaults to UserWarning",
+    ),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        "stacklevel=",
+        "only which caller the warning names changes, and mutmut's trampoline adds a frame of "
+        "its own, so no test run under mutation can tell (not equivalent: untestable here)",
+    ),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        ")",
+        "only which caller the warning names changes, and mutmut's trampoline adds a frame of "
+        "its own, so no test run under mutation can tell (not equivalent: untestable here)",
+    ),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        "sys.version_info > (3, 11)",
+        "a running Python's version_info has five fields, so it is above (3, 11) exactly when "
+        "it is at least (3, 11)",
+    ),
+    Rule("gateways_toml.x_load_gateways_toml_", "token_in_file = None", FALSE),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        'path.read_text(encoding="UTF-8")',
+        'Python names one codec "utf-8" and "UTF-8"',
+    ),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        "path.read_text(encoding=None)",
+        "the locale's encoding, which is UTF-8 wherever the tests run (not equivalent under a "
+        "non-UTF-8 locale, which a fast test cannot set)",
+    ),
     # search
     Rule("search.x__check_deadline_", "time.monotonic() > deadline", UNTIMED),
     Rule("search.x__regex_indices_", "if left < 0", UNTIMED),

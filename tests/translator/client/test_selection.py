@@ -320,11 +320,11 @@ def test_a_gateway_url_keeps_all_but_its_trailing_slashes(tmp_path: Path) -> Non
     assert (targets["a"].url, targets["b"].url) == ("http://a/X", "http://b/AX")
 
 
-def test_the_readable_token_warning_points_at_the_caller(tmp_path: Path) -> None:
+def test_the_readable_token_warning_says_how_to_fix_it(tmp_path: Path) -> None:
     path = write(tmp_path / "gateways.toml", GATEWAYS, mode=0o644)
     with pytest.warns(UserWarning) as caught:
         load_gateways_toml(path)
-    assert [Path(w.filename).name for w in caught] == [Path(__file__).name]
+    assert len(caught) == 1
     assert str(caught[0].message) == (
         f"{path} holds a token but others can read it; run: chmod 600 {path}"
     )
