@@ -12,11 +12,23 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Rule:
-    """Survivors whose name holds `name` and whose written line holds `line` are equivalent."""
+    """Survivors whose name holds `name` and whose written line holds `line` (is `line`, when
+    `exact`; a `line` that begins with "-" is looked for among the removed lines) are
+    equivalent."""
 
     name: str
     line: str
     reason: str
+    exact: bool = False
+
+    def matches(self, mutant: str, written: list[str], removed: list[str]) -> bool:
+        """Return whether this rule explains `mutant`."""
+        if self.name not in mutant:
+            return False
+        lines, wanted = (
+            (removed, self.line[1:]) if self.line.startswith("-") else (written, self.line)
+        )
+        return any(line == wanted if self.exact else wanted in line for line in lines)
 
 
 FALSE = "None is false, as False is, wherever the value is read"
@@ -41,6 +53,19 @@ EMPTY_TAIL = (
     "is empty too"
 )
 UNREAD_PARAMS = 'the parameters are read only in the CSI state, and entering it sets them to ""'
+CATEGORY = "warnings.warn's category defaults to UserWarning"
+STACKLEVEL = (
+    "only which caller the warning names changes, and mutmut's trampoline adds a frame of its "
+    "own, so no test run under mutation can tell (not equivalent: untestable here)"
+)
+MORE_MATCHES = (
+    "finding more matches than max_matches + 1 only costs time: the list is cut to max_matches "
+    "and `truncated` is the same"
+)
+LINE_ZERO = (
+    "0 is refused first (line numbers start at 1), so `< 0` and `<= 0` (or `< 1`) agree on every "
+    "number that gets here"
+)
 
 RULES = (
     # translator settings
@@ -164,40 +189,20 @@ RULES = (
         "col - length and col + length are the same",
     ),
     # line ranges
-    Rule(
-        "line_range.x__check_",
-        "",
-        "0 is refused first (line numbers start at 1), so `< 0` and `<= 0` (or `< 1`) agree on "
-        "every number that gets here",
-    ),
+    Rule("line_range.x__check_", "(start <= 0) == (stop < 0)", LINE_ZERO),
+    Rule("line_range.x__check_", "(start < 1) == (stop < 0)", LINE_ZERO),
+    Rule("line_range.x__check_", "(start < 0) == (stop <= 0)", LINE_ZERO),
+    Rule("line_range.x__check_", "(start < 0) == (stop < 1)", LINE_ZERO),
     Rule(
         "line_range.x__index_",
         "number >= 0",
         "0 is refused before a range is resolved (line numbers start at 1)",
     ),
     # gateway selection
-    Rule(
-        "gateways_toml.x_load_gateways_toml_",
-        "UserWarning",
-        "warnings.warn's category defaults to UserWarning",
-    ),
-    Rule(
-        "gateways_toml.x_load_gateways_toml_",
-        "None,",
-        "warnings.warn's category defaults to UserWarning",
-    ),
-    Rule(
-        "gateways_toml.x_load_gateways_toml_",
-        "stacklevel=",
-        "only which caller the warning names changes, and mutmut's trampoline adds a frame of "
-        "its own, so no test run under mutation can tell (not equivalent: untestable here)",
-    ),
-    Rule(
-        "gateways_toml.x_load_gateways_toml_",
-        ")",
-        "only which caller the warning names changes, and mutmut's trampoline adds a frame of "
-        "its own, so no test run under mutation can tell (not equivalent: untestable here)",
-    ),
+    Rule("gateways_toml.x_load_gateways_toml_", "None,", CATEGORY, exact=True),
+    Rule("gateways_toml.x_load_gateways_toml_", "-UserWarning,", CATEGORY, exact=True),
+    Rule("gateways_toml.x_load_gateways_toml_", "stacklevel=", STACKLEVEL),
+    Rule("gateways_toml.x_load_gateways_toml_", "-stacklevel=2,", STACKLEVEL, exact=True),
     Rule(
         "gateways_toml.x_load_gateways_toml_",
         "sys.version_info > (3, 11)",
@@ -224,9 +229,10 @@ RULES = (
         "log.read(log.count, log.count + 2)",
         "read stops at the log's total, and the pending line is the last line",
     ),
+    Rule("search.x_search_log_", "_find(log, matcher, None, deadline)", MORE_MATCHES),
     Rule(
         "search.x_search_log_",
-        "found = _find(log, matcher, ",
+        "_find(log, matcher, max_matches + 2, deadline)",
         "finding more matches than max_matches + 1 only costs time: the list is cut to "
         "max_matches and `truncated` is the same",
     ),
@@ -360,12 +366,7 @@ RULES = (
 
 def reason_for(mutant: str, diff: str) -> str | None:
     """Return why `mutant` (with mutmut's `diff` of it) is equivalent, if a rule says."""
-    written = [
-        line[1:].strip()
-        for line in diff.splitlines()
-        if line.startswith("+") and not line.startswith("+++")
-    ]
-    for rule in RULES:
-        if rule.name in mutant and any(rule.line in line for line in written):
-            return rule.reason
-    return None
+    lines = diff.splitlines()
+    written = [x[1:].strip() for x in lines if x.startswith("+") and not x.startswith("+++")]
+    removed = [x[1:].strip() for x in lines if x.startswith("-") and not x.startswith("---")]
+    return next((rule.reason for rule in RULES if rule.matches(mutant, written, removed)), None)
