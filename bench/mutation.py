@@ -80,6 +80,8 @@ TARGETS = (
             "tests/translator/test_presentation_status.py",
             "tests/translator/test_presentation_refusals.py",
             "tests/translator/test_cell_text.py",
+            "tests/translator/test_presentation_cells.py",
+            "tests/translator/test_presentation_reads.py",
         ),
     ),
     Target(
