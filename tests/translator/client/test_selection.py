@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import warnings
 from pathlib import Path
 
@@ -369,3 +371,63 @@ class LineError(ValueError):
 )
 def test_the_line_a_toml_error_points_at(error: ValueError, line: int | None) -> None:
     assert decode_error_line(error) == line
+
+
+@pytest.fixture
+def jupyter_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Jupyter runtime dir listing one running server, jupyter:8899 (this process stands in
+    for it)."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    server = {"url": "http://127.0.0.1:8899/", "token": "tok", "pid": os.getpid(), "port": 8899}
+    (runtime / "jpserver-1.json").write_text(json.dumps(server))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    return runtime
+
+
+def test_a_running_jupyter_server_is_reached_by_its_name(
+    config: Path, jupyter_runtime: Path
+) -> None:
+    assert select_gateway("jupyter:8899", {}) == GatewayTarget(
+        "http://127.0.0.1:8899", "tok", True, "jupyter:8899", False
+    )
+    write(config, GATEWAYS)
+    assert select_gateway("jupyter:8899", {}).token == "tok"
+
+
+def test_a_jupyter_name_that_runs_nowhere(config: Path, jupyter_runtime: Path) -> None:
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway("jupyter:8900", {})
+    assert str(refused.value) == "no Jupyter server 'jupyter:8900' is running on this machine"
+
+
+def test_a_gateways_file_may_name_a_gateway_like_a_jupyter_server(
+    config: Path, jupyter_runtime: Path
+) -> None:
+    write(config, '[gateways."jupyter:8899"]\nurl = "http://elsewhere:1"\n')
+    target = select_gateway("jupyter:8899", {})
+    assert (target.url, target.token, target.name) == ("http://elsewhere:1", None, "jupyter:8899")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[gateways.a]\nurl = "http://a"\nkind = "jupyter"\n\n[gateways.lab]\nurl = "http://x"\n'
+            'kind = "hub"\n',
+            "line 7: the kind of gateway 'lab' must be 'loomgate' or 'jupyter' (a Jupyter server, "
+            "JupyterHub user server, Kernel Gateway or Enterprise Gateway)",
+        ),
+        (
+            '[gateways.a]\nurl = "http://a"\nkind = "jupyter"\nheaders_env = "H"\n\n'
+            '[gateways.lab]\nurl = "http://x"\nheaders_env = "H"\n',
+            "line 8: the headers_env of gateway 'lab' must be a variable name, and only a "
+            "kind = 'jupyter' gateway takes it",
+        ),
+    ],
+)
+def test_kind_errors_point_at_the_gateway_at_fault(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / "gateways.toml", text)
+    with pytest.raises(GatewayConfigError) as refused:
+        load_gateways_toml(path)
+    assert str(refused.value) == f"{path} {message}"
