@@ -77,6 +77,12 @@ RULES = (
     # presentation
     Rule(".presentation.", 'audience: Audience = "', AUDIENCE),
     Rule(".presentation.", "strict=", STRICT),
+    Rule(".presentation.", "zip(row, widths, )", STRICT),
+    Rule(
+        "refusals.x_not_waiting_for_input_",
+        'STATE_PHRASES.get(state or "XXXX"',
+        'a missing state is no key, as "" is not, so both give "is None"',
+    ),
     Rule(
         "reads.x_render_search_",
         'page.clipped.get((number, line["n"]), ',
@@ -348,6 +354,7 @@ RULES = (
         STRICT,
     ),
     Rule("output_log.xǁLineLogǁread_", "strict=", STRICT),
+    Rule("output_log.xǁLineLogǁread_", "zip(numbers, texts, tags, )", STRICT),
     Rule("output_log.xǁLineLogǁtail_", "if (n > 0) or True", EMPTY_TAIL),
     Rule("output_log.xǁLineLogǁtail_", "if n >= 0", EMPTY_TAIL),
     Rule(

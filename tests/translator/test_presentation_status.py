@@ -217,6 +217,13 @@ SETUPS = [
         "startup.py is still running after 30 s",
     ),
     (
+        "one part's output, then another's failure",
+        [result("startup.py", "ok", "one"), result("inspectors.py", "failed", "", "boom")],
+        True,
+        "startup.py output:\none\ninspectors.py failed; no inspector checks this kernel's "
+        "cells:\nboom",
+    ),
+    (
         "several parts in order",
         [result("startup.py", "ok", "one"), result("inspectors.py", "ok", "two")],
         True,
