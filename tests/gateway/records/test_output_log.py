@@ -593,3 +593,16 @@ def test_a_read_that_cannot_flush_shows_what_is_on_disk(tmp_path: Path) -> None:
     assert texts(shown) == ["kept"]
     assert log.write_error is not None
     log.close()
+
+
+def test_tags_with_the_high_bit_read_back_from_disk(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "log")
+    log.append(["start", "more"], tag=3, first_tag=3 | PART_START)
+    log.append(["top"], tag=0xFF)
+    log.close()
+    reopened = LineLog(tmp_path / "log")
+    assert [(x.text, x.tag) for x in reopened.read(0, 5)] == [
+        ("start", 3 | PART_START),
+        ("more", 3),
+        ("top", 0xFF),
+    ]
