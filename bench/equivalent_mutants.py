@@ -354,6 +354,12 @@ RULES = (
         STRICT,
     ),
     Rule("output_log.xǁLineLogǁread_", "strict=", STRICT),
+    Rule(
+        "output_log.xǁLineLogǁ_committed_",
+        "want = hi - lo + (1 if hi < self._count else 1)",
+        "asking for one index entry past the last reads none (the file, or the mirror, ends "
+        "there), and the last line's end is the log's size either way",
+    ),
     Rule("output_log.xǁLineLogǁread_", "zip(numbers, texts, tags, )", STRICT),
     Rule("output_log.xǁLineLogǁtail_", "if (n > 0) or True", EMPTY_TAIL),
     Rule("output_log.xǁLineLogǁtail_", "if n >= 0", EMPTY_TAIL),
