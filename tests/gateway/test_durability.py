@@ -15,15 +15,10 @@ import pytest
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from tests.support.gates import Gate
-from tests.support.gateways import GatewayProcess, alive, wait_gone
+from tests.support.gateways import GatewayProcess, alive, client, wait_gone
 from tests.support.sse import events, next_event
 
 API = "/api/loomgate/kernels"
-
-
-def client(gateway: GatewayProcess) -> httpx.AsyncClient:
-    """Return an HTTP client for `gateway`."""
-    return httpx.AsyncClient(base_url=gateway.url, headers=gateway.headers, timeout=120)
 
 
 async def test_records_survive_gateway_sigkill(fresh_gateway: GatewayProcess) -> None:

@@ -8,29 +8,11 @@ import re
 import httpx
 import pytest
 
+from tests.support.cells import PNG_BYTES, output_texts, run
 from tests.support.gates import Gate
 from tests.support.sse import events, next_event
 
 API = "/api/loomgate/kernels"
-
-# A 1x1 transparent PNG.
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
-
-
-async def run(http: httpx.AsyncClient, kernel: str, code: str, wait: float = 60) -> dict:
-    """Submit `code`, wait for it, and return the execution with all its combined output."""
-    r = await http.post(
-        f"{API}/{kernel}/executions", json={"code": code, "wait": wait, "head": 1000}
-    )
-    assert r.status_code == 201, r.text
-    return r.json()["execution"]
-
-
-def texts(execution: dict) -> list[str]:
-    """Return the combined output lines' texts."""
-    return [line["text"] for line in execution["output"]["head"] + execution["output"]["tail"]]
 
 
 async def test_record_streams_and_kinds(http: httpx.AsyncClient, kernel: str) -> None:
@@ -44,7 +26,7 @@ async def test_record_streams_and_kinds(http: httpx.AsyncClient, kernel: str) ->
     execution = await run(http, kernel, code)
     assert execution["state"] == "completed"
     assert execution["source"] == "loomgate"
-    assert texts(execution) == ["out", "err", "a", "b", "42"]
+    assert output_texts(execution) == ["out", "err", "a", "b", "42"]
     kinds = [line.get("kind") for line in execution["output"]["head"]]
     assert kinds == ["stdout", "stderr", "stdout", "stdout", "result"]
     streams = execution["streams"]
@@ -60,14 +42,14 @@ async def test_numbers_follow_ipython_count(http: httpx.AsyncClient, kernel: str
     assert numbers == [1, 2, 3]
     execution = await run(http, kernel, "Out[3], _3, _ih[3]")
     assert execution["number"] == 4
-    assert texts(execution) == ["(42, 42, '40+2')"]
+    assert output_texts(execution) == ["(42, 42, '40+2')"]
 
 
 async def test_error_is_a_state_with_traceback(http: httpx.AsyncClient, kernel: str) -> None:
     execution = await run(http, kernel, "def f():\n    raise ValueError('bad')\nf()")
     assert execution["state"] == "error"
     assert execution["error"] == {"name": "ValueError", "value": "bad"}
-    lines = texts(execution)
+    lines = output_texts(execution)
     assert "ValueError: bad" in lines[-1]
     assert any(line.startswith("Cell In[1]") for line in lines)
     assert not any("\x1b" in line for line in lines)
@@ -126,13 +108,13 @@ async def test_a_cell_that_catches_the_interrupt_completes(
     r = await http.get(
         f"{API}/{kernel}/executions/{number}", params={"wait": 30, "until_silent": 0.2, "head": 5}
     )
-    assert texts(r.json()["execution"]) == ["ready"]
+    assert output_texts(r.json()["execution"]) == ["ready"]
     r = await http.post(f"{API}/{kernel}/interrupt")
     assert r.status_code == 200
     r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 5})
     execution = r.json()["execution"]
     assert (execution["state"], execution["note"]) == ("completed", None)
-    assert texts(execution) == ["ready", "caught", "'done'"]
+    assert output_texts(execution) == ["ready", "caught", "'done'"]
 
 
 async def test_interrupt_with_nothing_running_is_a_conflict(
@@ -175,15 +157,15 @@ async def assert_ipython_counts_from(http: httpx.AsyncClient, kernel: str, numbe
     `Cell In[N]`, `Out[N]`, `_N`, `In[N]` and its own execution counter."""
     failed = await run(http, kernel, "1 / 0")
     assert failed["number"] == number
-    cells = [line for line in texts(failed) if line.startswith("Cell In[")]
-    assert cells == [f"Cell In[{number}], line 1"], texts(failed)
+    cells = [line for line in output_texts(failed) if line.startswith("Cell In[")]
+    assert cells == [f"Cell In[{number}], line 1"], output_texts(failed)
     shown = await run(http, kernel, "41 + 1")
     assert shown["number"] == number + 1
     n = number + 1
     seen = await run(http, kernel, f"Out[{n}], _{n}, In[{n}], get_ipython().execution_count")
     assert seen["number"] == number + 2
     # Inside cell N a fresh ipykernel's counter already reads N + 1; so must a seeded one's.
-    assert texts(seen) == [f"(42, 42, '41 + 1', {number + 3})"]
+    assert output_texts(seen) == [f"(42, 42, '41 + 1', {number + 3})"]
 
 
 async def test_input_answered_through_endpoint(http: httpx.AsyncClient, kernel: str) -> None:
@@ -200,7 +182,7 @@ async def test_input_answered_through_endpoint(http: httpx.AsyncClient, kernel: 
     assert r.status_code == 200
     r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 10})
     assert r.json()["execution"]["state"] == "completed"
-    assert texts(r.json()["execution"])[-1] == "hi ada"
+    assert output_texts(r.json()["execution"])[-1] == "hi ada"
 
 
 async def test_password_prompt_is_flagged(http: httpx.AsyncClient, kernel: str) -> None:
@@ -211,7 +193,7 @@ async def test_password_prompt_is_flagged(http: httpx.AsyncClient, kernel: str) 
     r = await http.post(f"{API}/{kernel}/executions/current/input", json={"value": "abc"})
     assert r.status_code == 200
     r = await http.get(f"{API}/{kernel}/executions/current", params={"wait": 30, "head": 5})
-    assert texts(r.json()["execution"]) == ["3"]
+    assert output_texts(r.json()["execution"]) == ["3"]
 
 
 async def test_input_when_not_waiting_is_a_conflict(http: httpx.AsyncClient, kernel: str) -> None:
@@ -234,7 +216,7 @@ async def test_long_poll_returns_on_completion_and_on_silence(
     gate.open()
     r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 5})
     assert r.json()["returned"] == "final"
-    assert texts(r.json()["execution"]) == ["start", "end"]
+    assert output_texts(r.json()["execution"]) == ["start", "end"]
 
 
 async def test_running_record_shows_partial_output(http: httpx.AsyncClient, kernel: str) -> None:
@@ -254,7 +236,7 @@ async def test_running_record_shows_partial_output(http: httpx.AsyncClient, kern
 async def test_display_and_images_are_rich_outputs(http: httpx.AsyncClient, kernel: str) -> None:
     code = (
         "from IPython.display import display, Image\n"
-        f"display(Image(data={PNG!r}))\n"
+        f"display(Image(data={PNG_BYTES!r}))\n"
         "display('shown')\n"
         "print('after')\n"
         "'result'"
@@ -272,7 +254,7 @@ async def test_display_and_images_are_rich_outputs(http: httpx.AsyncClient, kern
     assert rich["line"] == 1
     assert "image/png" in rich["mimetypes"]
     r = await http.get(f"{API}/{kernel}/executions/{execution['number']}/rich/0")
-    assert base64.b64decode(r.json()["data"]["image/png"]) == PNG
+    assert base64.b64decode(r.json()["data"]["image/png"]) == PNG_BYTES
     r = await http.get(f"{API}/{kernel}/executions/{execution['number']}/rich/1")
     assert r.status_code == 404
 
@@ -356,7 +338,7 @@ async def test_input_at_the_start_of_a_cell_is_never_missed(
         r = await http.get(
             f"{API}/{kernel}/executions/{execution['number']}", params={"wait": 30, "head": 1}
         )
-        assert texts(r.json()["execution"]) == [repr(str(i))]
+        assert output_texts(r.json()["execution"]) == [repr(str(i))]
 
 
 @pytest.mark.parametrize("blank", ["", "   \n\t"])
@@ -367,9 +349,9 @@ async def test_blank_cells_keep_numbers_in_step(
     assert (await run(http, kernel, blank))["number"] == 2
     execution = await run(http, kernel, "1/0")
     assert execution["number"] == 3
-    assert any(line.startswith("Cell In[3]") for line in texts(execution))
-    assert texts(await run(http, kernel, "7"))[-1] == "7"
-    assert texts(await run(http, kernel, "_4, len(In)"))[-1] == "(7, 6)"
+    assert any(line.startswith("Cell In[3]") for line in output_texts(execution))
+    assert output_texts(await run(http, kernel, "7"))[-1] == "7"
+    assert output_texts(await run(http, kernel, "_4, len(In)"))[-1] == "(7, 6)"
 
 
 async def test_create_or_get_refuses_a_different_spec(http: httpx.AsyncClient) -> None:

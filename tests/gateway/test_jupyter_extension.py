@@ -14,15 +14,11 @@ import httpx
 
 from tests.support import jupyter_lab
 from tests.support.gates import Gate
+from tests.support.gateways import client
 from tests.support.jupyter_lab import JupyterServerProcess
 from tests.support.kernel_ws import KernelWebsocket
 
 API = "/api/loomgate"
-
-
-def client(server: JupyterServerProcess) -> httpx.AsyncClient:
-    """Return an HTTP client of `server` with its token."""
-    return httpx.AsyncClient(base_url=server.url, headers=server.headers, timeout=60)
 
 
 async def lines(http: httpx.AsyncClient, kernel: str, number: int) -> list[str]:

@@ -14,9 +14,11 @@ from typing import Any
 import httpx
 
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
-from tests.gateway.test_residency import API, client, created, output, run
+from tests.gateway.test_residency import API, created, output
+from tests.support.cells import submit
 from tests.support.gateways import (
     GatewayProcess,
+    client,
     kernel_processes_in,
     resident_kernels,
     wait_gone,
@@ -75,7 +77,7 @@ async def test_numbering_starts_at_one(fresh_gateway: GatewayProcess) -> None:
         ready = await pooled(http)
         await created(http, name="counted")
         code = "import os; os.getpid()"
-        first = (await run(http, "counted", code))["execution"]
+        first = (await submit(http, "counted", code))["execution"]
         assert first["number"] == 1
         # IPython's own numbering: the first cell is In[1] and its result Out[1] (_1).
         assert await output(http, "counted", "_1, In[1]") == f"({ready['pid']}, {code!r})"

@@ -21,8 +21,9 @@ import pytest
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from loomgate.translator.client.local_gateway import gateway_command
+from tests.support.cells import submit
 from tests.support.gates import Gate
-from tests.support.gateways import GatewayProcess, free_port
+from tests.support.gateways import GatewayProcess, client, free_port
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.sse import events, next_event
 
@@ -38,22 +39,9 @@ def ticker(flag: Path) -> str:
     )
 
 
-def client(gateway: GatewayProcess) -> httpx.AsyncClient:
-    """Return an HTTP client for `gateway` (its token survives restarts)."""
-    return httpx.AsyncClient(base_url=gateway.url, headers=gateway.headers, timeout=120)
-
-
-async def run(http: httpx.AsyncClient, kernel: str, code: str, **extra: Any) -> dict[str, Any]:
-    """Return the reply to a submit of `code` that waits up to 60 s."""
-    r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 60, **extra})
-    assert r.status_code == 201, r.text
-    reply: dict[str, Any] = r.json()
-    return reply
-
-
 async def output(http: httpx.AsyncClient, kernel: str, code: str) -> str:
     """Return the text of the single line `code` outputs."""
-    reply = await run(http, kernel, code, head=5)
+    reply = await submit(http, kernel, code, head=5)
     lines = reply["execution"]["output"]["head"]
     assert len(lines) == 1, lines
     return str(lines[0]["text"])
@@ -86,11 +74,11 @@ async def test_five_kernels_survive_a_gateway_sigkill(
 ) -> None:
     flag = tmp_path / "stop-ticking"
     async with client(fresh_gateway) as http:
-        await run(http, "named", "answer = 41")
-        await run(http, "held", "kept = 'yes'")
-        ticking = await run(http, "ticking", ticker(flag), wait=0.5, until_silent=0.3)
+        await submit(http, "named", "answer = 41")
+        await submit(http, "held", "kept = 'yes'")
+        ticking = await submit(http, "ticking", ticker(flag), wait=0.5, until_silent=0.3)
         assert ticking["execution"]["state"] == "running"
-        asking = await run(http, "asking", "reply = input('name? ')\nprint('hello', reply)")
+        asking = await submit(http, "asking", "reply = input('name? ')\nprint('hello', reply)")
         assert asking["execution"]["state"] == "awaiting_input"
         before = {k["id"]: k for k in (await http.get(API)).json()["kernels"]}
         async with events(http, five["held"], hold=True):  # a live holder, killed with it
@@ -107,10 +95,10 @@ async def test_five_kernels_survive_a_gateway_sigkill(
         assert after[five["held"]]["holders"] == 0  # its holder died with the old gateway
 
         # Variables intact, numbering continues (In [2], Out[2], _2 agree).
-        reply = await run(http, "named", "answer + 1", head=5)
+        reply = await submit(http, "named", "answer + 1", head=5)
         assert reply["execution"]["number"] == 2
         assert reply["execution"]["output"]["head"][0]["text"] == "42"
-        reply = await run(http, "named", "_2, Out[2]", head=5)
+        reply = await submit(http, "named", "_2, Out[2]", head=5)
         assert reply["execution"]["number"] == 3
         assert reply["execution"]["output"]["head"][0]["text"] == "(42, 42)"
         assert await output(http, "held", "kept") == "'yes'"
@@ -167,7 +155,7 @@ async def test_a_signal_keeps_kernels_and_stop_ends_them(
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         await created(http, name="kept")
-        await run(http, "kept", "value = 7")
+        await submit(http, "kept", "value = 7")
     [pid] = fresh_gateway.kernel_pids()
     fresh_gateway.signal(signum)  # one signal stops it: no y/n prompt
     assert ProcessIdentity.of(pid) is not None, "a signal must leave the kernel running"
@@ -214,7 +202,7 @@ async def test_a_reused_pid_is_never_signalled(
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         kernel_id = await created(http, name="victim")
-        await run(http, "victim", "import time\ntime.sleep(600)", wait=0.2)
+        await submit(http, "victim", "import time\ntime.sleep(600)", wait=0.2)
     [pid] = fresh_gateway.kernel_pids()
     fresh_gateway.kill()
     os.killpg(pid, signal.SIGKILL)  # the kernel dies while no gateway runs
@@ -248,7 +236,7 @@ async def test_a_kernel_that_does_not_answer_is_taken_back_once_it_does(
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         kernel_id = await created(http, name="frozen")
-        await run(http, "frozen", "kept = 7")
+        await submit(http, "frozen", "kept = 7")
     [pid] = fresh_gateway.kernel_pids()
     os.kill(pid, signal.SIGSTOP)  # alive and ours, but it cannot answer
     try:
@@ -289,7 +277,7 @@ async def test_an_unusable_state_file_skips_that_kernel_only(
     async with client(fresh_gateway) as http:
         spoilt = await created(http, name="spoilt")
         await created(http, name="fine")
-        await run(http, "fine", "x = 1")
+        await submit(http, "fine", "x = 1")
     fresh_gateway.kill()
     state = fresh_gateway.state_dir / "kernels" / spoilt / RESIDENT_FILE
     pid = json.loads(state.read_text())["provisioner"]["pid"]
@@ -340,7 +328,7 @@ async def test_a_cell_that_ended_unseen_is_lost_not_invented(
     try:
         async with client(fresh_gateway) as http:
             await created(http, name="unseen")
-            started = await run(http, "unseen", code, wait=0.2)
+            started = await submit(http, "unseen", code, wait=0.2)
             number = started["execution"]["number"]
         fresh_gateway.kill()
         go.touch()
@@ -359,7 +347,7 @@ async def test_a_cell_that_ended_unseen_is_lost_not_invented(
         # Its time ends where the gateway last saw it, not when the next one took it back.
         assert ended["finished"] == ended["gaps"][0]["since"]
         assert ended["elapsed"] == ended["finished"] - ended["started"]
-        reply = await run(http, "unseen", "1 + 1", head=1)
+        reply = await submit(http, "unseen", "1 + 1", head=1)
         assert reply["execution"]["number"] == number + 1
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.cells import output_texts, run
 from tests.support.gates import Gate
 
 API = "/api/loomgate/kernels"
@@ -22,18 +23,6 @@ async def put(http: httpx.AsyncClient, kernel: str, *parts: dict[str, str], wait
     r = await http.put(f"{API}/{kernel}/setup", json={"parts": list(parts), "wait": wait})
     assert r.status_code == 200, r.text
     return r.json()
-
-
-async def run(http: httpx.AsyncClient, kernel: str, code: str) -> dict:
-    """Run a cell to its end; return its execution."""
-    r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 60, "head": 20})
-    assert r.status_code == 201, r.text
-    return r.json()["execution"]
-
-
-def texts(execution: dict) -> list[str]:
-    """Return the execution's combined output lines."""
-    return [line["text"] for line in execution["output"]["head"]]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +68,7 @@ async def test_setup_runs_silently_once_and_reports_each_part(
     assert (await put(http, kernel, first))["ran"] is True  # changed: runs, replaces
     # Silent: IPython counts no cell, loomgate records none.
     execution = await run(http, kernel, "get_ipython().execution_count")
-    assert (execution["number"], texts(execution)) == (1, ["2"])
+    assert (execution["number"], output_texts(execution)) == (1, ["2"])
     r = await http.get(f"{API}/{kernel}")
     assert r.json()["kernel"]["setup"]["parts"] == ["first.py"]
 
@@ -91,10 +80,10 @@ async def test_setup_runs_again_after_every_restart(
     counter = part("count.py", f"open({str(runs)!r}, 'a').write('x')\nready = True")
     await put(http, kernel, counter)
     await http.post(f"{API}/{kernel}/reset")
-    assert texts(await run(http, kernel, "ready")) == ["True"]
+    assert output_texts(await run(http, kernel, "ready")) == ["True"]
     died = await run(http, kernel, "import os\nprint('bye', flush=True)\nos._exit(1)")
     assert died["state"] == "died"
-    assert texts(await run(http, kernel, "ready")) == ["True"]
+    assert output_texts(await run(http, kernel, "ready")) == ["True"]
     assert runs.read_text() == "xxx"
 
 
@@ -113,4 +102,4 @@ async def test_cells_wait_for_a_slow_part(http: httpx.AsyncClient, kernel: str, 
     again = await put(http, kernel, slow)  # waits for the run under way: it did not run again
     assert again["ran"] is False
     assert again["setup"]["results"][0]["state"] == "ok"
-    assert texts(await run(http, kernel, "setting")) == ["'done'"]
+    assert output_texts(await run(http, kernel, "setting")) == ["'done'"]

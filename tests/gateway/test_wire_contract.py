@@ -9,14 +9,11 @@ import pytest
 
 from loomgate.shared import events as event_wire
 from loomgate.shared import wire
+from tests.support.cells import PNG
 from tests.support.sse import decode, events, next_event
 from tests.support.wire_check import mismatches
 
 API = "/api/loomgate"
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5Er"
-    "kJggg=="
-)
 CELL = f"""
 import base64, sys
 from IPython.display import Image, display

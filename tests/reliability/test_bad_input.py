@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import random
 import re
@@ -19,6 +18,7 @@ from mcp import Client
 
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
+from tests.support.cells import PNG_BYTES
 from tests.support.figures import Figure, scaled
 from tests.support.gateways import GatewayProcess
 from tests.support.mcp_clients import stop_conversation_kernel, text
@@ -262,9 +262,6 @@ async def generated_calls(own_gateway: GatewayProcess, mcp: Client, figure: Figu
     )
 
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
 # What reading the stored output back must show: (read_output arguments, expected text).
 # A read of what each hostile cell stored, text it must show, and text a search must find.
 STORED = {
@@ -280,7 +277,7 @@ HOSTILE_CELLS = {
     "print(b'\\xff\\xfe lone surrogates'.decode('utf-8', 'surrogateescape'))",
     "10 MB single line": "print('y' * 10_000_000)",
     "1,000 images": "from IPython.display import Image, display\n"
-    f"png = {PNG!r}\nfor i in range(1000): display(Image(data=png))",
+    f"png = {PNG_BYTES!r}\nfor i in range(1000): display(Image(data=png))",
 }
 
 

@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -27,6 +27,21 @@ from loomgate.translator.client.local_gateway import UPSTREAMS_DIR, gateway_comm
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
+
+
+class Served(Protocol):
+    """A server a test talks HTTP to: a gateway, or a Jupyter server with loomgate in it."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def headers(self) -> dict[str, str]: ...
+
+
+def client(server: Served) -> httpx.AsyncClient:
+    """Return an HTTP client of `server`, with its token (it survives the server's restarts)."""
+    return httpx.AsyncClient(base_url=server.url, headers=server.headers, timeout=120)
 
 
 def free_port() -> int:

@@ -38,59 +38,7 @@ from loomgate.translator.presentation import (
     stopped_note,
     unexpected_failure,
 )
-
-
-def execution(**fields: Any) -> wire.Execution:
-    """Return a whole execution summary: defaults, with `fields` laid over them."""
-    base = wire.Execution(
-        kernel_id="k",
-        number=5,
-        state="completed",
-        source="loomgate",
-        code="x",
-        started=0.0,
-        finished=1.23,
-        elapsed=1.23,
-        error=None,
-        input=None,
-        died=None,
-        note=None,
-        unstored=None,
-        gaps=[],
-        last_output=0.0,
-        silent_for=0.0,
-        streams={},
-        rich=[],
-    )
-    return cast(wire.Execution, base | fields)
-
-
-def read(**fields: Any) -> wire.StreamRead:
-    """Return a whole stream read: one of In [3] stdout, with `fields` laid over it."""
-    base = wire.StreamRead(
-        number=3,
-        state="completed",
-        stream="stdout",
-        total=0,
-        range=":",
-        first=1,
-        last=0,
-        truncated=False,
-        lines=[],
-    )
-    return cast(wire.StreamRead, base | fields)
-
-
-def lines(*specs: tuple[str, str] | str, start: int = 1) -> list[dict[str, Any]]:
-    """Return line objects; a spec is text (stdout) or (kind, text); kind '+k' starts a part."""
-    out = []
-    for offset, spec in enumerate(specs):
-        kind, text = ("stdout", spec) if isinstance(spec, str) else spec
-        line: dict[str, Any] = {"n": start + offset, "text": text, "kind": kind.lstrip("+")}
-        if kind.startswith("+"):
-            line["start"] = True
-        out.append(line)
-    return out
+from tests.support.wire_values import execution, lines, read
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from mcp import Client
 from playwright.async_api import Locator, Page, expect
 
 from tests.support.browser import page_at
+from tests.support.cells import PNG_8X8, run
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
 from tests.support.mcp_clients import stop_conversation_kernel, text
@@ -23,10 +24,6 @@ from tests.support.translators import stdio
 API = "/api/loomgate"
 SEEN = 20_000  # ms the page may take to show something: generous, to fail rather than hang
 SCREENSHOT = Path(__file__).parents[3] / "docs" / "monitor.png"
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEklEQVR4nGP4z8CAFWEXHbQSACj/P8Fu7N9h"
-    "AAAAAElFTkSuQmCC"
-)
 
 
 def monitor_url(gateway: GatewayProcess, kernel: str | None = None) -> str:
@@ -67,13 +64,6 @@ async def kernel_on(
             await c.delete(f"{API}/kernels/{kernel}")
 
 
-async def run(http: httpx.AsyncClient, kernel: str, code: str, **body: object) -> int:
-    """Run `code` on `kernel` and return its number."""
-    r = await http.post(f"{API}/kernels/{kernel}/executions", json={"code": code, **body})
-    assert r.status_code == 201, r.text
-    return int(r.json()["execution"]["number"])
-
-
 async def test_a_conversation_is_followed_live(gateway: GatewayProcess, gate: Gate) -> None:
     async with Client(stdio(gateway)) as mcp:
         try:
@@ -111,14 +101,15 @@ async def test_a_conversation_is_followed_live(gateway: GatewayProcess, gate: Ga
 async def test_images_and_coloured_tracebacks_render(
     gateway: GatewayProcess, http: httpx.AsyncClient, named: str
 ) -> None:
-    image = await run(
+    shown = await run(
         http,
         named,
         f"from IPython.display import Image, display\n"
-        f"import base64\ndisplay(Image(base64.b64decode('{PNG}')))",
+        f"import base64\ndisplay(Image(base64.b64decode('{PNG_8X8}')))",
         wait=30,
     )
-    failing = await run(http, named, "def f():\n    return 1/0\nf()", wait=30)
+    image = shown["number"]
+    failing = (await run(http, named, "def f():\n    return 1/0\nf()", wait=30))["number"]
     async with page_at(monitor_url(gateway, named)) as page:
         img = card(page, image).locator("img")
         await expect(img).to_have_count(1, timeout=SEEN)
@@ -137,7 +128,7 @@ async def test_images_and_coloured_tracebacks_render(
 async def test_a_million_lines_page_through(
     gateway: GatewayProcess, http: httpx.AsyncClient, named: str
 ) -> None:
-    number = await run(http, named, "for i in range(1_000_000): print(i)", wait=300)
+    number = (await run(http, named, "for i in range(1_000_000): print(i)", wait=300))["number"]
     async with page_at(monitor_url(gateway, named)) as page:
         box = card(page, number).locator(".output")
         await expect(box.locator(".l").first).to_have_text("10", timeout=SEEN)
@@ -167,7 +158,7 @@ async def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed(
     fresh_gateway: GatewayProcess,
 ) -> None:
     async with kernel_on(fresh_gateway, "survivor") as (http, kernel):
-        before = await run(http, kernel, "'before'", wait=30)
+        before = (await run(http, kernel, "'before'", wait=30))["number"]
         async with page_at(monitor_url(fresh_gateway, kernel)) as page:
             shown = page.locator(f"#x-{before}")
             await expect(shown).to_contain_text("'before'", timeout=SEEN)
@@ -179,7 +170,7 @@ async def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed(
                 "data-state", "down", timeout=SEEN
             )
             fresh_gateway.start()  # the same tokens; it takes the kernel back
-            missed = await run(http, kernel, "'missed'", wait=30)
+            missed = (await run(http, kernel, "'missed'", wait=30))["number"]
             assert missed == before + 1
             await page.unroute("**/api/loomgate/events*")
             await expect(page.locator(f"#x-{missed}")).to_contain_text("'missed'", timeout=SEEN)

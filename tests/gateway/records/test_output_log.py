@@ -19,13 +19,9 @@ from loomgate.gateway.records.output_log import (
     clip_line,
 )
 from loomgate.gateway.records.output_stream import OutputStream
+from tests.support.cells import texts
 
 FIVE = ["one", "two", "three", "four", "five"]
-
-
-def texts(lines: list[Line]) -> list[str]:
-    """Return the text of each line."""
-    return [line.text for line in lines]
 
 
 def entries(*offsets: int) -> bytes:
@@ -494,3 +490,119 @@ def test_a_refused_write_freezes_the_log_whole(tmp_path: Path, cap: int, line: s
     reopened = LineLog(tmp_path / "s")
     assert reopened.count == kept
     assert [x.text for x in reopened.read(0, kept + 5)] == expected
+
+
+def test_invalid_utf8_on_disk_reads_as_replacement_characters(tmp_path: Path) -> None:
+    (tmp_path / "raw.txt").write_bytes(b"\xff ok\nnext\n")
+    (tmp_path / "raw.idx").write_bytes(entries(0, 5))
+    log = LineLog(tmp_path / "raw")
+    assert texts(log.read(0, 2)) == ["\ufffd ok", "next"]
+    assert [lines for _, lines in log.iter_committed()] == [["\ufffd ok", "next"]]
+
+
+def test_a_newline_in_a_line_is_refused_in_words(tmp_path: Path) -> None:
+    with pytest.raises(ValueError) as refused:
+        LineLog(tmp_path / "log").append(["a\nb"])
+    assert str(refused.value) == "A log line must not contain a newline character."
+
+
+def test_after_a_refused_write_appends_name_the_error_and_the_file(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "s")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4_096, hard))
+    try:
+        with pytest.raises(OSError):
+            for i in range(100_000):
+                log.append([f"line {i}"])
+                log.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    first = log.write_error
+    assert first is not None
+    with pytest.raises(OSError) as again:
+        log.append(["after the failure"])
+    error = again.value
+    assert (error.errno, error.strerror, error.filename) == (
+        first.errno,
+        first.strerror,
+        str(tmp_path / "s.txt"),
+    )
+    assert error.errno is not None and error.strerror
+    log.close()
+
+
+def test_a_log_creates_the_folders_it_lives_in(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "a" / "b" / "log")
+    log.append(["kept"])
+    log.close()
+    assert texts(LineLog(tmp_path / "a" / "b" / "log").read(0, 5)) == ["kept"]
+
+
+@pytest.mark.parametrize("last", [[""], ["", ""], ["x", ""]])
+def test_empty_last_lines_survive_a_reopen(tmp_path: Path, last: list[str]) -> None:
+    log = LineLog(tmp_path / "log")
+    log.append(["first", *last])
+    log.close()
+    reopened = LineLog(tmp_path / "log")
+    assert texts(reopened.read(0, 10)) == ["first", *last]
+
+
+def test_a_pending_line_set_without_a_tag_has_none(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "log")
+    log.set_pending("tagged", 5)
+    log.set_pending("plain")
+    [line] = log.read(0, 5)
+    assert (line.text, line.tag, line.partial) == ("plain", 0, True)
+
+
+def test_stream_output_written_without_a_tag_has_none(tmp_path: Path) -> None:
+    stream = OutputStream(LineLog(tmp_path / "log"))
+    stream.write("a\nb")
+    assert [(x.text, x.tag, x.partial) for x in stream.log.read(0, 5)] == [
+        ("a", 0, False),
+        ("b", 0, True),
+    ]
+
+
+@pytest.mark.parametrize(("text", "max_chars"), [("hello", 5), ("", 0), ("hi", 2)])
+def test_a_line_exactly_at_the_limit_is_not_clipped(text: str, max_chars: int) -> None:
+    assert clip_line(text, max_chars) == (text, 0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="product bug: read() counts the lines before _committed's flush fails and rolls the "
+    "log back, so it zips more numbers than texts",
+)
+def test_a_read_that_cannot_flush_shows_what_is_on_disk(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "s")
+    log.append(["kept"])
+    log.flush()
+    log.append(["x" * 10_000])  # buffered: it reaches the file at the read's flush
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4_096, hard))
+    try:
+        shown = log.read(0, 5)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert texts(shown) == ["kept"]
+    assert log.write_error is not None
+    log.close()
+
+
+def test_tags_with_the_high_bit_read_back_from_disk(tmp_path: Path) -> None:
+    log = LineLog(tmp_path / "log")
+    log.append(["start", "more"], tag=3, first_tag=3 | PART_START)
+    log.append(["top"], tag=0xFF)
+    log.close()
+    reopened = LineLog(tmp_path / "log")
+    assert [(x.text, x.tag) for x in reopened.read(0, 5)] == [
+        ("start", 3 | PART_START),
+        ("more", 3),
+        ("top", 0xFF),
+    ]

@@ -13,10 +13,12 @@ from loomgate.gateway.records.search import (
     Hit,
     LogMatches,
     Matcher,
+    RecordMatches,
     SearchError,
     SearchMode,
     SearchTimeout,
     search_log,
+    search_records,
 )
 
 SMALL = [
@@ -311,3 +313,207 @@ def test_search_big_log(
     shown = sorted({i for m in matched for i in range(m - context, m + context + 1)})
     assert hits == [Hit(i + 1, big_line(i), "M" if i in matched else "C") for i in shown]
     assert (result.matches, result.truncated) == (len(matched), truncated)
+
+
+def log_of(path: Path, *blocks: list[str], pending: str = "") -> LineLog:
+    """Return a log of `blocks` appended one by one, with `pending` as its unfinished line."""
+    log = LineLog(path)
+    for block in blocks:
+        log.append(block)
+    if pending:
+        log.set_pending(pending)
+    return log
+
+
+def numbers(result: LogMatches) -> list[int]:
+    """Return the numbers of the matching lines."""
+    return [hit.number for group in result.groups for hit in group if hit.marker == "M"]
+
+
+# (id, blocks, query, mode, ignore_case, matching line numbers)
+MORE_CASES: list[tuple[str, list[list[str]], str, SearchMode, bool, list[int]]] = [
+    ("case kept", [SMALL], "Alpha", "literal", False, [4]),
+    ("case kept, folded text unmatched", [SMALL], "STRASSE", "literal", False, []),
+    ("a match after an empty first line", [["", "alpha"]], "alpha", "literal", False, [2]),
+    ("a match after empty lines", [["", "", "x alpha", ""]], "alpha", "literal", False, [3]),
+    ("lines are joined by nothing a query can match", [["a", "b"]], "X", "literal", False, []),
+    ("the last line of a block", [["a", "b"], ["c", "alpha"]], "alpha", "literal", False, [4]),
+    ("auto ignoring case, as text", [SMALL], "ALPHA FOUR", "auto", True, [4]),
+    ("auto ignoring case, as a regex", [SMALL], "^ALPHA", "auto", True, [1, 4]),
+    ("auto ignoring case, invalid regex", [SMALL], "CALL F(", "auto", True, [11]),
+]
+
+
+@pytest.mark.parametrize(
+    ("blocks", "query", "mode", "ignore_case", "expected"),
+    [c[1:] for c in MORE_CASES],
+    ids=[c[0] for c in MORE_CASES],
+)
+def test_search_finds_exactly_these_lines(
+    tmp_path: Path,
+    blocks: list[list[str]],
+    query: str,
+    mode: SearchMode,
+    ignore_case: bool,
+    expected: list[int],
+) -> None:
+    log = log_of(tmp_path / "log", *blocks)
+    assert numbers(search_log(log, Matcher.build(query, mode, ignore_case))) == expected
+
+
+def test_auto_is_the_default_mode_and_case_counts() -> None:
+    assert (Matcher.build("f(0)").mode, Matcher.build("f(0)").ignore_case) == (
+        "literal or regex",
+        False,
+    )
+    assert Matcher.build("plain").mode == "literal"
+
+
+@pytest.mark.parametrize(
+    ("query", "mode", "resolved"),
+    [("plain", "auto", "literal"), ("f(0)", "auto", "literal or regex"), ("f(", "auto", "literal")],
+)
+def test_ignoring_case_is_kept_whatever_the_mode_resolves_to(
+    query: str, mode: SearchMode, resolved: str
+) -> None:
+    matcher = Matcher.build(query, mode, ignore_case=True)
+    assert (matcher.mode, matcher.ignore_case) == (resolved, True)
+
+
+def test_a_search_by_default_shows_no_context_and_fifty_matches(tmp_path: Path) -> None:
+    log = log_of(tmp_path / "log", [f"hit {i}" if i % 2 else "miss" for i in range(1, 120)])
+    result = search_log(log, Matcher.build("hit"))
+    assert all(hit.marker == "M" for group in result.groups for hit in group)
+    assert (result.matches, result.truncated) == (50, True)
+    assert numbers(result)[-1] == 99
+
+
+@pytest.mark.parametrize(("count", "truncated"), [(50, False), (51, True)])
+def test_fifty_matches_are_all_the_default_shows(
+    tmp_path: Path, count: int, truncated: bool
+) -> None:
+    log = log_of(tmp_path / "log", ["hit"] * count)
+    result = search_log(log, Matcher.build("hit"))
+    assert (result.matches, result.truncated) == (50, truncated)
+
+
+def test_one_match_may_be_asked_for(small: LineLog) -> None:
+    result = search_log(small, Matcher.build("alpha"), max_matches=1)
+    assert (numbers(result), result.truncated) == ([1], True)
+
+
+def test_an_empty_query_says_what_to_give() -> None:
+    with pytest.raises(SearchError) as raised:
+        Matcher.build("")
+    assert str(raised.value) == "The search query is empty; give the text or pattern to look for."
+
+
+def test_a_passed_deadline_says_to_simplify(small: LineLog) -> None:
+    with pytest.raises(SearchTimeout) as raised:
+        search_log(small, Matcher.build("^alpha"), deadline=time.monotonic() - 1)
+    assert str(raised.value) == (
+        "The search did not finish before its deadline; try a simpler query."
+    )
+
+
+def test_a_passed_deadline_times_out_even_when_the_text_matches_every_line(tmp_path: Path) -> None:
+    log = log_of(tmp_path / "log", ["f(0)"])
+    with pytest.raises(SearchTimeout):
+        search_log(log, Matcher.build("f(0)"), deadline=time.monotonic() - 1)
+
+
+@pytest.mark.parametrize(
+    ("query", "mode"), [("^alpha", "regex"), ("f(0)", "auto"), ("a.p", "auto")]
+)
+def test_a_deadline_in_under_a_second_finds_what_no_deadline_finds(
+    small: LineLog, query: str, mode: SearchMode
+) -> None:
+    matcher = Matcher.build(query, mode)
+    expected = numbers(search_log(small, matcher))
+    assert expected
+    assert numbers(search_log(small, matcher, deadline=time.monotonic() + 0.5)) == expected
+
+
+def test_with_a_deadline_text_and_regex_matches_both_count(tmp_path: Path) -> None:
+    log = log_of(tmp_path / "log", ["zero", "one"], ["f(0) as typed", "f0 as a regex", "f0 again"])
+    matcher = Matcher.build("f(0)")
+    expected = [3, 4, 5]
+    assert numbers(search_log(log, matcher)) == expected
+    assert numbers(search_log(log, matcher, deadline=time.monotonic() + 30)) == expected
+
+
+def records(tmp_path: Path, *logs: list[str]) -> list[tuple[int, LineLog]]:
+    """Return (execution number, log) pairs numbered from 3, one log of each of `logs`."""
+    return [
+        (number, log_of(tmp_path / str(number), lines))
+        for number, lines in enumerate(logs, start=3)
+    ]
+
+
+def found(reply: RecordMatches) -> list[tuple[int, list[tuple[int, str, str]]]]:
+    """Return each group of a reply as (execution, [(n, marker, text)])."""
+    return [
+        (group["execution"], [(line["n"], line["marker"], line["text"]) for line in group["lines"]])
+        for group in reply["groups"]
+    ]
+
+
+def test_records_are_searched_in_order_with_context(tmp_path: Path) -> None:
+    logs = records(tmp_path, ["a", "hit 1", "b"], ["none"], ["hit 2", "c"])
+    reply = search_records(logs, Matcher.build("hit"), context=1, max_matches=10, timeout=30)
+    assert found(reply) == [
+        (3, [(1, "C", "a"), (2, "M", "hit 1"), (3, "C", "b")]),
+        (5, [(1, "M", "hit 2"), (2, "C", "c")]),
+    ]
+    assert (reply["matches"], reply["truncated"], reply["searched"]) == (2, False, 3)
+
+
+@pytest.mark.parametrize(
+    ("max_matches", "shown", "truncated", "searched"),
+    [
+        (1, [(3, [(1, "M", "hit")])], True, 1),
+        (2, [(3, [(1, "M", "hit")]), (4, [(1, "M", "hit")])], True, 2),
+        (3, [(3, [(1, "M", "hit")]), (4, [(1, "M", "hit")]), (5, [(1, "M", "hit")])], True, 3),
+        (
+            4,
+            [
+                (3, [(1, "M", "hit")]),
+                (4, [(1, "M", "hit")]),
+                (5, [(1, "M", "hit"), (2, "M", "hit")]),
+            ],
+            False,
+            3,
+        ),
+    ],
+)
+def test_records_stop_at_the_most_matches(
+    tmp_path: Path,
+    max_matches: int,
+    shown: list[tuple[int, list[tuple[int, str, str]]]],
+    truncated: bool,
+    searched: int,
+) -> None:
+    logs = records(tmp_path, ["hit"], ["hit"], ["hit", "hit"])
+    reply = search_records(
+        logs, Matcher.build("hit"), context=0, max_matches=max_matches, timeout=30
+    )
+    assert found(reply) == shown
+    assert reply["matches"] == sum(len(lines) for _, lines in shown)
+    assert (reply["truncated"], reply["searched"]) == (truncated, searched)
+
+
+def test_records_with_nothing_to_search(tmp_path: Path) -> None:
+    reply = search_records([], Matcher.build("hit"), context=0, max_matches=5, timeout=30)
+    assert reply == {"matches": 0, "truncated": False, "groups": [], "searched": 0}
+
+
+def test_records_past_their_timeout_time_out(tmp_path: Path) -> None:
+    logs = records(tmp_path, ["hit"])
+    with pytest.raises(SearchTimeout):
+        search_records(logs, Matcher.build("^hit"), context=0, max_matches=5, timeout=-1)
+
+
+def test_records_within_their_timeout_are_found(tmp_path: Path) -> None:
+    logs = records(tmp_path, ["hit"], ["x", "hit"])
+    reply = search_records(logs, Matcher.build("^hit"), context=0, max_matches=5, timeout=0.5)
+    assert found(reply) == [(3, [(1, "M", "hit")]), (4, [(2, "M", "hit")])]

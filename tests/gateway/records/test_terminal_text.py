@@ -212,3 +212,23 @@ def test_unterminated_string_memory_is_bounded() -> None:
         tracemalloc.stop()
     assert grown < 64 * 1024
     assert terminal.feed("\x07after\n") == ["beforeafter"]
+
+
+# Escape sequences at the edges of their byte ranges: each is dropped whole, however it is split.
+EDGES = [
+    ("escape with a space intermediate", "a\x1b Fb", ["ab"]),
+    ("escape with a slash intermediate", "a\x1b/Fb", ["ab"]),
+    ("escape ending in a tilde", "a\x1b~b", ["ab"]),
+    ("escape ending in a zero", "a\x1b0b", ["ab"]),
+    ("csi ending in an at sign", "a\x1b[2@b", ["ab"]),
+    ("csi ending in a tilde", "a\x1b[2~b", ["ab"]),
+    ("an escape inside an intermediate starts anew", "x\x1b \x1b[31mred", ["xred"]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in EDGES], ids=[c[0] for c in EDGES])
+def test_sequences_at_the_edges_of_their_ranges(text: str, expected: list[str]) -> None:
+    assert normalize(text) == expected
+    for first, second in feeds_at_every_split(text):
+        terminal = TerminalText()
+        assert terminal.feed(first) + terminal.feed(second) + terminal.finish() == expected

@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway.upstream.test_upstream_mode import API, lines, run
+from tests.gateway.upstream.test_upstream_mode import API, lines
+from tests.support.cells import run
 from tests.support.gateways import GatewayProcess, wait_refused
 from tests.support.sse import events, next_event
 from tests.support.upstreams import KINDS, UpstreamProcess, running, upstream_gateway

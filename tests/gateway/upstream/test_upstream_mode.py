@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.cells import run
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, free_port
 from tests.support.kernel_ws import KernelWebsocket
@@ -42,13 +43,6 @@ async def kernel(http: httpx.AsyncClient) -> AsyncIterator[str]:
         yield kernel_id
     finally:
         await http.delete(f"{API}/kernels/{kernel_id}")
-
-
-async def run(http: httpx.AsyncClient, kernel: str, code: str, wait: float = 60) -> dict[str, Any]:
-    """Return the execution of `code`, once it ended (or `wait` passed)."""
-    r = await http.post(f"{API}/kernels/{kernel}/executions", json={"code": code, "wait": wait})
-    assert r.status_code == 201, r.text
-    return dict(r.json()["execution"])
 
 
 async def lines(

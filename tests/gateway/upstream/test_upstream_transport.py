@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.gateway.upstream.test_upstream_mode import API, ended, lines, run
+from tests.gateway.upstream.test_upstream_mode import API, ended, lines
+from tests.support.cells import run
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
 from tests.support.kernel_ws import KernelWebsocket

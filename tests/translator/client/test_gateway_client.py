@@ -10,7 +10,6 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.hold import Hold
+from tests.support.cells import texts
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, free_port
 from tests.support.holds import wait_for_holders
@@ -45,11 +45,6 @@ def plain_http_server() -> Iterator[str]:
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(10)
-
-
-def texts(lines: list[dict[str, Any]]) -> list[str]:
-    """Return the texts of wire lines."""
-    return [line["text"] for line in lines]
 
 
 async def test_info_and_kernel_lifecycle(client: GatewayClient) -> None:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
 import warnings
 from pathlib import Path
 
 import pytest
 
 from loomgate.translator.client.errors import GatewayConfigError
-from loomgate.translator.client.gateways_toml import load_gateways_toml
+from loomgate.translator.client.gateways_toml import (
+    decode_error_line,
+    find_line,
+    load_gateways_toml,
+)
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
 
@@ -211,3 +217,217 @@ def test_private_token_file_and_token_env_files_do_not_warn(tmp_path: Path) -> N
         load_gateways_toml(write(tmp_path / "private.toml", GATEWAYS))
         only_env = '[gateways.lab]\nurl = "http://x"\ntoken_env = "T"\n'
         load_gateways_toml(write(tmp_path / "open.toml", only_env, mode=0o644))
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "url"),
+    [
+        ("http://h:1//", {}, "http://h:1"),
+        ("http://h:1/AX", {}, "http://h:1/AX"),
+        (None, {"LOOMGATE_URL": "https://h/x/"}, "https://h/x"),
+        (None, {"LOOMGATE_URL": "https://h/BOX"}, "https://h/BOX"),
+    ],
+)
+def test_a_urls_trailing_slashes_go_and_nothing_else(
+    config: Path, option: str | None, env: dict[str, str], url: str
+) -> None:
+    assert select_gateway(option, env).url == url
+
+
+@pytest.mark.parametrize("option", ["http:x", "https:x", "http:/x", "tcp://x"])
+def test_something_like_a_url_is_never_taken_for_a_name(config: Path, option: str) -> None:
+    write(config, GATEWAYS)
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway(option, {})
+    assert str(refused.value) == f"--gateway '{option}' is not a valid http:// or https:// URL"
+
+
+def test_a_bad_loomgate_url_says_how_to_name_a_gateway(config: Path) -> None:
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway(None, {"LOOMGATE_URL": "lab"})
+    assert str(refused.value) == (
+        "LOOMGATE_URL must be an http:// or https:// URL, not 'lab' "
+        "(use --gateway NAME for a gateway from gateways.toml)"
+    )
+
+
+def test_a_name_without_a_gateways_file_says_what_a_gateway_is(config: Path) -> None:
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway("lab", {})
+    assert str(refused.value) == (
+        f"unknown gateway 'lab': there is no {config} (a gateway is a name defined there, "
+        "or an http:// or https:// URL)"
+    )
+
+
+def test_a_gateways_file_that_defines_none(config: Path) -> None:
+    write(config, "# nothing yet\n")
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway("lab", {})
+    assert str(refused.value) == f"unknown gateway 'lab'; {config} defines: none"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[gateways.a]\nurl = "http://a"\n\n[gateways.lab]\nurl = 8787\n',
+            "line 5: the url of gateway 'lab' must be an http:// or https:// URL",
+        ),
+        (
+            '[gateways.a]\ntoken_env = "A"\nurl = "http://a"\n\n[gateways.lab]\nurl = "http://x"\n'
+            "token_env = 3\n",
+            "line 7: the token_env of gateway 'lab' must be a non-empty string",
+        ),
+        (
+            '[gateways.a]\nurl = "http://a"\ntoken = "s"\n\n[gateways.lab]\nurl = "http://x"\n'
+            'token_env = "T"\ntoken = "t"\n',
+            "line 8: gateway 'lab' has both token and token_env; keep one",
+        ),
+        (
+            '[gateways.a]\nurl = "http://a"\nverify = true\n\n[gateways.lab]\nurl = "http://x"\n'
+            'verify = "no"\n',
+            "line 7: the verify of gateway 'lab' must be true or false",
+        ),
+        (
+            '[gateways.verfy]\nurl = "http://v"\n\n[gateways.lab]\nurl = "http://x"\n'
+            "verfy = true\n",
+            "line 6: gateway 'lab' has an unknown key 'verfy' (allowed: url, token_env, token, "
+            "verify, kind, headers_env)",
+        ),
+        ('[gateways.lab]\nurl = "http://x"\nverify = \n', "line 3: invalid TOML (Invalid value)"),
+        ('x = "abc', ": invalid TOML (Unterminated string (at end of document))"),
+        ('"\\u0078" = 1\n', ": unknown key 'x' (expected only [gateways.NAME] tables)"),
+        ("gateways = 3\n", ": 'gateways' must be a table of [gateways.NAME] tables"),
+    ],
+)
+def test_errors_point_at_the_line_of_the_gateway_at_fault(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = write(tmp_path / "gateways.toml", text)
+    with pytest.raises(GatewayConfigError) as refused:
+        load_gateways_toml(path)
+    assert str(refused.value) == (f"{path}{message}" if message[0] == ":" else f"{path} {message}")
+
+
+def test_a_gateways_file_that_cannot_be_read(tmp_path: Path) -> None:
+    with pytest.raises(GatewayConfigError) as refused:
+        load_gateways_toml(tmp_path)
+    assert str(refused.value) == f"cannot read {tmp_path}: Is a directory"
+
+
+def test_a_gateway_url_keeps_all_but_its_trailing_slashes(tmp_path: Path) -> None:
+    text = '[gateways.a]\nurl = "http://a/X//"\n\n[gateways.b]\nurl = "http://b/AX"\n'
+    targets = load_gateways_toml(write(tmp_path / "g.toml", text))
+    assert (targets["a"].url, targets["b"].url) == ("http://a/X", "http://b/AX")
+
+
+def test_the_readable_token_warning_says_how_to_fix_it(tmp_path: Path) -> None:
+    path = write(tmp_path / "gateways.toml", GATEWAYS, mode=0o644)
+    with pytest.warns(UserWarning) as caught:
+        load_gateways_toml(path)
+    assert len(caught) == 1
+    assert str(caught[0].message) == (
+        f"{path} holds a token but others can read it; run: chmod 600 {path}"
+    )
+
+
+LINES = '[gateways.a]\nurl = "http://a"\n  [gateways.b]\nverify = true\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "key", "line"),
+    [
+        (LINES, "a", None, 1),
+        (LINES, "a", "url", 2),
+        (LINES, "a", "verify", 1),
+        (LINES, "b", "verify", 4),
+        ('[gateways.a]\nurl = "http://a"\n', "a", "token", 1),
+        ('# c\n[gateways]\na = "x"\n', "a", None, 3),
+        ('gateways.a = "x"\n', "a", "url", 1),
+        (LINES, "missing", None, None),
+        (LINES, "missing", "url", None),
+    ],
+)
+def test_the_line_of_a_gateway_or_its_key(
+    text: str, name: str, key: str | None, line: int | None
+) -> None:
+    assert find_line(text, name, key) == line
+
+
+class LineError(ValueError):
+    """A parser error that carries its line, as newer Pythons' TOML errors do."""
+
+    lineno = 7
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (LineError("bad (at line 3, column 1)"), 7),
+        (ValueError("bad (at line 3, column 1)"), 3),
+        (ValueError("bad (at end of document)"), None),
+    ],
+)
+def test_the_line_a_toml_error_points_at(error: ValueError, line: int | None) -> None:
+    assert decode_error_line(error) == line
+
+
+@pytest.fixture
+def jupyter_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Jupyter runtime dir listing one running server, jupyter:8899 (this process stands in
+    for it)."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    server = {"url": "http://127.0.0.1:8899/", "token": "tok", "pid": os.getpid(), "port": 8899}
+    (runtime / "jpserver-1.json").write_text(json.dumps(server))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    return runtime
+
+
+def test_a_running_jupyter_server_is_reached_by_its_name(
+    config: Path, jupyter_runtime: Path
+) -> None:
+    assert select_gateway("jupyter:8899", {}) == GatewayTarget(
+        "http://127.0.0.1:8899", "tok", True, "jupyter:8899", False
+    )
+    write(config, GATEWAYS)
+    assert select_gateway("jupyter:8899", {}).token == "tok"
+
+
+def test_a_jupyter_name_that_runs_nowhere(config: Path, jupyter_runtime: Path) -> None:
+    with pytest.raises(GatewayConfigError) as refused:
+        select_gateway("jupyter:8900", {})
+    assert str(refused.value) == "no Jupyter server 'jupyter:8900' is running on this machine"
+
+
+def test_a_gateways_file_may_name_a_gateway_like_a_jupyter_server(
+    config: Path, jupyter_runtime: Path
+) -> None:
+    write(config, '[gateways."jupyter:8899"]\nurl = "http://elsewhere:1"\n')
+    target = select_gateway("jupyter:8899", {})
+    assert (target.url, target.token, target.name) == ("http://elsewhere:1", None, "jupyter:8899")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[gateways.a]\nurl = "http://a"\nkind = "jupyter"\n\n[gateways.lab]\nurl = "http://x"\n'
+            'kind = "hub"\n',
+            "line 7: the kind of gateway 'lab' must be 'loomgate' or 'jupyter' (a Jupyter server, "
+            "JupyterHub user server, Kernel Gateway or Enterprise Gateway)",
+        ),
+        (
+            '[gateways.a]\nurl = "http://a"\nkind = "jupyter"\nheaders_env = "H"\n\n'
+            '[gateways.lab]\nurl = "http://x"\nheaders_env = "H"\n',
+            "line 8: the headers_env of gateway 'lab' must be a variable name, and only a "
+            "kind = 'jupyter' gateway takes it",
+        ),
+    ],
+)
+def test_kind_errors_point_at_the_gateway_at_fault(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / "gateways.toml", text)
+    with pytest.raises(GatewayConfigError) as refused:
+        load_gateways_toml(path)
+    assert str(refused.value) == f"{path} {message}"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
-from loomgate.translator.mcp_server.settings import Settings, SettingsError
+from loomgate.translator.mcp_server.settings import Settings, SettingsError, parser
 from loomgate.translator.output_view import OutputLimits
 
 SETTINGS = [
@@ -59,3 +60,90 @@ def test_cwd_names_the_kernels_directory(tmp_path: object) -> None:
     assert Settings.from_args(["--cwd", str(tmp_path)]).cwd == str(tmp_path)
     with pytest.raises(SettingsError, match="is not a directory"):
         Settings.from_args(["--cwd", f"{tmp_path}/missing"])
+
+
+def help_text() -> str:
+    """Return `loomgate-mcp --help` with its white space folded (terminal widths differ)."""
+    return " ".join(parser().format_help().split())
+
+
+HELP = [
+    "usage: loomgate-mcp ",
+    " MCP server for persistent, inspectable Jupyter kernels on a loomgate gateway. ",
+    "--gateway GATEWAY a gateways.toml name or a URL (default: local)",
+    "--kernel KERNEL attach to this kernel (name or id prefix) at first use",
+    "--cwd CWD working directory of the kernels this server creates (default: its own; for "
+    "hosts that cannot set one)",
+    "--transport {stdio,streamable-http} (stdio)",
+    "--host HOST HTTP bind address (127.0.0.1)",
+    "--port PORT HTTP port (8801)",
+    "--path PATH HTTP path (/mcp)",
+    "--result-mode {structured,content} structured: text plus structuredContent (default); "
+    "content: text only",
+    "--quiet do not show what startup.py printed (its failures still show)",
+    "--no-autostart never start the local gateway",
+    "--max-lines MAX_LINES lines of a cell's output before head/tail (200)",
+    "--max-chars MAX_CHARS characters before head/tail (20000)",
+    "--request-timeout SECONDS how long the gateway may take to answer a request (",
+]
+
+
+@pytest.mark.parametrize("shown", HELP)
+def test_help_says_what_each_flag_does_and_its_default(shown: str) -> None:
+    assert shown in help_text()
+
+
+def test_help_gives_the_request_timeout_in_seconds() -> None:
+    timeout = Settings().request_timeout
+    assert f"answer a request ({timeout:g})" in help_text()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--transport", "tcp"], ["--result-mode", "html"], ["--port", "http"], ["--unknown"]],
+)
+def test_flags_outside_their_choices_are_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        Settings.from_args(argv)
+    assert refused.value.code == 2
+    assert "usage: loomgate-mcp" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "limits", "timeout"),
+    [
+        (["--max-lines", "2", "--max-chars", "100"], OutputLimits(2, 100), None),
+        (["--request-timeout", "3600"], OutputLimits(), 3600.0),
+        (["--request-timeout", "0.5"], OutputLimits(), 0.5),
+        (["--request-timeout", "1"], OutputLimits(), 1.0),
+    ],
+    ids=["smallest limits", "longest timeout", "sub-second timeout", "one second"],
+)
+def test_values_at_the_edges_are_accepted(
+    argv: list[str], limits: OutputLimits, timeout: float | None
+) -> None:
+    settings = Settings.from_args(argv)
+    assert settings.limits == limits
+    assert settings.request_timeout == (Settings().request_timeout if timeout is None else timeout)
+
+
+def test_the_kernels_directory_defaults_to_the_servers_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert Settings.from_args([]).cwd == str(tmp_path.resolve())
+
+
+def test_a_relative_or_home_cwd_is_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Settings.from_args(["--cwd", "work"]).cwd == str((tmp_path / "work").resolve())
+    assert Settings.from_args(["--cwd", "~/work"]).cwd == str((tmp_path / "work").resolve())
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_args(["--cwd", "missing"])
+    assert str(refused.value) == "--cwd missing is not a directory"

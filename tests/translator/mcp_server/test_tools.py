@@ -14,13 +14,9 @@ from mcp import Client
 from mcp.types import ElicitResult
 
 from loomgate.translator.mcp_server.settings import Settings
+from tests.support.cells import PNG
 from tests.support.gates import Gate
 from tests.support.mcp_clients import conversation, stop_conversation_kernel, text
-
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAC"
-    "hwGA60e6kgAAAABJRU5ErkJggg=="
-)
 
 
 async def run(mcp: Client, code: str, **arguments: Any) -> Any:

@@ -1,0 +1,408 @@
+"""Why a surviving mutant is equivalent: no behaviour a user could notice tells it from the code.
+
+bench.mutation writes each survivor's reason beside its diff. A rule names part of the mutant's
+name (its module and function) and part of the line the mutant wrote, so it still applies when
+mutmut numbers the mutants differently; the first rule that matches gives the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Survivors whose name holds `name` and whose written line holds `line` (is `line`, when
+    `exact`; a `line` that begins with "-" is looked for among the removed lines) are
+    equivalent."""
+
+    name: str
+    line: str
+    reason: str
+    exact: bool = False
+
+    def matches(self, mutant: str, written: list[str], removed: list[str]) -> bool:
+        """Return whether this rule explains `mutant`."""
+        if self.name not in mutant:
+            return False
+        lines, wanted = (
+            (removed, self.line[1:]) if self.line.startswith("-") else (written, self.line)
+        )
+        return any(line == wanted if self.exact else wanted in line for line in lines)
+
+
+FALSE = "None is false, as False is, wherever the value is read"
+STRICT = (
+    "the rows zipped are always of one length (built together), so zip's strict check never "
+    "fires and dropping it changes nothing"
+)
+AUDIENCE = (
+    'read_call words every audience but "person" for the model, so a default other than '
+    '"person" reads as "model" does'
+)
+UNTIMED = (
+    "the clock would have to read exactly the deadline (a float, to the nanosecond) for the two "
+    "comparisons to differ"
+)
+LARGER = (
+    "reading more of the files at once yields the same lines in larger blocks (a search finds "
+    "the same; it costs memory)"
+)
+EMPTY_TAIL = (
+    "read(total - n, total) is empty for n = 0, and for a negative n it starts past the end and "
+    "is empty too"
+)
+UNREAD_PARAMS = 'the parameters are read only in the CSI state, and entering it sets them to ""'
+CATEGORY = "warnings.warn's category defaults to UserWarning"
+STACKLEVEL = (
+    "only which caller the warning names changes, and mutmut's trampoline adds a frame of its "
+    "own, so no test run under mutation can tell (not equivalent: untestable here)"
+)
+MORE_MATCHES = (
+    "finding more matches than max_matches + 1 only costs time: the list is cut to max_matches "
+    "and `truncated` is the same"
+)
+LINE_ZERO = (
+    "0 is refused first (line numbers start at 1), so `< 0` and `<= 0` (or `< 1`) agree on every "
+    "number that gets here"
+)
+
+RULES = (
+    # translator settings
+    Rule(
+        "settings.x_parser_",
+        "defaults = Settings(",
+        "the parser reads only the flags' defaults from this Settings, never its cwd or env",
+    ),
+    # presentation
+    Rule(".presentation.", 'audience: Audience = "', AUDIENCE),
+    Rule(".presentation.", "strict=", STRICT),
+    Rule(".presentation.", "zip(row, widths, )", STRICT),
+    Rule(
+        "refusals.x_not_waiting_for_input_",
+        'STATE_PHRASES.get(state or "XXXX"',
+        'a missing state is no key, as "" is not, so both give "is None"',
+    ),
+    Rule(
+        "reads.x_render_search_",
+        'page.clipped.get((number, line["n"]), ',
+        "a line that was not clipped gets None instead of 0, and `if clipped` shows no note for "
+        "either",
+    ),
+    Rule(
+        "reads.x_read_on_",
+        "rpartition",
+        'a lines range has one colon ("start:stop"; the gateway refuses others), so partition '
+        "and rpartition split it alike",
+    ),
+    Rule("output_view.x_fit_", "within(head_lines, None)", FALSE),
+    Rule(
+        "output_view.x_fit_",
+        "if (tail) or True else []",
+        "an empty tail sliced is the empty list the else gives",
+    ),
+    Rule(
+        "output_view.x_fit_",
+        "budget = limits.max_chars / 2",
+        "`used` is a whole number, and a whole number is above n // 2 exactly when it is above "
+        "n / 2",
+    ),
+    Rule(
+        "output_view.x_leading_",
+        "if lines else 1",
+        "with no lines the loop never runs, so the numbering's width is never used",
+    ),
+    Rule(
+        "SearchPage",
+        'if len(text) <= len(line["text"])',
+        "it records 0 clipped characters for lines that fit; page.clipped is read only by "
+        "render_search, which shows no note for 0",
+    ),
+    # terminal text
+    Rule(
+        "terminal_text.x__has_controls_",
+        "control not in text",
+        "it only sends text free of controls down the slow path, which renders it alike",
+    ),
+    Rule("terminal_text.xǁTerminalTextǁ__init__", "self._csi_params = ", UNREAD_PARAMS),
+    Rule("terminal_text.xǁTerminalTextǁfinish_", "self._csi_params = ", UNREAD_PARAMS),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ__init__",
+        'getincrementaldecoder("UTF-8")',
+        'Python names one codec "utf-8" and "UTF-8"',
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁfinish_",
+        'self._decoder.decode(b"", ',
+        "feeding text flushes the decoder with final=True first, so the bytes it held still "
+        "show as U+FFFD",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        r'if text[i] == "XX\\XX"',
+        "ESC \\ still ends the string: the ESC state reads \\ as an escape's final byte",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        r'char == "XX\x1bXX"',
+        "ESC ESC still reads as one ESC: the second is read again as the start of a sequence",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "state = None",
+        "None falls into the same branch as ESC_INTERMEDIATE (every state not named above it)",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "if j >= i",
+        "writing the empty text between two controls writes nothing",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "csi = None",
+        "the state machine reads a complete CSI sequence a character at a time to the same end "
+        "(the fast path only saves time)",
+    ),
+    Rule(
+        "terminal_text.xǁTerminalTextǁ_feed_controls_",
+        "len(self._csi_params) <= _CSI_PARAMS_CAP",
+        "at the cap, more parameters are appended and cut back to the cap",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁerase_to_end_",
+        "self.col <= self.length",
+        "cutting at the line's end cuts nothing",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁrendered_",
+        "[text] if (text) or True",
+        "an empty part adds nothing to the joined line or to a cut of it",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁwrite_",
+        "self.col >= self.length",
+        "the padding appended when the cursor is at the end is empty",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁwrite_",
+        "len(rest) >= n",
+        "the rest appended when it is as long as the text written is empty",
+    ),
+    Rule(
+        "terminal_text.xǁ_Lineǁwrite_",
+        "self.col + self.length",
+        "the cursor passes the line's end only after erase_all, which leaves the line empty, so "
+        "col - length and col + length are the same",
+    ),
+    # line ranges
+    Rule("line_range.x__check_", "(start <= 0) == (stop < 0)", LINE_ZERO),
+    Rule("line_range.x__check_", "(start < 1) == (stop < 0)", LINE_ZERO),
+    Rule("line_range.x__check_", "(start < 0) == (stop <= 0)", LINE_ZERO),
+    Rule("line_range.x__check_", "(start < 0) == (stop < 1)", LINE_ZERO),
+    Rule(
+        "line_range.x__index_",
+        "number >= 0",
+        "0 is refused before a range is resolved (line numbers start at 1)",
+    ),
+    # gateway selection
+    Rule("gateways_toml.x_load_gateways_toml_", "None,", CATEGORY, exact=True),
+    Rule("gateways_toml.x_load_gateways_toml_", "-UserWarning,", CATEGORY, exact=True),
+    Rule("gateways_toml.x_load_gateways_toml_", "stacklevel=", STACKLEVEL),
+    Rule("gateways_toml.x_load_gateways_toml_", "-stacklevel=2,", STACKLEVEL, exact=True),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        "sys.version_info > (3, 11)",
+        "a running Python's version_info has five fields, so it is above (3, 11) exactly when "
+        "it is at least (3, 11)",
+    ),
+    Rule("gateways_toml.x_load_gateways_toml_", "token_in_file = None", FALSE),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        'path.read_text(encoding="UTF-8")',
+        'Python names one codec "utf-8" and "UTF-8"',
+    ),
+    Rule(
+        "gateways_toml.x_load_gateways_toml_",
+        "path.read_text(encoding=None)",
+        "the locale's encoding, which is UTF-8 wherever the tests run (not equivalent under a "
+        "non-UTF-8 locale, which a fast test cannot set)",
+    ),
+    Rule(
+        "output_view.xǁCellOutputǁlimits_to_keep_all_",
+        "max_chars=2 << 62",
+        "any limit past what a reply can hold keeps every character: 1 << 62 and 2 << 62 both do",
+    ),
+    Rule(
+        "output_view.xǁCellOutputǁlimits_to_keep_all_",
+        "max_chars=1 << 63",
+        "any limit past what a reply can hold keeps every character: 1 << 62 and 1 << 63 both do",
+    ),
+    # search
+    Rule("search.x__check_deadline_", "time.monotonic() > deadline", UNTIMED),
+    Rule("search.x__regex_indices_", "if left < 0", UNTIMED),
+    Rule(
+        "search.x__find_",
+        "log.read(log.count, log.count + 2)",
+        "read stops at the log's total, and the pending line is the last line",
+    ),
+    Rule("search.x_search_log_", "_find(log, matcher, None, deadline)", MORE_MATCHES),
+    Rule(
+        "search.x_search_log_",
+        "_find(log, matcher, max_matches + 2, deadline)",
+        "finding more matches than max_matches + 1 only costs time: the list is cut to "
+        "max_matches and `truncated` is the same",
+    ),
+    Rule(
+        "search.",
+        "regex.IGNORECASE if self.ignore_case else 1",
+        "flag 1 is the regex module's TEMPLATE flag, which it accepts and ignores",
+    ),
+    # output log
+    Rule(
+        "output_log.x__decode_",
+        'data.decode(errors="replace")',
+        "bytes.decode decodes UTF-8 when no codec is named",
+    ),
+    Rule(
+        "output_log.",
+        '"UTF-8"',
+        'Python names one codec "utf-8" and "UTF-8"',
+    ),
+    Rule(
+        "output_log.",
+        'payload.encode(errors="replace")',
+        "str.encode encodes UTF-8 when no codec is named",
+    ),
+    Rule(
+        "output_log.x__packed_",
+        "",
+        "the byte swap runs only on a big-endian machine; this one (and every machine the "
+        "tests run on) is little-endian",
+    ),
+    Rule("output_log.", "self._dirty = None", FALSE),
+    Rule(
+        "output_log.xǁLineLogǁ__init__",
+        'self._pending: str | Callable[[], str] | None = ""',
+        'a pending text of "" is no pending line, as None is',
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ__init__",
+        "self._pending_tag = ",
+        "the pending tag is read only with a pending line, and set_pending sets both",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_line_end_",
+        "_read_at(data, position, None)",
+        "reading the rest of the file at once finds the same first newline",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_open_writers_",
+        'open("ab", )',
+        "the buffer's size changes when bytes reach the file, never what a flush or a read sees",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_readers_",
+        "if self._index_reader is ",
+        "the two read handles are opened together; opening them again on a later read returns "
+        "the same bytes (it only spends file handles until they are collected)",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_roll_back_",
+        "if handle is None",
+        "dropping the writers a line later closes them as well (CPython frees them at once), "
+        "before the files are truncated",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_roll_back_",
+        "contextlib.suppress(OSError, ",
+        "closing a writer raises no ValueError (only a detached buffer would)",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_roll_back_",
+        "contextlib.suppress(None)",
+        "reached only when stat or truncate of a log's own file fails inside the roll-back "
+        "(the file vanished), which no fast test can bring about",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_roll_back_",
+        "path.stat().st_size >= length",
+        "truncating a file to its own length changes nothing",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁflush_",
+        "assert self._data_writer is not None or self._index_writer is not None",
+        "the two writers are opened and dropped together",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁappend_",
+        "if (len(encoded) == len(payload)) and False",
+        "it skips the ASCII fast path, whose line lengths are the ones splitting the bytes gives",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁappend_",
+        "len(self._unwritten) > _INDEX_FLUSH_ENTRIES",
+        "it flushes one line later; every read flushes first, so only a crash between those two "
+        "lines could tell",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁiter_committed_",
+        "_read_at(index, max(start, 0) * _ENTRY, None)",
+        LARGER,
+    ),
+    Rule("output_log.xǁLineLogǁiter_committed_", "want = None", LARGER),
+    Rule("output_log.xǁLineLogǁiter_committed_", "size + position", LARGER),
+    Rule("output_log.xǁLineLogǁiter_committed_", "_read_at(data, position, None)", LARGER),
+    Rule(
+        "output_log.xǁLineLogǁ_committed_",
+        "want = hi - lo + (",
+        "asking for one index entry past the last reads none (the file, or the mirror, ends "
+        "there), and the last line's end is the log's size either way",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_committed_",
+        "strict=",
+        STRICT,
+    ),
+    Rule("output_log.xǁLineLogǁread_", "strict=", STRICT),
+    Rule(
+        "output_log.xǁLineLogǁappend_",
+        "self._size >= _MIRROR_BYTES",
+        "a log of exactly 64 KiB is read from its files instead of from memory, and both hold "
+        "the same lines (a read flushes first)",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_sync_",
+        "contextlib.suppress(None)",
+        "reached only when a read's flush fails, a path with a product bug (see the strict "
+        "xfail test_a_read_that_cannot_flush_shows_what_is_on_disk); not equivalent: a test "
+        "can pin it once the bug is fixed",
+    ),
+    Rule(
+        "output_log.xǁLineLogǁ_committed_",
+        "want = hi - lo + (1 if hi < self._count else 1)",
+        "asking for one index entry past the last reads none (the file, or the mirror, ends "
+        "there), and the last line's end is the log's size either way",
+    ),
+    Rule("output_log.xǁLineLogǁread_", "zip(numbers, texts, tags, )", STRICT),
+    Rule("output_log.xǁLineLogǁtail_", "if (n > 0) or True", EMPTY_TAIL),
+    Rule("output_log.xǁLineLogǁtail_", "if n >= 0", EMPTY_TAIL),
+    Rule(
+        "output_log.xǁOutputStreamǁ__init__",
+        "self._tag = ",
+        "the first write's tag differs from it only while nothing is pending, and committing "
+        "nothing appends nothing",
+    ),
+    Rule(
+        "output_log.x_clip_line_",
+        "len(text) < max_chars",
+        "a line of exactly max_chars, cut to max_chars, is itself with 0 cut",
+    ),
+)
+
+
+def reason_for(mutant: str, diff: str) -> str | None:
+    """Return why `mutant` (with mutmut's `diff` of it) is equivalent, if a rule says."""
+    lines = diff.splitlines()
+    written = [x[1:].strip() for x in lines if x.startswith("+") and not x.startswith("+++")]
+    removed = [x[1:].strip() for x in lines if x.startswith("-") and not x.startswith("---")]
+    return next((rule.reason for rule in RULES if rule.matches(mutant, written, removed)), None)
