@@ -202,6 +202,9 @@ class LineLog:
 
     def read(self, lo: int, hi: int) -> list[Line]:
         """Return lines [lo, hi) of `total`, clipped; the pending line comes last, partial."""
+        # What a reader is shown is on disk first (a crash of the gateway keeps it); a flush
+        # that fails rolls the log back, so the counts below are taken after it.
+        self._sync()
         pending = self._pending_text()
         total = self._count + (1 if pending else 0)
         lo, hi = max(lo, 0), min(hi, total)
@@ -270,7 +273,6 @@ class LineLog:
         """Return the index entries and the texts of committed lines [lo, hi) (with one entry
         more when a line follows), from the mirror if there is one, else from the files."""
         want = hi - lo + (1 if hi < self._count else 0)
-        self._sync()  # what a reader was shown is on disk: a crash of the gateway keeps it
         mirror = self._mirror
         if mirror is None:
             index, data = self._readers()
