@@ -67,7 +67,10 @@ async def test_tls_with_verify_false_and_cut_connections(
             # opened again, the cell is followed to its end, and its record notes the window.
             async with events(http, kernel) as stream:
                 running = await run(
-                    http, kernel, f"print('before', flush=True)\n{gate.wait}\nprint('after')", 0
+                    http,
+                    kernel,
+                    f"print('before', flush=True)\n{gate.wait}\nprint('after')",
+                    wait=0,
                 )
                 await next_event(stream, "output", number=running["number"])
                 tls_proxy.drop()
