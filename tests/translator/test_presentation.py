@@ -15,6 +15,7 @@ from loomgate.translator.presentation import (
     format_elapsed,
     image_over_count,
     image_over_size,
+    input_dialog_message,
     kernel_gone_refusal,
     no_notebook_kernel,
     nothing_run_yet,
@@ -680,6 +681,10 @@ def test_progress_names_the_cell_its_wait_and_last_line(
     record: wire.Execution, waited: float, expected: str
 ) -> None:
     assert progress_message(record, waited) == expected
+
+
+def test_the_input_dialog_names_the_cell_and_its_prompt() -> None:
+    assert input_dialog_message(3, "name? ") == "In [3] asks for input: name? "
 
 
 def test_images_not_shown_say_which_and_why() -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from loomgate.shared import wire
 from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.presentation import input_dialog_message
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ async def ask_host(
     if request is None or request["password"] or not can_elicit(ctx):
         return False
     number = execution["number"]
-    message = f"In [{number}] asks for input: {request['prompt']}"
+    message = input_dialog_message(number, request["prompt"])
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         state = DialogState(ref, number, deadline - time.monotonic())
         raise NeedsInput(

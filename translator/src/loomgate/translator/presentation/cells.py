@@ -204,6 +204,11 @@ def render_running(execution: wire.Execution, last: Sequence[wire.Line]) -> str:
     return "\n".join(lines)
 
 
+def input_dialog_message(number: int, prompt: str) -> str:
+    """Return what the host's input dialog shows for In [`number`]'s input() `prompt`."""
+    return f"In [{number}] asks for input: {prompt}"
+
+
 def progress_message(execution: wire.Execution, waited: float) -> str:
     """Return the progress line of a cell still running after `waited` seconds: its last
     output line (clipped to 200 characters), if it printed one."""
