@@ -56,8 +56,9 @@ LONG_POLL_MARGIN = 30.0
 # The event stream sends a keepalive every 5 s; this much silence means the connection is dead.
 EVENT_READ_TIMEOUT = 30.0
 # A client that has made this many hot calls (submit, follow) opens the rpc: a one-cell CLI run
-# never pays for its import and upgrade, a conversation does once, off its first cell's path.
-HOT_CALLS_BEFORE_RPC = 2
+# (a submit and one follow) never pays for its import and upgrade, a conversation does once, off
+# its first cells' path.
+HOT_CALLS_BEFORE_RPC = 3
 
 
 def answer_as(shape: type[T], data: dict[str, Any]) -> T:
