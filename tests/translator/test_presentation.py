@@ -39,7 +39,7 @@ from loomgate.translator.presentation import (
     stopped_note,
     unexpected_failure,
 )
-from tests.support.wire_values import execution, lines, read
+from tests.support.wire_values import execution, kernel, lines, read
 
 
 @pytest.mark.parametrize(
@@ -457,29 +457,7 @@ def test_prewarmed_kernels_in_one_line(about: wire.Info, expected: str) -> None:
 
 def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
     """Return a kernel's model that is not live, `ended` or not, with `reason`."""
-    return wire.Kernel(
-        id="cccccccc-3",
-        name="lab",
-        kernel_spec="python3",
-        lifetime="persistent",
-        state="gone",
-        alive=False,
-        current_execution=None,
-        executions=2,
-        last_execution=2,
-        last_activity=None,
-        connections=0,
-        holders=0,
-        held_by=[],
-        cwd=None,
-        paths=[],
-        created=1.0,
-        ended=ended,
-        end_reason=reason,
-        attached=None,
-        implementation="",
-        setup=wire.Setup(parts=[], results=[]),
-    )
+    return kernel(state="gone", alive=False, ended=ended, end_reason=reason)
 
 
 @pytest.mark.parametrize(
