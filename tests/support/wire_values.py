@@ -85,5 +85,6 @@ def kernel(**fields: Any) -> wire.Kernel:
         attached=None,
         implementation="",
         setup=wire.Setup(parts=[], results=[]),
+        sandbox=None,
     )
     return cast(wire.Kernel, base | fields)

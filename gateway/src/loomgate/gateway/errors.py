@@ -54,6 +54,13 @@ class Conflict(Refusal):
     code = "conflict"
 
 
+class Forbidden(Refusal):
+    """A model's request to run less confined than the person decided."""
+
+    status = 403
+    code = "forbidden"
+
+
 class Unavailable(Refusal):
     """The kernel is starting, restarting, dead or did not answer in time."""
 

@@ -145,9 +145,11 @@ class _ExecutionBase(TypedDict):
 
 
 class Execution(_ExecutionBase, total=False):
-    """An execution's summary; `output` only when head or tail lines were asked for."""
+    """An execution's summary; `output` only when head or tail lines were asked for;
+    `sandbox_failure` only when the cell failed on a rule of its kernel's sandbox."""
 
     output: OutputView
+    sandbox_failure: SandboxFailure
 
 
 class ExecutionReply(TypedDict):
@@ -297,6 +299,34 @@ class Kernel(TypedDict):
     attached: float | None
     implementation: str
     setup: Setup
+    # The sandbox profile it runs under, fixed for its life; None for a kernel loomgate did not
+    # start (attached to, on an upstream, or started before sandboxes existed).
+    sandbox: Sandbox | None
+
+
+SandboxRule = Literal["hidden", "read_only", "network", "memory", "processes"]
+SANDBOX_RULES: tuple[SandboxRule, ...] = get_args(SandboxRule)
+
+
+class Sandbox(TypedDict):
+    """A kernel's sandbox: its profile's name and its rules made concrete for that kernel."""
+
+    profile: str  # "none": not confined
+    writable: list[str]  # absolute paths it may write in (besides its own temp dir)
+    hidden: list[str]  # absolute paths it cannot read
+    network: bool
+    memory: int | None  # bytes; None: no limit
+    processes: int | None  # None: no limit
+    # How the OS enforces it here, e.g. "bubblewrap, landlock, cgroup v1"; "" for none.
+    mechanism: str
+
+
+class SandboxFailure(TypedDict):
+    """The sandbox rule a failed cell ran into, so the model stops retrying."""
+
+    rule: SandboxRule
+    profile: str
+    path: str | None  # the path the rule concerns, when there is one
 
 
 class KernelReply(TypedDict):
@@ -358,6 +388,10 @@ class Info(TypedDict):
     # (None while it answers). Both None for a gateway whose kernels are its own processes.
     upstream: str | None
     upstream_error: str | None
+    # The profile kernels created through loomgate get, and every profile this gateway knows
+    # (None and [] for a gateway whose kernels run on an upstream: it confines none of them).
+    sandbox_default: str | None
+    sandbox_profiles: list[str]
 
 
 class PooledKernel(TypedDict):
@@ -375,6 +409,7 @@ ErrorCode = Literal[
     "not_found",  # 404: an unknown kernel, execution, stream or rich output
     "busy",  # 409: the kernel runs an execution; submissions are refused, never queued
     "conflict",  # 409: the request does not fit the state (nothing to interrupt, …)
+    "forbidden",  # 403: a model's request to run less confined than the person decided
     "unavailable",  # 503: the kernel is starting, restarting, dead or did not answer
     "storage_failed",  # 507: the disk refuses the writes a record needs
     "internal",  # 500: a fault of the gateway's own

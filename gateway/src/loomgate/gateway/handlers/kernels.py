@@ -71,6 +71,8 @@ async def info(call: Call) -> Answer:
         prewarmed=registry.pool.report(),
         upstream=registry.mkm.upstream,
         upstream_error=upstream_error,
+        sandbox_default=None,
+        sandbox_profiles=[],
     )
 
 

@@ -209,6 +209,7 @@ class RecordStore:
             attached=meta.get("attached"),
             implementation=meta.get("implementation", ""),
             setup=kept_setup(meta),
+            sandbox=meta.get("sandbox"),
         )
 
 

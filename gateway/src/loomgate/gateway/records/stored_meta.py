@@ -18,6 +18,7 @@ from loomgate.shared.wire import (
     Gap,
     InputRequest,
     Lifetime,
+    Sandbox,
     SetupPart,
     SetupResult,
     Source,
@@ -70,6 +71,7 @@ class KernelMeta(_KernelMetaBase, total=False):
     end_reason: str | None  # why it is gone when nobody stopped it, or why not taken back yet
     paths: list[str]  # the Jupyter session paths (notebooks, consoles) that use it
     setup: KeptSetup
+    sandbox: Sandbox | None  # the profile it runs under; absent: from before sandboxes
 
 
 def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:

@@ -103,6 +103,12 @@ class Conflict(Refused):
     code = "conflict"
 
 
+class Forbidden(Refused):
+    """A model's request to run less confined than the person decided (a looser sandbox)."""
+
+    code = "forbidden"
+
+
 class Unavailable(Refused):
     """The kernel is starting, restarting, dead or did not answer (`details["kernel_id"]` when
     it is gone)."""
@@ -130,6 +136,7 @@ REFUSALS: dict[str, type[Refused]] = {
         NotFound,
         Busy,
         Conflict,
+        Forbidden,
         Unavailable,
         StorageFailed,
         Internal,
