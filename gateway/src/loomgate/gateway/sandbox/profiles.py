@@ -3,11 +3,135 @@ concrete for one kernel."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
+
 from loomgate.shared.wire import SandboxRule as Rule
 
-__all__ = ["Rule", "SandboxProfile", "SandboxRules", "at_least_as_strict"]
+__all__ = [
+    "ALWAYS_HIDDEN",
+    "BUILT_IN",
+    "DEFAULT_MEMORY",
+    "DEFAULT_PROCESSES",
+    "NONE",
+    "STRICT",
+    "WORKSPACE",
+    "Rule",
+    "SandboxProfile",
+    "SandboxRules",
+    "SandboxRulesError",
+    "at_least_as_strict",
+    "concrete_path",
+    "format_size",
+    "lies_inside",
+    "parse_size",
+    "session_runtime_dirs",
+]
+
+KiB = 1024
+MiB = KiB * 1024
+GiB = MiB * 1024
+TiB = GiB * 1024
+
+# Never readable under any profile but `none`; a profile cannot take one out. Home-relative
+# ones start with `~/`. A path that does not exist here is kept: it may appear later, and on
+# the other OS (the macOS ones on Linux) it costs nothing.
+ALWAYS_HIDDEN: tuple[str, ...] = (
+    # keys and cloud, cluster, registry and forge credentials
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/git/credentials",
+    "~/.config/gh",
+    "~/.pypirc",
+    # the agents' own logins (a kernel could act as the person's assistant)
+    "~/.claude/.credentials.json",
+    "~/.codex/auth.json",
+    # password stores and keyrings
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.gnome2/keyrings",
+    "~/.local/share/kwalletd",
+    "~/Library/Keychains",
+    # the display's cookies (a client of the person's display can type into their windows)
+    "~/.Xauthority",
+    "~/.ICEauthority",
+    # browser profiles (cookies, saved passwords, sessions)
+    "~/.mozilla",
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    "~/.config/BraveSoftware",
+    "~/.config/microsoft-edge",
+    "~/snap/firefox",
+    "~/snap/chromium",
+    "~/Library/Application Support/Google/Chrome",
+    "~/Library/Application Support/Chromium",
+    "~/Library/Application Support/BraveSoftware",
+    "~/Library/Application Support/Microsoft Edge",
+    "~/Library/Application Support/Firefox",
+    "~/Library/Safari",
+    "~/Library/Cookies",
+    # system sockets through which something outside would run code for the kernel: the system
+    # bus, docker, containerd, podman and systemd's own socket (the session's runtime dir, with
+    # its D-Bus and systemd user sockets, is added by session_runtime_dirs())
+    "/run/dbus",
+    "/var/run/dbus",
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/run/systemd/private",
+)
+
+
+def physical_memory() -> int | None:
+    """Return this machine's physical memory in bytes, None where the OS does not say."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page_size = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * page_size if pages > 0 and page_size > 0 else None
+
+
+def default_memory(physical: int | None) -> int:
+    """Return the default memory limit: half of `physical` (whole MiB), 4 GiB if unknown.
+
+    Half leaves the person's other work the other half when a cell allocates without bound,
+    and a kernel whose data fits in memory at all fits in it.
+    """
+    if physical is None:
+        return 4 * GiB
+    return max(physical // 2 // MiB, 1) * MiB
+
+
+def default_processes(cpus: int | None) -> int:
+    """Return the default processes limit: 512, or 64 per CPU where that is more.
+
+    The limit counts the kernel's processes and threads together. A fork loop is held at a few
+    hundred, far below what takes a machine down, while a pool with one worker per CPU, each
+    with a thread per CPU (BLAS), still fits on a large machine.
+    """
+    return max(512, 64 * (cpus or 1))
+
+
+# Computed once, at import: the machine does not change under a running gateway.
+DEFAULT_MEMORY: int = default_memory(physical_memory())
+DEFAULT_PROCESSES: int = default_processes(os.cpu_count())
+
+
+class SandboxRulesError(ValueError):
+    """A profile that cannot be made concrete for a kernel: the sentence says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -22,9 +146,40 @@ class SandboxProfile:
     memory: int | None  # bytes; None: no limit
     processes: int | None  # None: no limit
 
-    def rules(self, *, cwd: Path, home: Path, private: tuple[Path, ...] = ()) -> SandboxRules:
-        """Return this profile made concrete for a kernel working in `cwd`."""
-        raise NotImplementedError
+    def rules(
+        self,
+        *,
+        cwd: Path,
+        home: Path,
+        private: tuple[Path, ...] = (),
+        session_runtime: tuple[Path, ...] | None = None,
+    ) -> SandboxRules:
+        """Return this profile made concrete for a kernel working in `cwd`.
+
+        `private`: the gateway's own dirs (its state and config dirs, the Jupyter runtime dirs),
+        hidden like ALWAYS_HIDDEN. `session_runtime`: the session's runtime dirs, hidden too
+        (None: session_runtime_dirs() of this process). Raises SandboxRulesError when the
+        profile cannot hold for this kernel (see check_rules()).
+        """
+        if not self.confined:
+            return SandboxRules(self.name, False, (), (), True, None, None)
+        runtime = session_runtime_dirs() if session_runtime is None else session_runtime
+        for what, path in (("working directory", cwd), ("home", home)):
+            if not path.is_absolute():
+                raise SandboxRulesError(f"The kernel's {what} {path} is not an absolute path.")
+        for path in (*private, *runtime):
+            if not path.is_absolute():
+                raise SandboxRulesError(f"The private path {path} is not an absolute path.")
+        where = resolved(cwd)
+        hidden = outermost(
+            [concrete_path(p, cwd=where, home=home) for p in (*ALWAYS_HIDDEN, *self.hidden)]
+            + [resolved(p) for p in (*private, *runtime)]
+        )
+        writable = outermost([concrete_path(p, cwd=where, home=home) for p in self.writable])
+        check_rules(self.name, cwd=where, home=resolved(home), writable=writable, hidden=hidden)
+        return SandboxRules(
+            self.name, True, writable, hidden, self.network, self.memory, self.processes
+        )
 
 
 @dataclass(frozen=True)
@@ -40,6 +195,200 @@ class SandboxRules:
     processes: int | None
 
 
+NONE = SandboxProfile("none", False, (), (), True, None, None)
+WORKSPACE = SandboxProfile(
+    "workspace", True, ("{cwd}",), (), True, DEFAULT_MEMORY, DEFAULT_PROCESSES
+)
+STRICT = replace(WORKSPACE, name="strict", network=False)
+BUILT_IN: Mapping[str, SandboxProfile] = MappingProxyType(
+    {profile.name: profile for profile in (NONE, WORKSPACE, STRICT)}
+)
+
+
+def session_runtime_dirs(
+    environ: Mapping[str, str] | None = None, uid: int | None = None
+) -> tuple[Path, ...]:
+    """Return the session's runtime dirs: $XDG_RUNTIME_DIR when set and absolute, and
+    /run/user/UID (the session's D-Bus and systemd user sockets live there)."""
+    env = os.environ if environ is None else environ
+    found: list[Path] = []
+    explicit = env.get("XDG_RUNTIME_DIR", "")
+    if explicit.startswith("/"):
+        found.append(Path(explicit))
+    user = uid if uid is not None else getattr(os, "getuid", lambda: None)()
+    if user is not None:
+        found.append(Path("/run/user") / str(user))
+    return tuple(dict.fromkeys(found))
+
+
+CWD = "{cwd}"
+
+
+def written_path_problem(text: str) -> str | None:
+    """Return what is wrong with a path as written in a profile, None if it is well formed.
+
+    A path is absolute (`/data`), home-relative (`~`, `~/x`) or relative to the kernel's
+    working directory (`{cwd}`, `{cwd}/x`); `{cwd}` only begins a path.
+    """
+    if not text:
+        return "a path is empty"
+    if "\x00" in text:
+        return f"path {text!r} holds a NUL character"
+    starts_cwd = text == CWD or text.startswith(CWD + "/")
+    if CWD in (text[len(CWD) :] if starts_cwd else text):
+        return f"path {text!r} uses {CWD} inside it: {CWD} may only begin a path"
+    if starts_cwd or text == "~" or text.startswith(("~/", "/")):
+        return None
+    if text.startswith("~"):
+        return f"path {text!r} names another user's home: write ~/… (yours) or an absolute path"
+    return f"path {text!r} is relative: write it as {CWD}/{text}, ~/{text} or an absolute path"
+
+
+def concrete_path(text: str, *, cwd: Path, home: Path) -> Path:
+    """Return the absolute, normalised path a profile's `text` stands for (SandboxRulesError if
+    it is malformed); symlinks are resolved as far as the path exists."""
+    problem = written_path_problem(text)
+    if problem is not None:
+        raise SandboxRulesError(problem[0].upper() + problem[1:])
+    if text == CWD or text.startswith(CWD + "/"):
+        path = cwd / text[len(CWD) :].lstrip("/")
+    elif text == "~" or text.startswith("~/"):
+        path = home / text[1:].lstrip("/")
+    else:
+        path = Path(text)
+    return resolved(path)
+
+
+def resolved(path: Path) -> Path:
+    """Return `path` absolute and normalised, its existing part's symlinks resolved."""
+    normal = Path(os.path.normpath(path))
+    try:
+        return normal.resolve(strict=False)
+    except (OSError, RuntimeError):  # a symlink loop: keep it as written
+        return normal
+
+
+def lies_inside(path: Path, root: Path) -> bool:
+    """Return whether `path` is `root` or below it (by whole components, no file system)."""
+    return path == root or root in path.parents
+
+
+def outermost(paths: Iterable[Path]) -> tuple[Path, ...]:
+    """Return `paths` sorted, without duplicates and without those inside another of them."""
+    unique = sorted(set(paths))
+    return tuple(p for p in unique if not any(q != p and lies_inside(p, q) for q in unique))
+
+
+def check_rules(
+    profile: str,
+    *,
+    cwd: Path,
+    home: Path,
+    writable: tuple[Path, ...],
+    hidden: tuple[Path, ...],
+) -> None:
+    """Raise SandboxRulesError unless these rules can hold for a kernel in `cwd`.
+
+    - A writable path may not lie inside a hidden one (a kernel cannot write where it cannot
+      see); a hidden path inside a writable one is fine: it stays hidden.
+    - The working directory may not lie inside a hidden path (the kernel could not start in it).
+    - No writable path may be your home directory or hold it (`/`, `/home`): a kernel that may
+      write there could change your shell's start-up files and so run code outside its sandbox.
+    """
+    for path in writable:
+        inside = next((h for h in hidden if lies_inside(path, h)), None)
+        if inside is not None:
+            raise SandboxRulesError(
+                f"Profile {profile!r} makes {path} writable, but it lies inside the hidden "
+                f"path {inside}: a kernel cannot write where it cannot see; remove it from the "
+                "profile's writable list."
+            )
+        if lies_inside(home, path):
+            what = "is your home directory" if path == home else "holds your home directory"
+            raise SandboxRulesError(
+                f"Profile {profile!r} would make {path} writable, which {what}: a kernel "
+                "that may write there could change your shell's start-up files and run code "
+                "outside its sandbox. Start the kernel in a project directory, or choose "
+                "profile 'none'."
+            )
+    inside = next((h for h in hidden if lies_inside(cwd, h)), None)
+    if inside is not None:
+        raise SandboxRulesError(
+            f"The kernel's working directory {cwd} lies inside {inside}, which profile "
+            f"{profile!r} hides: start the kernel in another directory, or choose profile "
+            "'none'."
+        )
+
+
 def at_least_as_strict(a: SandboxRules, b: SandboxRules) -> bool:
-    """Return whether `a` allows nothing that `b` forbids (decided by the rules, not names)."""
-    raise NotImplementedError
+    """Return whether `a` allows nothing that `b` forbids (decided by the rules, not names).
+
+    `a` is at least as strict as `b` when: `b` is not confined, or `a` is confined and every
+    writable path of `a` lies inside a writable path of `b`, every hidden path of `b` lies
+    inside a hidden path of `a`, `a` has no network where `b` has none, and `a`'s memory and
+    processes limits are no higher than `b`'s (no limit is the loosest).
+    """
+    if not b.confined:
+        return True
+    if not a.confined:
+        return False
+    return (
+        all(any(lies_inside(w, v) for v in b.writable) for w in a.writable)
+        and all(any(lies_inside(h, g) for g in a.hidden) for h in b.hidden)
+        and (b.network or not a.network)
+        and limit_within(a.memory, b.memory)
+        and limit_within(a.processes, b.processes)
+    )
+
+
+def limit_within(a: int | None, b: int | None) -> bool:
+    """Return whether limit `a` is no looser than limit `b` (None: no limit)."""
+    return b is None or (a is not None and a <= b)
+
+
+# Binary units (K, KiB: 1024) and the SI ones spelled with a B (KB: 1000), any case.
+SIZE_UNITS: Mapping[str, int] = MappingProxyType(
+    {
+        "": 1,
+        "b": 1,
+        **{f"{p}": 1024**n for n, p in enumerate("kmgt", 1)},
+        **{f"{p}ib": 1024**n for n, p in enumerate("kmgt", 1)},
+        **{f"{p}b": 1000**n for n, p in enumerate("kmgt", 1)},
+    }
+)
+SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
+SIZE_EXAMPLES = "e.g. '4GiB', '512MiB', '2G' or a number of bytes"
+
+
+def parse_size(value: str | int) -> int:
+    """Return the bytes a size stands for: `4294967296`, `"4GiB"`, `"512MiB"`, `"2G"` (binary),
+    `"4GB"` (SI, 4×10⁹), `"1.5GiB"`; ValueError with a sentence if it is not a positive size."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{value!r} is not a size: write {SIZE_EXAMPLES}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"size {value} is not positive: write {SIZE_EXAMPLES}")
+        return value
+    match = SIZE.fullmatch(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a size: write {SIZE_EXAMPLES}")
+    number, unit = match.groups()
+    factor = SIZE_UNITS.get(unit.lower())
+    if factor is None:
+        raise ValueError(
+            f"{value!r} has an unknown unit {unit!r}: use B, KiB, MiB, GiB, TiB (or K, M, G, T), "
+            "or KB, MB, GB, TB for powers of 1000"
+        )
+    size = int(float(number) * factor) if "." in number else int(number) * factor
+    if size <= 0:
+        raise ValueError(f"size {value!r} is not positive: write {SIZE_EXAMPLES}")
+    return size
+
+
+def format_size(size: int) -> str:
+    """Return `size` bytes for people: "4 GiB", "1.5 GiB", "512 MiB", "100 bytes"."""
+    for unit, factor in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if size >= factor:
+            text = f"{size / factor:.2f}".rstrip("0").rstrip(".")
+            return f"{text} {unit}"
+    return f"{size} byte" if size == 1 else f"{size} bytes"
