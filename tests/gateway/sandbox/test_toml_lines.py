@@ -1,0 +1,77 @@
+"""TomlLines: the line a key or table of a TOML text is written on."""
+
+from __future__ import annotations
+
+import pytest
+
+from loomgate.gateway.sandbox.toml_lines import TomlLines
+
+TEXT = """\
+# sandbox.toml
+default = "data"
+jupyter_api='none'
+
+[profiles.data]
+writable = [
+    "{cwd}",
+    '/srv/data',
+    "/a\\"b",
+]
+network = false
+
+[profiles."with space"]
+memory = "4GiB"
+
+[profiles]
+inline = { network = true, memory = 1 }
+dotted.network = false
+dotted.hidden = ["~/x"]
+
+[other]
+default = "not top level"
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda t: t.top_level("default"), 2),
+        (lambda t: t.top_level("jupyter_api"), 3),
+        (lambda t: t.top_level("profiles"), 5),
+        (lambda t: t.top_level("other"), 21),
+        (lambda t: t.top_level("missing"), None),
+        (lambda t: t.table("profiles", "data"), 5),
+        (lambda t: t.table("profiles", "with space"), 13),
+        (lambda t: t.table("profiles", "inline"), 17),
+        (lambda t: t.table("profiles", "dotted"), 18),
+        (lambda t: t.table("profiles", "missing"), 5),
+        (lambda t: t.key("profiles", "data", "network"), 11),
+        (lambda t: t.key("profiles", "data", "writable"), 6),
+        (lambda t: t.key("profiles", "data", "memory"), 5),
+        (lambda t: t.key("profiles", "with space", "memory"), 14),
+        (lambda t: t.key("profiles", "inline", "memory"), 17),
+        (lambda t: t.key("profiles", "dotted", "hidden"), 19),
+        (lambda t: t.item("profiles", "data", "writable", "{cwd}"), 7),
+        (lambda t: t.item("profiles", "data", "writable", "/srv/data"), 8),
+        (lambda t: t.item("profiles", "data", "writable", '/a"b'), 9),
+        (lambda t: t.item("profiles", "data", "writable", "nowhere"), 6),
+        (lambda t: t.item("profiles", "dotted", "hidden", "~/x"), 19),
+        (lambda t: t.item("profiles", "missing", "hidden", "~/x"), 5),
+    ],
+)
+def test_lines(call: object, expected: int | None) -> None:
+    assert call(TomlLines(TEXT)) == expected  # type: ignore[operator]
+
+
+def test_a_list_ends_at_the_next_key() -> None:
+    text = '[profiles.p]\nwritable = [\n  "a=b",\n]\nhidden = ["x"]\n'
+    lines = TomlLines(text)
+    assert lines.item("profiles", "p", "writable", "a=b") == 3
+    assert lines.item("profiles", "p", "writable", "x") == 2
+
+
+def test_dotted_top_level_tables() -> None:
+    lines = TomlLines('default = "x"\nprofiles.p.network = false\n')
+    assert lines.table("profiles", "p") == 2
+    assert lines.key("profiles", "p", "network") == 2
+    assert lines.top_level("profiles") == 2
