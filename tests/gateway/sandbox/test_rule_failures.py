@@ -1,0 +1,257 @@
+"""failure_of(): which rule a failed cell ran into, from the messages real tools give."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.rule_failures import failure_of
+
+H = "/nonexistent-home"
+WS = SandboxRules(
+    "workspace",
+    True,
+    (Path(f"{H}/project"),),
+    tuple(
+        Path(p)
+        for p in (
+            f"{H}/.ssh",
+            f"{H}/.aws",
+            f"{H}/.netrc",
+            f"{H}/.local/state/loomgate",
+            f"{H}/.local/share/jupyter/runtime",
+            "/run/dbus",
+        )
+    ),
+    True,
+    4 << 30,
+    512,
+)
+ST = replace(WS, profile="strict", network=False)
+NO_MEMORY = replace(ST, profile="mine", memory=None)
+UNLIMITED = replace(NO_MEMORY, processes=None)
+NONE = SandboxRules("none", False, (), (), True, None, None)
+
+Case = tuple[SandboxRules, str | None, str | None, str, str | None, str | None]
+
+
+def err(rules: SandboxRules, name: str, value: str, rule: str | None, path: str | None) -> Case:
+    """A cell that raised `name: value`."""
+    return (rules, name, value, "", rule, path)
+
+
+def out(rules: SandboxRules, stderr: str, rule: str | None, path: str | None) -> Case:
+    """A cell whose subprocess wrote `stderr` (one line unless it has its own)."""
+    return (rules, None, None, stderr if stderr.endswith("\n") else stderr + "\n", rule, path)
+
+
+DENIED = "[Errno 13] Permission denied:"
+EROFS = "[Errno 30] Read-only file system:"
+EAI_AGAIN = "[Errno -3] Temporary failure in name resolution"
+
+# fmt: off
+HIDDEN = [
+    err(WS, "PermissionError", f"{DENIED} '{H}/.ssh/id_rsa'", "hidden", f"{H}/.ssh/id_rsa"),
+    err(WS, "PermissionError", f"{DENIED} '{H}/.ssh'", "hidden", f"{H}/.ssh"),
+    err(WS, "PermissionError", f"{DENIED} '{H}/.netrc'", "hidden", f"{H}/.netrc"),
+    err(WS, "PermissionError", f"{DENIED} '{H}/.local/state/loomgate/gateway.json'",
+        "hidden", f"{H}/.local/state/loomgate/gateway.json"),
+    err(WS, "PermissionError", f"{DENIED} '{H}/.local/share/jupyter/runtime/jpserver-42.json'",
+        "hidden", f"{H}/.local/share/jupyter/runtime/jpserver-42.json"),
+    err(WS, "PermissionError", f"{DENIED} '{H}/project/../.ssh/id_rsa'",
+        "hidden", f"{H}/.ssh/id_rsa"),
+    err(WS, "OSError", f"{EROFS} '{H}/.ssh/new'", "hidden", f"{H}/.ssh/new"),
+    err(WS, "PermissionError", f"[Errno 1] Operation not permitted: '{H}/.ssh/id_rsa'",
+        "hidden", f"{H}/.ssh/id_rsa"),
+    err(ST, "PermissionError", f"{DENIED} '/run/dbus/system_bus_socket'",
+        "hidden", "/run/dbus/system_bus_socket"),
+    (WS, "CalledProcessError", "Command '['cat', 'x']' returned non-zero exit status 1.",
+     f"cat: {H}/.aws/credentials: Permission denied\n", "hidden", f"{H}/.aws/credentials"),
+    out(WS, f"ls: cannot open directory '{H}/.ssh': Permission denied", "hidden", f"{H}/.ssh"),
+    out(WS, f"sh: 1: cannot open {H}/.ssh/id_rsa: Permission denied",
+        "hidden", f"{H}/.ssh/id_rsa"),
+    out(WS, f"bash: line 1: {H}/.ssh/authorized_keys: Permission denied",
+        "hidden", f"{H}/.ssh/authorized_keys"),
+    out(WS, f"/usr/bin/python3: can't open file '{H}/.ssh/x.py': [Errno 13] Permission denied",
+        "hidden", f"{H}/.ssh/x.py"),
+    out(WS, f"cp: cannot stat '{H}/.ssh/hostname': Permission denied",
+        "hidden", f"{H}/.ssh/hostname"),
+]
+READ_ONLY = [
+    err(WS, "OSError", f"{EROFS} '{H}/x'", "read_only", f"{H}/x"),
+    err(WS, "OSError", f"{EROFS} '/etc/passwd'", "read_only", "/etc/passwd"),
+    err(WS, "OSError", f"{EROFS} '/etc/hostname' -> '{H}/h'", "read_only", f"{H}/h"),
+    err(WS, "OSError", f"{EROFS} '{H}/a' -> '{H}/project/b'", "read_only", f"{H}/a"),
+    err(WS, "OSError", f"{EROFS} 'copyright'", "read_only", None),  # rmtree's, relative
+    err(WS, "OSError", f'{EROFS} "{H}/it\'s"', "read_only", f"{H}/it's"),
+    err(WS, "OSError", f"[Errno 18] Invalid cross-device link: 'a' -> '{H}/b'",
+        "read_only", f"{H}/b"),
+    out(WS, "ERROR: Could not install packages due to an OSError: "
+        f"{EROFS} '/usr/lib/python3/dist-packages/six.py'",
+        "read_only", "/usr/lib/python3/dist-packages/six.py"),
+    out(WS, "touch: cannot touch '/etc/x': Read-only file system", "read_only", "/etc/x"),
+    out(WS, f"mkdir: cannot create directory ‘{H}/d’: Read-only file system",
+        "read_only", f"{H}/d"),
+    out(WS, "rm: cannot remove '/etc/hostname': Read-only file system",
+        "read_only", "/etc/hostname"),
+    out(WS, f"cp: cannot create regular file '{H}/hostname': Read-only file system",
+        "read_only", f"{H}/hostname"),
+    out(WS, f"sh: 1: cannot create {H}/y: Read-only file system", "read_only", f"{H}/y"),
+    out(WS, f"/tmp/probe.sh: line 10: {H}/y: Read-only file system", "read_only", f"{H}/y"),
+    out(WS, f"mv: cannot move '{H}/project/w' to '{H}/w2': Read-only file system",
+        "read_only", f"{H}/w2"),
+    out(WS, f"mv: inter-device move failed: 'a' to '{H}/a'; unable to remove target: "
+        "Read-only file system", "read_only", f"{H}/a"),
+    out(WS, f"ln: failed to create symbolic link '{H}/l': Read-only file system",
+        "read_only", f"{H}/l"),
+    out(WS, f"tee: {H}/t: Read-only file system", "read_only", f"{H}/t"),
+    out(WS, f"Cannot write to ‘{H}/index.html’ (Read-only file system).",
+        "read_only", f"{H}/index.html"),
+    out(WS, f"Warning: Failed to open the file {H}/out.html: Read-only file system",
+        "read_only", f"{H}/out.html"),
+    out(WS, "sh: 1: cannot create x: Read-only file system", "read_only", None),
+    # many lines: the last one the rules explain
+    out(WS, "rm: cannot remove '/usr/share/doc/a': Read-only file system\n" * 3000
+        + "rm: cannot remove '/usr/share/doc/b': Read-only file system",
+        "read_only", "/usr/share/doc/b"),
+]
+# Not the sandbox: the file's own permissions, a read-only file system inside the writable
+# set, a rename across mounts into it, a missing file, errors that are no path's.
+NOT_THE_SANDBOX = [
+    err(WS, "PermissionError", f"{DENIED} '/etc/shadow'", None, None),
+    err(WS, "PermissionError", f"{DENIED} '{H}/project/locked'", None, None),
+    err(WS, "PermissionError", f"{DENIED} '{H}/other'", None, None),
+    err(WS, "PermissionError", "[Errno 1] Operation not permitted: '/etc/hostname'", None, None),
+    err(WS, "OSError", f"{EROFS} '{H}/project/mnt/x'", None, None),
+    err(WS, "OSError", f"[Errno 18] Invalid cross-device link: '/tmp/t' -> '{H}/project/t'",
+        None, None),
+    err(WS, "OSError", f"[Errno 18] Invalid cross-device link: '{H}/project/t' -> 'b'",
+        None, None),
+    out(WS, "cat: /etc/shadow: Permission denied", None, None),
+    out(WS, "touch: cannot touch '/etc/passwd': Permission denied", None, None),
+    err(WS, "FileNotFoundError", f"[Errno 2] No such file or directory: '{H}/.ssh/id_rsa'",
+        None, None),
+    err(WS, "ValueError", "invalid literal for int() with base 10: 'Permission denied'",
+        None, None),
+    err(WS, "NameError", "name 'x' is not defined", None, None),
+    (WS, None, None, "", None, None),
+]
+NETWORK = [
+    err(ST, "ConnectionRefusedError", "[Errno 111] Connection refused", "network", None),
+    err(ST, "OSError", "[Errno 101] Network is unreachable", "network", None),
+    err(ST, "gaierror", EAI_AGAIN, "network", None),
+    err(ST, "gaierror", "[Errno -2] Name or service not known", "network", None),
+    err(ST, "OSError", "[Errno 99] Cannot assign requested address", "network", None),
+    err(ST, "URLError", f"<urlopen error {EAI_AGAIN}>", "network", None),
+    err(ST, "ConnectionError", "HTTPConnectionPool(host='example.com', port=80): Max retries "
+        "exceeded with url: / (Caused by NameResolutionError(\"HTTPConnection(host='example"
+        f".com', port=80): Failed to resolve 'example.com' ({EAI_AGAIN})\"))", "network", None),
+    err(ST, "ConnectError", "[Errno 101] Network is unreachable", "network", None),
+    err(ST, "ClientConnectorError", "Cannot connect to host example.com:443 ssl:default "
+        "[Temporary failure in name resolution]", "network", None),
+    out(ST, "curl: (6) Could not resolve host: example.com", "network", None),
+    out(ST, "curl: (7) Failed to connect to 127.0.0.1 port 9 after 0 ms: Couldn't connect to "
+        "server", "network", None),
+    out(ST, "Resolving example.com (example.com)... failed: Temporary failure in name "
+        "resolution.\nwget: unable to resolve host address ‘example.com’\n", "network", None),
+    out(ST, "Connecting to 1.1.1.1:80... failed: Network is unreachable.", "network", None),
+    out(ST, "Connecting to 127.0.0.1:9... failed: Connection refused.", "network", None),
+    out(ST, "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: "
+        "github.com", "network", None),
+    out(ST, "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError("
+        "'<HTTPSConnection object at 0x7f>: Failed to establish a new connection: "
+        f"{EAI_AGAIN}')': /simple/six/", "network", None),
+    # with network, a refused connection is the other end's
+    err(WS, "ConnectionRefusedError", "[Errno 111] Connection refused", None, None),
+    err(WS, "gaierror", "[Errno -2] Name or service not known", None, None),
+    out(WS, "curl: (6) Could not resolve host: example.com", None, None),
+    # a hidden path is named before the network
+    (ST, "PermissionError", f"{DENIED} '{H}/.ssh/config'", "curl: (6) Could not resolve host\n",
+     "hidden", f"{H}/.ssh/config"),
+]
+MEMORY = [
+    err(WS, "MemoryError", "", "memory", None),
+    err(WS, "_ArrayMemoryError", "Unable to allocate 7.45 GiB for an array with shape "
+        "(1000000000,) and data type float64", "memory", None),
+    err(WS, "OSError", "[Errno 12] Cannot allocate memory", "memory", None),
+    err(WS, "RuntimeError", "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: "
+        "not enough memory: you tried to allocate 8000000000 bytes.", "memory", None),
+    out(WS, "bash: xmalloc: cannot allocate 1024 bytes", "memory", None),
+    out(WS, "bash: fork: Cannot allocate memory", "memory", None),
+    err(WS, "OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; "
+        "7.79 GiB total capacity)", None, None),  # the GPU's, not the sandbox's
+    err(NO_MEMORY, "MemoryError", "", None, None),
+    err(UNLIMITED, "OSError", "[Errno 12] Cannot allocate memory", None, None),
+]
+PROCESSES = [
+    err(WS, "BlockingIOError", "[Errno 11] Resource temporarily unavailable", "processes", None),
+    err(WS, "RuntimeError", "can't start new thread", "processes", None),
+    out(WS, "bash: fork: retry: Resource temporarily unavailable\n" * 2, "processes", None),
+    out(WS, "bash: fork: Resource temporarily unavailable", "processes", None),
+    out(WS, "sh: 1: Cannot fork", "processes", None),
+    out(WS, "OpenBLAS blas_thread_init: pthread_create failed for thread 1 of 8: Resource "
+        "temporarily unavailable", "processes", None),
+    out(NO_MEMORY, "bash: fork: Cannot allocate memory", "processes", None),
+    err(UNLIMITED, "BlockingIOError", "[Errno 11] Resource temporarily unavailable", None, None),
+    out(UNLIMITED, "bash: fork: retry: Resource temporarily unavailable", None, None),
+    out(UNLIMITED, "bash: fork: Cannot allocate memory", None, None),
+]
+NOT_CONFINED = [
+    err(NONE, "PermissionError", f"{DENIED} '{H}/.ssh/id_rsa'", None, None),
+    err(NONE, "OSError", f"{EROFS} '/etc/x'", None, None),
+    err(NONE, "MemoryError", "", None, None),
+    err(NONE, "ConnectionRefusedError", "[Errno 111] Connection refused", None, None),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("rules", "name", "value", "stderr", "rule", "path"),
+    [*HIDDEN, *READ_ONLY, *NOT_THE_SANDBOX, *NETWORK, *MEMORY, *PROCESSES, *NOT_CONFINED],
+)
+def test_failure_of(
+    rules: SandboxRules,
+    name: str | None,
+    value: str | None,
+    stderr: str,
+    rule: str | None,
+    path: str | None,
+) -> None:
+    found = failure_of(rules, error_name=name, error_value=value, stderr=stderr)
+    expected = None if rule is None else {"rule": rule, "profile": rules.profile, "path": path}
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("cwd", "stderr", "rule", "path"),
+    [
+        (H, "cat: .ssh/id_rsa: Permission denied\n", "hidden", f"{H}/.ssh/id_rsa"),
+        (f"{H}/project", "cat: ../.aws/config: Permission denied\n", "hidden", f"{H}/.aws/config"),
+        (f"{H}/project", "cat: notes.txt: Permission denied\n", None, None),
+        # Where a relative path lies is not known: read-only holds whatever it is.
+        (f"{H}/project", "touch: cannot touch 'x': Read-only file system\n", "read_only", None),
+    ],
+)
+def test_relative_paths_with_the_kernels_cwd(
+    cwd: str, stderr: str, rule: str | None, path: str | None
+) -> None:
+    found = failure_of(WS, error_name=None, error_value=None, stderr=stderr, cwd=Path(cwd))
+    expected = None if rule is None else {"rule": rule, "profile": "workspace", "path": path}
+    assert found == expected
+
+
+def test_symlinks_to_hidden_paths_are_followed(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (tmp_path / "link").symlink_to(keys)
+    rules = replace(WS, hidden=(keys.resolve(),))
+    found = failure_of(
+        rules,
+        error_name="PermissionError",
+        error_value=f"{DENIED} '{tmp_path}/link/id_rsa'",
+        stderr="",
+    )
+    assert found == {"rule": "hidden", "profile": "workspace", "path": f"{tmp_path}/link/id_rsa"}
