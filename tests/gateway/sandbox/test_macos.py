@@ -1,0 +1,195 @@
+"""The sandbox-exec (SBPL) profile generated from a kernel's rules, read back as S-expressions
+(untested on macOS here: these tests are what holds it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from loomgate.gateway.sandbox.macos import (
+    SANDBOX_EXEC,
+    sandbox_exec_command,
+    sbpl_profile,
+    sbpl_string,
+)
+from loomgate.gateway.sandbox.profiles import SandboxRules
+
+Form = list["Form | str"]
+
+
+def read_sbpl(text: str) -> list[Form]:
+    """Return the top-level forms of SBPL `text`: lists of symbols and ("quoted") strings."""
+    stack: list[Form] = [[]]
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == ";":
+            i = text.index("\n", i)
+        elif c == "(":
+            stack.append([])
+        elif c == ")":
+            done = stack.pop()
+            stack[-1].append(done)
+        elif c == '"':
+            j, chars = i + 1, []
+            while text[j] != '"':
+                if text[j] == "\\":
+                    j += 1
+                chars.append(text[j])
+                j += 1
+            stack[-1].append('"' + "".join(chars) + '"')
+            i = j
+        elif not c.isspace():
+            j = i
+            while j < len(text) and not text[j].isspace() and text[j] not in '()"':
+                j += 1
+            stack[-1].append(text[i:j])
+            i = j - 1
+        i += 1
+    assert len(stack) == 1, "unbalanced parentheses"
+    return [f for f in stack[0] if isinstance(f, list)]
+
+
+RULES = SandboxRules(
+    "strict",
+    True,
+    (Path("/Users/u/project"), Path('/Volumes/My "Data"\\x')),
+    (Path("/Users/u/.ssh"), Path("/Users/u/.local/state/loomgate"), Path("/Users/u/.netrc")),
+    False,
+    4 << 30,
+    512,
+)
+TEMP = Path("/private/var/folders/ab/T/loomgate-k1")
+KERNEL = Path("/Users/u/.local/state/loomgate/kernels/k1")
+CONNECTION = Path("/Users/u/Library/Jupyter/runtime/kernel-k1.json")
+
+
+def forms(rules: SandboxRules = RULES) -> list[Form]:
+    return read_sbpl(sbpl_profile(rules, temp_dir=TEMP, kernel_dir=KERNEL, readable=[CONNECTION]))
+
+
+def q(text: str | Path) -> str:
+    return f'"{text}"'
+
+
+def test_the_profile_in_order() -> None:
+    assert forms() == [
+        ["version", "1"],
+        ["allow", "default"],
+        ["deny", "file-write*"],
+        [
+            "allow",
+            "file-write*",
+            ["subpath", q("/Users/u/project")],
+            ["subpath", q('/Volumes/My "Data"\\x')],
+            ["subpath", q(TEMP)],
+            ["subpath", q(KERNEL)],
+            ["subpath", q("/dev/fd")],
+            ["literal", q("/dev/null")],
+            ["literal", q("/dev/zero")],
+            ["literal", q("/dev/tty")],
+            ["literal", q("/dev/dtracehelper")],
+            ["literal", q("/dev/urandom")],
+        ],
+        [
+            "deny",
+            "file-read*",
+            "file-write*",
+            ["subpath", q("/Users/u/.ssh")],
+            ["subpath", q("/Users/u/.local/state/loomgate")],
+            ["subpath", q("/Users/u/.netrc")],
+        ],
+        ["allow", "file-read*", "file-write*", ["subpath", q(TEMP)], ["subpath", q(KERNEL)]],
+        ["allow", "file-read*", ["literal", q(CONNECTION)]],
+        ["deny", "signal"],
+        ["allow", "signal", ["target", "same-sandbox"]],
+        ["deny", "process-info*"],
+        ["allow", "process-info*", ["target", "same-sandbox"]],
+        ["deny", "mach-priv-task-port"],
+        ["allow", "mach-priv-task-port", ["target", "same-sandbox"]],
+        ["deny", "appleevent-send"],
+        [
+            "deny",
+            "mach-lookup",
+            ["global-name", q("com.apple.coreservices.launchservicesd")],
+            ["global-name", q("com.apple.SecurityServer")],
+            ["global-name", q("com.apple.securityd.xpc")],
+        ],
+        ["deny", "network*"],
+        [
+            "allow",
+            "network-bind",
+            "network-inbound",
+            ["local", "unix-socket", ["subpath", q(KERNEL)]],
+        ],
+        [
+            "allow",
+            "network-outbound",
+            ["remote", "unix-socket", ["subpath", q(KERNEL)]],
+            ["literal", q("/private/var/run/syslog")],
+        ],
+    ]
+
+
+def test_with_network_nothing_about_it_is_said() -> None:
+    with_network = forms(replace(RULES, network=True))
+    assert not any(any(str(w).startswith("network") for w in f) for f in with_network)
+    assert with_network == forms()[: len(with_network)]
+
+
+def test_no_writable_path_and_nothing_hidden() -> None:
+    rules = SandboxRules("bare", True, (), (), True, None, None)
+    text = sbpl_profile(rules, temp_dir=TEMP, kernel_dir=KERNEL)
+    parsed = read_sbpl(text)
+    assert ["deny", "file-read*", "file-write*"] not in [f[:3] for f in parsed]
+    assert parsed[3][:3] == ["allow", "file-write*", ["subpath", q(TEMP)]]
+    assert not any(f[:2] == ["allow", "file-read*"] and len(f) == 3 for f in parsed)
+
+
+@pytest.mark.parametrize(
+    ("text", "literal"),
+    [
+        ("/a/b", '"/a/b"'),
+        ('/a"b', '"/a\\"b"'),
+        ("/a\\b", '"/a\\\\b"'),
+        ('/a\\"b', '"/a\\\\\\"b"'),
+        ("/répertoire/ü", '"/répertoire/ü"'),
+        ("/a (1)/;x", '"/a (1)/;x"'),
+    ],
+)
+def test_sbpl_string(text: str, literal: str) -> None:
+    assert sbpl_string(text) == literal
+    assert read_sbpl(f"(x {literal})") == [["x", f'"{text}"']]
+
+
+@pytest.mark.parametrize("text", ["/a\nb", "/a\x00", "/a\tb", "/a\x7f"])
+def test_control_characters_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="holds a control character"):
+        sbpl_string(text)
+
+
+def test_refusals() -> None:
+    unconfined = SandboxRules("none", False, (), (), True, None, None)
+    with pytest.raises(ValueError, match="'none' is not confined"):
+        sbpl_profile(unconfined, temp_dir=TEMP, kernel_dir=KERNEL)
+    with pytest.raises(ValueError, match="'k1' is not absolute"):
+        sbpl_profile(RULES, temp_dir=TEMP, kernel_dir=Path("k1"))
+    with pytest.raises(ValueError, match="The kernel command is empty"):
+        sandbox_exec_command("(version 1)", [])
+
+
+def test_sandbox_exec_command() -> None:
+    profile = sbpl_profile(RULES, temp_dir=TEMP, kernel_dir=KERNEL)
+    argv = sandbox_exec_command(profile, ["python", "-m", "ipykernel_launcher", "-f", "c.json"])
+    assert argv == [
+        SANDBOX_EXEC,
+        "-p",
+        profile,
+        "python",
+        "-m",
+        "ipykernel_launcher",
+        "-f",
+        "c.json",
+    ]
