@@ -14,7 +14,7 @@ from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL, set_up
 from loomgate.translator.client.errors import Busy, NotFound
-from loomgate.translator.client.gateway import GatewayClient, profile_of
+from loomgate.translator.client.gateway import GatewayClient, runs_under
 from loomgate.translator.client.jupyter_servers import is_notebook_path
 from loomgate.translator.client.startup_files import is_theirs
 from loomgate.translator.presentation import (
@@ -59,7 +59,7 @@ async def bound_kernel(client: GatewayClient, name: str | None, sandbox: str | N
         kernel = found if found["alive"] else None
     except NotFound:
         pass
-    if kernel is not None and sandbox is not None and profile_of(kernel) != sandbox:
+    if kernel is not None and sandbox is not None and not runs_under(kernel, sandbox):
         if kernel["name"] != chosen:  # named by its id or notebook: no name to create it by
             raise UsageError(sandbox_mismatch(kernel, sandbox, "person"))
         kernel = await created_kernel(client, chosen, sandbox)  # the gateway's 409 says why not
@@ -89,7 +89,7 @@ async def created_kernel(client: GatewayClient, name: str, sandbox: str | None) 
         stricter_only=False if sandbox is not None else None,
     )
     kernel = reply["kernel"]
-    if sandbox is not None and profile_of(kernel) != sandbox:
+    if sandbox is not None and not runs_under(kernel, sandbox):
         if not reply["created"]:
             raise UsageError(sandbox_mismatch(kernel, sandbox, "person"))
         # A gateway from before sandboxes ignores the profile: never run it less confined.

@@ -20,10 +20,13 @@ def quoted(ref: str | int) -> str:
     return quote(str(ref), safe="")
 
 
-def profile_of(kernel: wire.Kernel) -> str | None:
-    """Return the sandbox profile a kernel runs under (None: not sandboxed by loomgate)."""
+def runs_under(kernel: wire.Kernel, profile: str) -> bool:
+    """Return whether a kernel runs under the sandbox `profile` (`none`: also one that loomgate
+    did not sandbox, which is as unconfined)."""
     sandbox = kernel.get("sandbox")  # absent from a gateway before sandboxes
-    return sandbox["profile"] if sandbox is not None else None
+    if sandbox is None:
+        return profile == "none"
+    return sandbox["profile"] == profile
 
 
 def wait_params(

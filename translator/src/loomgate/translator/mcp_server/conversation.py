@@ -16,7 +16,7 @@ from loomgate.translator.client.errors import (
     Unavailable,
     Unreachable,
 )
-from loomgate.translator.client.gateway import GatewayClient, profile_of
+from loomgate.translator.client.gateway import GatewayClient, runs_under
 from loomgate.translator.client.hold import Hold
 from loomgate.translator.client.jupyter_servers import (
     ServerKernels,
@@ -246,7 +246,7 @@ class Conversation:
                 raise Unavailable(stopped_kernel_refusal(existing["id"]))
             self.replaced, existing = existing, None  # a new kernel takes the name
         if existing is not None:
-            if sandbox is not None and profile_of(existing) != sandbox:
+            if sandbox is not None and not runs_under(existing, sandbox):
                 raise Conflict(sandbox_mismatch(existing, sandbox, "model"))
             chosen, is_new = existing, False
         else:
@@ -276,7 +276,7 @@ class Conversation:
             default = (await client.info()).get("sandbox_default")
             raise Forbidden(looser_sandbox_refusal(sandbox, default, name)) from None
         chosen, created = reply["kernel"], reply["created"]
-        if sandbox is not None and profile_of(chosen) != sandbox:
+        if sandbox is not None and not runs_under(chosen, sandbox):
             if not created:  # it started under another profile between the look and the start
                 raise Conflict(sandbox_mismatch(chosen, sandbox, "model"))
             # A gateway from before sandboxes ignores the profile: never run it less confined.
