@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from loomgate.translator.cli.errors import UsageError
-from loomgate.translator.cli.run import bound_kernel
+from loomgate.translator.cli.run import bound_kernel, run_command
 from loomgate.translator.client.errors import Conflict
 from loomgate.translator.client.gateway import GatewayClient
 from tests.support.scripted_gateway import (
@@ -22,7 +23,7 @@ from tests.support.scripted_gateway import (
     refusal,
     scripted_gateway,
 )
-from tests.support.wire_values import kernel, sandbox
+from tests.support.wire_values import execution, failure, kernel, lines, read, sandbox
 
 NONE = sandbox(profile="none", writable=[], hidden=[], memory=None, processes=None, mechanism="")
 
@@ -118,4 +119,37 @@ async def test_a_gateway_that_ignores_the_profile_gets_its_kernel_stopped() -> N
     )
     assert [path for method, path, _ in gateway.requests if method == "DELETE"] == [
         f"kernels/{kernel()['id']}"
+    ]
+
+
+async def test_run_names_the_rule_its_cell_broke(capsys: pytest.CaptureFixture[str]) -> None:
+    kernel_id = kernel()["id"]
+    broken = execution(
+        kernel_id=kernel_id,
+        state="error",
+        error={"name": "PermissionError", "value": "[Errno 13] Permission denied"},
+        sandbox_failure=failure("hidden", "/home/p/.ssh/id_rsa"),
+    )
+
+    def answered(body: dict[str, Any]) -> Answer:
+        return 200, {"execution": broken, "returned": "final"}
+
+    output = read(number=5, stream="combined", total=1, last=1, lines=lines(("+error", "denied")))
+    routes = {
+        "GET kernels/default": lambda body: (200, {"kernel": kernel(sandbox=sandbox())}),
+        f"GET kernels/{kernel_id}": lambda body: (200, {"kernel": kernel(sandbox=sandbox())}),
+        f"POST kernels/{kernel_id}/executions": answered,
+        f"GET kernels/{kernel_id}/executions/5": answered,
+        f"GET kernels/{kernel_id}/executions/5/streams/combined": lambda body: (200, output),
+    }
+    args = argparse.Namespace(code="open('~/.ssh/id_rsa')", file=None, kernel=None, json=False)
+    async with client_of(routes) as (_, client):
+        status = await run_command(client, args)
+    assert status == 1
+    assert capsys.readouterr().out.split("\n") == [
+        "In [5]:",
+        "denied",
+        "/home/p/.ssh/id_rsa is hidden from this kernel by its sandbox (workspace).",
+        "[error after 1.2 s]",
+        "",
     ]
