@@ -88,3 +88,25 @@ def kernel(**fields: Any) -> wire.Kernel:
         sandbox=None,
     )
     return cast(wire.Kernel, base | fields)
+
+
+def sandbox(**fields: Any) -> wire.Sandbox:
+    """Return a whole kernel sandbox: `workspace` in /home/p/proj, 4 GiB and 512 processes, by
+    bubblewrap, with `fields` laid over it."""
+    base = wire.Sandbox(
+        profile="workspace",
+        writable=["/home/p/proj"],
+        hidden=["/home/p/.ssh", "/home/p/.aws", "/home/p/.netrc"],
+        network=True,
+        memory=4 << 30,
+        processes=512,
+        mechanism="bubblewrap, landlock, cgroup v1",
+    )
+    return cast(wire.Sandbox, base | fields)
+
+
+def failure(
+    rule: wire.SandboxRule, path: str | None = None, profile: str = "workspace"
+) -> wire.SandboxFailure:
+    """Return the sandbox rule a cell failed on."""
+    return wire.SandboxFailure(rule=rule, profile=profile, path=path)

@@ -463,11 +463,19 @@ def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
 @pytest.mark.parametrize(
     ("kernel", "last_lines"),
     [
-        (gone_kernel(5.0, None), ["executions: 2 (latest In [2])", "connections: 0"]),
+        (
+            gone_kernel(5.0, None),
+            [
+                "executions: 2 (latest In [2])",
+                "sandbox: not sandboxed by loomgate",
+                "connections: 0",
+            ],
+        ),
         (
             gone_kernel(5.0, "the kernel process ended while the gateway was down"),
             [
                 "executions: 2 (latest In [2])",
+                "sandbox: not sandboxed by loomgate",
                 "died: the kernel process ended while the gateway was down",
                 "connections: 0",
             ],
@@ -476,6 +484,7 @@ def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
             gone_kernel(None, "its process (pid 9) runs but did not answer"),
             [
                 "executions: 2 (latest In [2])",
+                "sandbox: not sandboxed by loomgate",
                 "not taken back: its process (pid 9) runs but did not answer",
                 "connections: 0",
             ],

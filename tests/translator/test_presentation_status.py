@@ -142,7 +142,11 @@ KERNELS = [
     (
         "a fresh kernel",
         kernel(executions=0, last_execution=None),
-        ["Kernel lab [cccccccc] on local: idle, persistent, python3", "executions: 0"],
+        [
+            "Kernel lab [cccccccc] on local: idle, persistent, python3",
+            "executions: 0",
+            "sandbox: not sandboxed by loomgate",
+        ],
     ),
     (
         "a busy unnamed kernel of unknown spec, with a cwd and connections",
@@ -161,6 +165,7 @@ KERNELS = [
             "executions: 3 (latest In [3])",
             "running: In [3]",
             "cwd: /work",
+            "sandbox: not sandboxed by loomgate",
         ],
     ),
 ]

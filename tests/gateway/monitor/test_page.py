@@ -7,11 +7,12 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from mcp import Client
-from playwright.async_api import Locator, Page, expect
+from playwright.async_api import Locator, Page, Route, expect
 
 from tests.support.browser import page_at
 from tests.support.cells import PNG_8X8, run
@@ -96,6 +97,56 @@ async def test_a_conversation_is_followed_live(gateway: GatewayProcess, gate: Ga
                 await expect(kernels).to_contain_text("held by conversation ")
         finally:
             await stop_conversation_kernel(mcp)
+
+
+STRICT = {
+    "profile": "strict",
+    "writable": ["/home/p/proj"],
+    "hidden": ["/home/p/.ssh", "/home/p/.aws"],
+    "network": False,
+    "memory": 4 << 30,
+    "processes": 512,
+    "mechanism": "bubblewrap, landlock, cgroup v1",
+}
+
+
+async def test_each_kernels_profile_is_shown(
+    gateway: GatewayProcess, http: httpx.AsyncClient, named: str
+) -> None:
+    other = await http.post(f"{API}/kernels", json={"name": f"plain-{os.urandom(3).hex()}"})
+    plain = other.json()["kernel"]["id"]
+    try:
+        async with page_at(monitor_url(gateway, named)) as page:
+            await expect(page.locator(f'#kernels li[data-kernel="{named}"]')).to_be_visible(
+                timeout=SEEN
+            )
+
+            async def under_strict(route: Route) -> None:
+                # The gateway's own list, with one kernel shown under a profile (kernels it
+                # starts carry theirs once it confines them).
+                response = await route.fetch()
+                listing = await response.json()
+                for kernel in listing["kernels"]:
+                    if kernel["id"] == named:
+                        kernel["sandbox"] = STRICT
+                    elif kernel["id"] == plain:
+                        kernel["sandbox"] = None
+                await route.fulfill(response=response, json=listing)
+
+            await page.route(lambda url: urlsplit(url).path == f"{API}/kernels", under_strict)
+            await page.check("#show-ended")  # the list is fetched again, through the route
+            confined = page.locator(f'#kernels li[data-kernel="{named}"] .sandbox')
+            await expect(confined).to_have_text("sandbox: strict (no network)", timeout=SEEN)
+            await expect(confined).to_have_attribute(
+                "title",
+                "writable: /home/p/proj, its own /tmp\nhidden: 2 paths\nnetwork: off\n"
+                "memory: 4 GiB\nprocesses: 512\nenforced by bubblewrap, landlock, cgroup v1",
+            )
+            unconfined = page.locator(f'#kernels li[data-kernel="{plain}"]')
+            await expect(unconfined).to_be_visible()
+            await expect(unconfined.locator(".sandbox")).to_have_count(0)
+    finally:
+        await http.delete(f"{API}/kernels/{plain}")
 
 
 async def test_images_and_coloured_tracebacks_render(

@@ -41,3 +41,17 @@ def test_stream_help_says_which_kernel_it_uses(capsys: pytest.CaptureFixture[str
         parser().parse_args(["stream", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert "default: a kernel of the session's own, stopped after the grace period" in shown
+
+
+def test_run_takes_a_sandbox_profile() -> None:
+    args = parser().parse_args(["run", "1", "--kernel", "wide", "--sandbox", "none"])
+    assert (args.kernel, args.sandbox) == ("wide", "none")
+    assert parser().parse_args(["run", "1"]).sandbox is None
+
+
+def test_run_help_says_when_the_sandbox_applies(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(["run", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--sandbox PROFILE" in shown
+    assert "the sandbox profile --kernel starts under when this run creates it" in shown

@@ -13,6 +13,7 @@ from loomgate.translator.mcp_server.results import (
     StatusResult,
     UnattachedKernel,
 )
+from tests.support.wire_values import kernel
 
 SIZES = {name: wire.StreamSize(lines=0, bytes=0) for name in wire.STREAMS}
 EXECUTION = wire.Execution(
@@ -56,10 +57,39 @@ def test_a_cell_result_is_built_from_the_execution() -> None:
         "omitted_lines": 2,
         "input_prompt": "name? ",
         "images": 1,
+        "sandbox_rule": None,
     }
     ended = wire.Execution(**{**EXECUTION, "error": None, "input": None, "state": "completed"})
     model = CellResult.of(ended, "final", output_lines=0, omitted_lines=0, images=0)
     assert (model.error, model.input_prompt, model.state) == (None, None, "completed")
+
+
+def test_a_cell_result_names_the_sandbox_rule_the_cell_broke() -> None:
+    broken = wire.Execution(
+        **{**EXECUTION, "state": "error"},
+        sandbox_failure=wire.SandboxFailure(rule="network", profile="strict", path=None),
+    )
+    model = CellResult.of(broken, "final", output_lines=0, omitted_lines=0, images=0)
+    assert model.sandbox_rule == "network"
+
+
+def test_a_kernel_reports_its_profile() -> None:
+    confined = kernel(
+        sandbox=wire.Sandbox(
+            profile="strict",
+            writable=[],
+            hidden=[],
+            network=False,
+            memory=None,
+            processes=None,
+            mechanism="bubblewrap",
+        )
+    )
+    assert KernelInfo.of(confined, "local").sandbox == "strict"
+    assert KernelInfo.of(kernel(sandbox=None), "local").sandbox is None
+    old = kernel()
+    del old["sandbox"]  # type: ignore[misc]  # a gateway from before sandboxes
+    assert KernelInfo.of(old, "old").sandbox is None
 
 
 def test_a_status_result_counts_the_lines_of_each_stream() -> None:

@@ -96,7 +96,10 @@ async def show_wait(client: GatewayClient, args: argparse.Namespace) -> int:
     execution = await finished(
         client, kernel, "current" if args.execution is None else args.execution
     )
-    print(cell_text(execution))
+    sandbox = None
+    if execution.get("sandbox_failure") is not None:  # its line names the limit or places
+        sandbox = (await client.get_kernel(kernel)).get("sandbox")
+    print(cell_text(execution, sandbox=sandbox))
     return 0 if execution["state"] == "completed" else 1
 
 

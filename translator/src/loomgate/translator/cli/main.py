@@ -56,6 +56,13 @@ def parser() -> argparse.ArgumentParser:
         help=f"kernel name, id prefix, or a notebook open in your Jupyter (default: "
         f"{DEFAULT_KERNEL!r}); a name that runs no kernel starts a persistent one by that name",
     )
+    run.add_argument(
+        "--sandbox",
+        metavar="PROFILE",
+        help="the sandbox profile --kernel starts under when this run creates it (none, "
+        "workspace, strict, or one of sandbox.toml; default: the gateway's); a kernel "
+        "already running under another profile is refused",
+    )
     run.add_argument("--json", action="store_true", help="print the record as JSON at the end")
     output = commands.add_parser("output", help="read lines of an execution's output")
     output.add_argument("execution", nargs="?", help="execution number (default: latest)")

@@ -14,7 +14,7 @@ from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL, set_up
 from loomgate.translator.client.errors import Busy, NotFound
-from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.gateway import GatewayClient, runs_under
 from loomgate.translator.client.jupyter_servers import is_notebook_path
 from loomgate.translator.client.startup_files import is_theirs
 from loomgate.translator.presentation import (
@@ -23,6 +23,10 @@ from loomgate.translator.presentation import (
     format_elapsed,
     no_notebook_kernel,
     output_line,
+    sandbox_mismatch,
+    sandbox_rule_line,
+    sandbox_summary,
+    unconfined_refusal,
 )
 
 POLL_SECONDS = 0.2
@@ -44,33 +48,60 @@ def cell_source(args: argparse.Namespace) -> str:
     return sys.stdin.read() if args.code == "-" else str(args.code)
 
 
-async def bound_kernel(client: GatewayClient, name: str | None) -> str:
+async def bound_kernel(client: GatewayClient, name: str | None, sandbox: str | None = None) -> str:
     """Return the id of the kernel to run on (--kernel, else `default`), started as a named
-    persistent kernel when none by that name runs; either way it gets the user's setup."""
+    persistent kernel (under the profile `sandbox`, when given) when none by that name runs;
+    either way it gets the user's setup."""
     chosen = name or DEFAULT_KERNEL
-    kernel_id: str | None = None
-    theirs = False
+    kernel: wire.Kernel | None = None
     try:
-        kernel = await client.get_kernel(chosen)
-        kernel_id = kernel["id"] if kernel["alive"] else None
-        theirs = kernel_id is not None and is_theirs(kernel, client.mode)
+        found = await client.get_kernel(chosen)
+        kernel = found if found["alive"] else None
     except NotFound:
         pass
-    if kernel_id is None:
+    if kernel is not None and sandbox is not None and not runs_under(kernel, sandbox):
+        if kernel["name"] != chosen:  # named by its id or notebook: no name to create it by
+            raise UsageError(sandbox_mismatch(kernel, sandbox, "person"))
+        kernel = await created_kernel(client, chosen, sandbox)  # the gateway's 409 says why not
+    if kernel is None:
         if is_notebook_path(chosen):
             raise UsageError(no_notebook_kernel(chosen, client.label, "person"))
         print(f"starting kernel {chosen!r} on {client.label} …", file=sys.stderr, flush=True)
-        cwd = str(Path.cwd()) if client.on_this_host else None
-        created = await client.create_kernel(name=chosen, lifetime="persistent", cwd=cwd)
-        kernel_id = created["kernel"]["id"]
-    await set_up(client, kernel_id, theirs=theirs)
-    return kernel_id
+        kernel = await created_kernel(client, chosen, sandbox)
+        if kernel.get("sandbox") is not None:
+            print(f"sandbox: {sandbox_summary(kernel.get('sandbox'))}", file=sys.stderr)
+        theirs = False
+    else:
+        theirs = is_theirs(kernel, client.mode)
+    await set_up(client, kernel["id"], theirs=theirs)
+    return kernel["id"]
+
+
+async def created_kernel(client: GatewayClient, name: str, sandbox: str | None) -> wire.Kernel:
+    """Return the persistent kernel `name` as the gateway started (or found) it, under the
+    profile `sandbox` when given: the person may choose any, looser than the default too."""
+    cwd = str(Path.cwd()) if client.on_this_host else None
+    reply = await client.create_kernel(
+        name=name,
+        lifetime="persistent",
+        cwd=cwd,
+        sandbox=sandbox,
+        stricter_only=False if sandbox is not None else None,
+    )
+    kernel = reply["kernel"]
+    if sandbox is not None and not runs_under(kernel, sandbox):
+        if not reply["created"]:
+            raise UsageError(sandbox_mismatch(kernel, sandbox, "person"))
+        # A gateway from before sandboxes ignores the profile: never run it less confined.
+        await client.stop_kernel(kernel["id"])
+        raise UsageError(unconfined_refusal(client.where, sandbox, "person"))
+    return kernel
 
 
 async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
     """Run the cell, printing its lines as they arrive; Ctrl-C interrupts, twice detaches."""
     code = cell_source(args)
-    kernel = await bound_kernel(client, args.kernel)
+    kernel = await bound_kernel(client, args.kernel, getattr(args, "sandbox", None))
     try:
         execution = (await client.submit(kernel, code))["execution"]
     except Busy as e:
@@ -115,6 +146,10 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
         output = await client.read(kernel, number, "combined")
         print(json.dumps({"execution": execution, "lines": output["lines"]}, indent=2))
     else:
+        failure = execution.get("sandbox_failure")
+        if failure is not None:
+            sandbox = (await client.get_kernel(kernel)).get("sandbox")
+            print(sandbox_rule_line(failure, sandbox))
         print(f"[{execution['state']} after {format_elapsed(execution['elapsed'])}]")
     return 0 if execution["state"] == "completed" else 1
 

@@ -20,6 +20,15 @@ def quoted(ref: str | int) -> str:
     return quote(str(ref), safe="")
 
 
+def runs_under(kernel: wire.Kernel, profile: str) -> bool:
+    """Return whether a kernel runs under the sandbox `profile` (`none`: also one that loomgate
+    did not sandbox, which is as unconfined)."""
+    sandbox = kernel.get("sandbox")  # absent from a gateway before sandboxes
+    if sandbox is None:
+        return profile == "none"
+    return sandbox["profile"] == profile
+
+
 def wait_params(
     wait: float, until_silent: float | None, head: int, tail: int, max_chars: int | None
 ) -> dict[str, Any]:
@@ -70,8 +79,12 @@ class GatewayClient(GatewaySession):
         lifetime: wire.Lifetime = "persistent",
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
+        sandbox: str | None = None,
+        stricter_only: bool | None = None,
     ) -> wire.KernelCreated:
-        """Return the live kernel called `name`, or a new one, and whether it was created."""
+        """Return the live kernel called `name`, or a new one, and whether it was created; a new
+        one runs under the profile `sandbox` (default: the gateway's), which `stricter_only`
+        refuses (Forbidden) unless it is at least as strict as the gateway's default."""
         body = drop_none(
             {
                 "name": name,
@@ -79,6 +92,8 @@ class GatewayClient(GatewaySession):
                 "lifetime": lifetime,
                 "cwd": cwd,
                 "env": dict(env) if env is not None else None,
+                "sandbox": sandbox,
+                "stricter_only": stricter_only,
             }
         )
         return await self.request_as(wire.KernelCreated, "POST", "kernels", body=body)

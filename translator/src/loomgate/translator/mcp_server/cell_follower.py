@@ -130,11 +130,13 @@ class CellFollower:
         number = execution["number"]
         output = CellOutput.from_gateway(execution.get("output"))
         if execution["state"] in FINAL_STATES:
+            sandbox = await self.sandbox_of(client, ref, execution)
             if full_output:
                 output = await self._full_output(client, ref, number)
-                blocks = render_cell(execution, output, output.limits_to_keep_all())
+                limits = output.limits_to_keep_all()
             else:
-                blocks = render_cell(execution, output, self.limits)
+                limits = self.limits
+            blocks = render_cell(execution, output, limits, sandbox=sandbox)
         else:
             blocks = [render_running(execution, [*output.head, *output.tail][-RUNNING_TAIL:])]
         if note:
@@ -148,6 +150,18 @@ class CellFollower:
             images=sum(1 for block in blocks if isinstance(block, Image)),
         )
         return tool_result(content, model, structured=self.settings.structured)
+
+    async def sandbox_of(
+        self, client: GatewayClient, ref: str, execution: wire.Execution
+    ) -> wire.Sandbox | None:
+        """Return the sandbox of the kernel that ran `execution`, when the cell failed on one of
+        its rules (its line names the limit or the writable places); else None, unasked."""
+        if execution.get("sandbox_failure") is None:
+            return None
+        bound = self.conversation.kernel
+        if bound is not None and bound["id"] == execution["kernel_id"]:
+            return bound.get("sandbox")  # fixed for the kernel's life
+        return (await client.get_kernel(ref)).get("sandbox")
 
     async def _images(
         self, client: GatewayClient, ref: str, blocks: list[Block]

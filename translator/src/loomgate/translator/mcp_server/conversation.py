@@ -9,12 +9,14 @@ from loomgate.shared import wire
 from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.errors import (
     Ambiguous,
+    Conflict,
+    Forbidden,
     GatewayError,
     NotFound,
     Unavailable,
     Unreachable,
 )
-from loomgate.translator.client.gateway import GatewayClient
+from loomgate.translator.client.gateway import GatewayClient, runs_under
 from loomgate.translator.client.hold import Hold
 from loomgate.translator.client.jupyter_servers import (
     ServerKernels,
@@ -29,13 +31,16 @@ from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_reports import ToolReports
 from loomgate.translator.presentation import (
+    looser_sandbox_refusal,
     no_notebook_kernel,
     nothing_run_yet,
     render_setup,
     replaced_note,
+    sandbox_mismatch,
     several_kernels,
     started_note,
     stopped_kernel_refusal,
+    unconfined_refusal,
 )
 
 
@@ -182,7 +187,9 @@ class Conversation:
             self.pending_startup = "\n".join([*notes, startup] if startup else notes)
             return
         cwd = self.settings.cwd if client.on_this_host else None
-        kernel = (await client.create_kernel(lifetime="conversation", cwd=cwd))["kernel"]
+        # No sandbox: the gateway's default, which the person chose.
+        reply = await client.create_kernel(lifetime="conversation", cwd=cwd, stricter_only=True)
+        kernel = reply["kernel"]
         await self._bind(client, kernel)
         self.pending_startup = await self.set_up(client, kernel["id"])
 
@@ -215,12 +222,19 @@ class Conversation:
             await previous_hold.aclose()
 
     async def attach(
-        self, kernel: str, gateway: str | None, kernel_spec: str | None
+        self,
+        kernel: str,
+        gateway: str | None,
+        kernel_spec: str | None,
+        sandbox: str | None = None,
     ) -> tuple[wire.Kernel, bool, str]:
         """Attach to (or create) the persistent kernel `kernel`; return it, created, startup text.
 
-        Nothing about the current binding changes until the new kernel is ready, so a typo'd
-        gateway or kernel leaves everything as it was.
+        A new kernel runs under the profile `sandbox` (default: the gateway's) only if that is
+        at least as strict as the gateway's default: the model never widens its sandbox. An
+        existing kernel is taken only if it runs under `sandbox` (when given). Nothing about the
+        current binding changes until the new kernel is ready, so a typo'd gateway or kernel
+        leaves everything as it was.
         """
         client = await self.gateway(gateway) if gateway else await self.gateway()
         client, existing = await self._locate(kernel, client, search=gateway is None)
@@ -232,19 +246,43 @@ class Conversation:
                 raise Unavailable(stopped_kernel_refusal(existing["id"]))
             self.replaced, existing = existing, None  # a new kernel takes the name
         if existing is not None:
+            if sandbox is not None and not runs_under(existing, sandbox):
+                raise Conflict(sandbox_mismatch(existing, sandbox, "model"))
             chosen, is_new = existing, False
         else:
-            reply = await client.create_kernel(
-                name=kernel,
-                kernel_spec=kernel_spec,
-                lifetime="persistent",
-                cwd=self.settings.cwd if client.on_this_host else None,
-            )
-            chosen, is_new = reply["kernel"], reply["created"]
+            chosen, is_new = await self._create(client, kernel, kernel_spec, sandbox)
         theirs = not is_new and is_theirs(chosen, client.mode)
         startup = await self.set_up(client, chosen["id"], theirs=theirs)
         await self._bind(client, chosen)
         return chosen, is_new, startup
+
+    async def _create(
+        self, client: GatewayClient, name: str, kernel_spec: str | None, sandbox: str | None
+    ) -> tuple[wire.Kernel, bool]:
+        """Return the persistent kernel `name`, started (or found) under `sandbox`, and whether
+        it was started; a gateway that did not start it under `sandbox` gets it stopped again."""
+        try:
+            reply = await client.create_kernel(
+                name=name,
+                kernel_spec=kernel_spec,
+                lifetime="persistent",
+                cwd=self.settings.cwd if client.on_this_host else None,
+                sandbox=sandbox,
+                stricter_only=True,
+            )
+        except Forbidden:
+            if sandbox is None:
+                raise
+            default = (await client.info()).get("sandbox_default")
+            raise Forbidden(looser_sandbox_refusal(sandbox, default, name)) from None
+        chosen, created = reply["kernel"], reply["created"]
+        if sandbox is not None and not runs_under(chosen, sandbox):
+            if not created:  # it started under another profile between the look and the start
+                raise Conflict(sandbox_mismatch(chosen, sandbox, "model"))
+            # A gateway from before sandboxes ignores the profile: never run it less confined.
+            await client.stop_kernel(chosen["id"])
+            raise Unavailable(unconfined_refusal(client.where, sandbox, "model"))
+        return chosen, created
 
     async def elsewhere(self, listed: GatewayClient) -> list[ServerKernels]:
         """Return the person's Jupyter servers other than `listed`, each with its kernels."""

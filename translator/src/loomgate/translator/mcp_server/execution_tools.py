@@ -252,9 +252,9 @@ async def status(
         text = render_kernel(kernel_model, gateway=client.label)
         if kernel_model["last_execution"]:
             latest = (await client.execution(ref, "current"))["execution"]
-            text += "\n\n" + render_execution_status(latest)
+            text += "\n\n" + render_execution_status(latest, kernel_model.get("sandbox"))
         return tool_result([text_block(text)], StatusResult(kernel=info), structured=structured)
     record = (await client.execution(ref, execution))["execution"]
     model = StatusResult.of(info, record)
-    content = [text_block(render_execution_status(record))]
+    content = [text_block(render_execution_status(record, kernel_model.get("sandbox")))]
     return tool_result(content, model, structured=structured)

@@ -73,11 +73,20 @@ async def connect(
         Field(description="a gateways.toml name, URL or jupyter:PORT (default: current)"),
     ] = None,
     kernel_spec: Annotated[str | None, Field(description="kernel spec for a new kernel")] = None,
+    sandbox: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            description="sandbox profile for a new kernel (default: the person's); only one at "
+            "least as strict as the default is allowed. Built in: none (not confined), "
+            "workspace (writes only in its working directory), strict (workspace, no network)",
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, KernelAction]:
     """Attach to a persistent kernel by name (created if missing), or to the kernel of a
     notebook open in the person's Jupyter; later conversations can too."""
     conversation = conversation_of(ctx)
-    model, created, startup = await conversation.attach(kernel, gateway, kernel_spec)
+    model, created, startup = await conversation.attach(kernel, gateway, kernel_spec, sandbox)
     client = await conversation.gateway()
     lines = [connected_note(model, client.label, created=created)]
     if client.mode == "extension" and not created:

@@ -28,10 +28,12 @@ class KernelInfo(BaseModel):
     current_execution: int | None
     gateway: str
     paths: list[str] = []  # the notebooks and consoles that use it
+    sandbox: str | None = None  # its sandbox profile; None: not sandboxed by loomgate
 
     @classmethod
     def of(cls, kernel: wire.Kernel, gateway: str) -> KernelInfo:
         """Return the model of a gateway kernel object."""
+        sandbox = kernel.get("sandbox")  # absent from a gateway before sandboxes
         return cls(
             id=kernel["id"],
             name=kernel["name"],
@@ -42,6 +44,7 @@ class KernelInfo(BaseModel):
             current_execution=kernel["current_execution"],
             gateway=gateway,
             paths=kernel["paths"],
+            sandbox=sandbox["profile"] if sandbox is not None else None,
         )
 
 
@@ -58,6 +61,7 @@ class CellResult(BaseModel):
     omitted_lines: int = 0
     input_prompt: str | None = None
     images: int = 0
+    sandbox_rule: str | None = None  # the sandbox rule the cell failed on (hidden, network, …)
 
     @classmethod
     def of(
@@ -71,6 +75,7 @@ class CellResult(BaseModel):
     ) -> CellResult:
         """Return the model of an execution as the gateway's long-poll returned it."""
         error, request = execution["error"], execution["input"]
+        failure = execution.get("sandbox_failure")
         return cls(
             kernel=execution["kernel_id"],
             execution=execution["number"],
@@ -82,6 +87,7 @@ class CellResult(BaseModel):
             omitted_lines=omitted_lines,
             input_prompt=request["prompt"] if request else None,
             images=images,
+            sandbox_rule=failure["rule"] if failure is not None else None,
         )
 
 

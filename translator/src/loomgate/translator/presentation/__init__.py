@@ -59,14 +59,23 @@ from loomgate.translator.presentation.refusals import (
     busy_refusal,
     dismissed_dialog_note,
     kernel_gone_refusal,
+    looser_sandbox_refusal,
     no_notebook_kernel,
     not_waiting_for_input,
     nothing_run_yet,
     nothing_to_interrupt,
+    sandbox_mismatch,
     several_kernels,
     stop_needs_force,
     stopped_kernel_refusal,
+    unconfined_refusal,
     unexpected_failure,
+)
+from loomgate.translator.presentation.sandboxes import (
+    format_size,
+    sandbox_lines,
+    sandbox_rule_line,
+    sandbox_summary,
 )
 
 __all__ = [
@@ -82,6 +91,7 @@ __all__ = [
     "connected_note",
     "dismissed_dialog_note",
     "format_elapsed",
+    "format_size",
     "gap_note",
     "image_over_count",
     "image_over_size",
@@ -89,6 +99,7 @@ __all__ = [
     "installed_note",
     "kernel_gone_refusal",
     "kernel_label",
+    "looser_sandbox_refusal",
     "no_notebook_kernel",
     "not_waiting_for_input",
     "nothing_run_yet",
@@ -111,6 +122,10 @@ __all__ = [
     "render_unattached",
     "replaced_note",
     "reset_note",
+    "sandbox_lines",
+    "sandbox_mismatch",
+    "sandbox_rule_line",
+    "sandbox_summary",
     "search_scope",
     "serving",
     "several_kernels",
@@ -120,6 +135,7 @@ __all__ = [
     "stop_needs_force",
     "stopped_kernel_refusal",
     "stopped_note",
+    "unconfined_refusal",
     "unexpected_failure",
     "unstored_note",
 ]

@@ -13,6 +13,7 @@ from loomgate.translator.output_view import (
     fit,
 )
 from loomgate.translator.presentation.audience import Audience, read_call
+from loomgate.translator.presentation.sandboxes import sandbox_rule_line
 
 RUNNING_TAIL = 10  # last lines shown of a cell still running
 
@@ -86,8 +87,10 @@ def render_cell(
     output: CellOutput,
     limits: OutputLimits | None = None,
     audience: Audience = "model",
+    sandbox: wire.Sandbox | None = None,
 ) -> list[Block]:
-    """Return a finished (or stopped) cell as IPython shows it: header, output, Out[N]."""
+    """Return a finished (or stopped) cell as IPython shows it: header, output, Out[N], and
+    the sandbox rule it broke (told with its kernel's `sandbox` when known)."""
     limits = limits or OutputLimits()
     number = execution["number"]
     head, tail = fit(output.head, output.tail, limits)
@@ -117,6 +120,9 @@ def render_cell(
     if unstored_note(execution):
         text.append(unstored_note(execution))
     text.extend(note for notes in missing.values() for note in notes)  # in omitted lines
+    failure = execution.get("sandbox_failure")
+    if failure is not None:
+        text.append(sandbox_rule_line(failure, sandbox))
     if text:
         blocks.append("\n".join(text))
     return [b for b in blocks if not (isinstance(b, str) and not b)]
@@ -235,11 +241,14 @@ def _unshown(image: Image) -> str:
 
 
 def cell_text(
-    execution: wire.Execution, limits: OutputLimits | None = None, audience: Audience = "person"
+    execution: wire.Execution,
+    limits: OutputLimits | None = None,
+    audience: Audience = "person",
+    sandbox: wire.Sandbox | None = None,
 ) -> str:
     """Return an execution as the model reads it, for a terminal: images named, not shown."""
     output = CellOutput.from_gateway(execution.get("output"))
-    blocks = render_cell(execution, output, limits, audience)
+    blocks = render_cell(execution, output, limits, audience, sandbox)
     return "\n".join(
         block if isinstance(block, str) else f"[image {block.index}: {block.mime}]"
         for block in blocks

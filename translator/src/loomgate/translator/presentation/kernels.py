@@ -14,6 +14,12 @@ from loomgate.translator.presentation.cells import (
     state_note,
     unstored_note,
 )
+from loomgate.translator.presentation.sandboxes import (
+    sandbox_clause,
+    sandbox_lines,
+    sandbox_rule_line,
+    sandbox_summary,
+)
 
 
 def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
@@ -29,14 +35,16 @@ def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
         lines.append(f"running: In [{kernel['current_execution']}]")
     if kernel["cwd"]:
         lines.append(f"cwd: {kernel['cwd']}")
+    lines.extend(sandbox_lines(kernel.get("sandbox")))  # absent from a gateway before sandboxes
     if kernel["end_reason"]:
         lines.append(f"{'died' if kernel['ended'] else 'not taken back'}: {kernel['end_reason']}")
     lines.append(f"connections: {kernel['connections']}")
     return "\n".join(lines)
 
 
-def render_execution_status(execution: wire.Execution) -> str:
-    """Return one execution's lifecycle and stream sizes."""
+def render_execution_status(execution: wire.Execution, sandbox: wire.Sandbox | None = None) -> str:
+    """Return one execution's lifecycle and stream sizes (and the sandbox rule it broke, told
+    with its kernel's `sandbox` when known)."""
     parts = [f"In [{execution['number']}]: {execution['state']}"]
     parts.append(f"elapsed {format_elapsed(execution['elapsed'])}")
     if execution["state"] in RUNNING_STATES:
@@ -48,6 +56,9 @@ def render_execution_status(execution: wire.Execution) -> str:
     error = execution["error"]
     if error:
         lines.append(f"error: {error['name']}: {error['value']}")
+    failure = execution.get("sandbox_failure")
+    if failure is not None:
+        lines.append(sandbox_rule_line(failure, sandbox))
     sizes = ", ".join(
         f"{name} {size['lines']:,} lines"
         for name, size in execution["streams"].items()
@@ -81,9 +92,13 @@ def render_kernels(
         return f"No kernels on {gateway}."
     now = time.time() if now is None else now
     notebooks = any(kernel["paths"] for kernel in kernels)
+    # The column only where some kernel has a sandbox (a Jupyter server's kernels have none).
+    sandboxes = any(kernel.get("sandbox") is not None for kernel in kernels)
     rows: list[tuple[str, ...]] = [
         ("", "name", "id", "spec", "state", "lifetime", "runs", "idle", "conn")
     ]
+    if sandboxes:
+        rows[0] += ("sandbox",)
     if notebooks:
         rows[0] += ("notebook",)
     for kernel in kernels:
@@ -99,6 +114,9 @@ def render_kernels(
             format_elapsed(now - last) if last else "-",
             str(kernel["connections"]),
         )
+        if sandboxes:
+            sandbox = kernel.get("sandbox")
+            row += (sandbox_summary(sandbox) if sandbox is not None else "-",)
         rows.append(row + ((", ".join(kernel["paths"]) or "-",) if notebooks else ()))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     table = [
@@ -174,7 +192,7 @@ def connected_note(kernel: wire.Kernel, gateway: str, *, created: bool) -> str:
     verb = "Created" if created else "Connected to"
     return (
         f"{verb} kernel {kernel_label(kernel)}{serving(kernel)} on {gateway} "
-        f"({kernel['executions']} executions so far)."
+        f"({kernel['executions']} executions so far){sandbox_clause(kernel)}."
     )
 
 

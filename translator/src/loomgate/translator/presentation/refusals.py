@@ -147,3 +147,47 @@ def nothing_to_interrupt() -> str:
 def unexpected_failure(error: BaseException) -> str:
     """Return the one sentence for a failure loomgate-mcp did not foresee (a bug)."""
     return f"loomgate-mcp failed unexpectedly ({type(error).__name__}: {error})."
+
+
+def looser_sandbox_refusal(profile: str, default: str | None, kernel: str) -> str:
+    """Return why a model's kernel was not started under `profile`: it is looser than the
+    gateway's `default` (None: not known), and only the person widens a sandbox."""
+    than = f"this gateway's default ({default})" if default else "this gateway's default"
+    return (
+        f"The sandbox profile {profile} is looser than {than}; only the person can widen a "
+        f"kernel's sandbox (`loomgate run --kernel {kernel} --sandbox {profile}`, or "
+        "sandbox.toml)."
+    )
+
+
+def sandbox_mismatch(kernel: wire.Kernel, asked: str, audience: Audience) -> str:
+    """Return why a running kernel was not taken for a request to run under `asked`: its
+    sandbox, fixed for its life, is another (or it has none of loomgate's)."""
+    label = kernel["name"] or kernel["id"][:8]
+    sandbox = kernel.get("sandbox")
+    runs = (
+        f"kernel {label} runs under the sandbox profile {sandbox['profile']}, fixed for its life"
+        if sandbox is not None
+        else f"kernel {label} is not sandboxed by loomgate"
+    )
+    if audience == "model":
+        return (
+            f"The {runs}; connect(kernel={label!r}) without sandbox attaches to it as it is, or "
+            f"a new name starts a kernel under {asked}."
+        )
+    return f"{runs}; leave out --sandbox to use it as it is, or give --kernel a new name"
+
+
+def unconfined_refusal(gateway: str, asked: str, audience: Audience) -> str:
+    """Return why no kernel runs under `asked`: `gateway` ("the gateway at URL") started it
+    without that profile (it predates sandboxes, or runs its kernels on an upstream), so it was
+    stopped again."""
+    if audience == "model":
+        return (
+            f"{gateway[:1].upper()}{gateway[1:]} does not run kernels under sandbox profiles, so "
+            f"no kernel runs under {asked}; connect without sandbox for an unconfined kernel."
+        )
+    return (
+        f"{gateway} does not run kernels under sandbox profiles, so no kernel runs under "
+        f"{asked}; leave out --sandbox for an unconfined kernel"
+    )

@@ -66,6 +66,33 @@ function elapsed(seconds) {
   return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
 }
 
+// A memory limit as the person writes one: 4 GiB, 512 MiB.
+function size(bytes) {
+  const gib = bytes / 2 ** 30, mib = bytes / 2 ** 20;
+  if (gib >= 1) return (Number.isInteger(gib) ? gib : gib.toFixed(1)) + " GiB";
+  return (Number.isInteger(mib) ? mib : mib.toFixed(1)) + " MiB";
+}
+
+// A kernel's sandbox in a few words ("sandbox: strict (no network)"), and its rules for the
+// tooltip; null for a kernel loomgate did not start under a profile.
+function sandboxText(k) {
+  const s = k.sandbox;
+  if (!s) return null;
+  return "sandbox: " + s.profile + (s.profile !== "none" && !s.network ? " (no network)" : "");
+}
+
+function sandboxRules(s) {
+  if (s.profile === "none") return "not confined";
+  return [
+    "writable: " + [...s.writable, "its own /tmp"].join(", "),
+    `hidden: ${s.hidden.length} path${s.hidden.length === 1 ? "" : "s"}`,
+    "network: " + (s.network ? "on" : "off"),
+    "memory: " + (s.memory === null ? "no limit" : size(s.memory)),
+    "processes: " + (s.processes === null ? "no limit" : s.processes),
+    s.mechanism ? "enforced by " + s.mechanism : null,
+  ].filter(Boolean).join("\n");
+}
+
 function submitter(execution) {
   if (execution.client) return execution.client;
   return execution.source === "loomgate" ? "loomgate" : "another Jupyter client";
@@ -165,7 +192,7 @@ function renderKernels() {
   const kernels = [...state.kernels.values()].sort((a, b) => (b.last_activity || 0) - (a.last_activity || 0));
   // Redrawn only when something it shows changed (activity is shown to the second).
   const shown = JSON.stringify([state.selected, Math.floor(Date.now() / 1000), kernels.map((k) =>
-    [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0)])]);
+    [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0), sandboxText(k)])]);
   if (shown === shownKernels) return;
   shownKernels = shown;
   list.replaceChildren();
@@ -179,7 +206,8 @@ function renderKernels() {
       el("div", {}, el("span", { class: "name", text: k.name || k.id.slice(0, 8) }), " ",
         el("span", { class: "badge s-" + k.state, text: k.state.replace("_", " ") })),
       el("div", { class: "meta", text: `${k.kernel_spec || "?"} · ${k.lifetime === "persistent" ? "named" : "conversation"} · ${k.executions} executions` }),
-      el("div", { class: "meta", text: `${holders} · active ${ago(k.last_activity)}` })));
+      el("div", { class: "meta", text: `${holders} · active ${ago(k.last_activity)}` }),
+      k.sandbox ? el("div", { class: "meta sandbox", text: sandboxText(k), title: sandboxRules(k.sandbox) }) : null));
   }
 }
 

@@ -1,0 +1,391 @@
+"""A kernel's sandbox as the model and the person read it, table-driven: the profile in a word
+(status, connect, list_kernels), its rules, the line naming the rule a cell broke, and the
+refusals of a looser or another profile."""
+
+from __future__ import annotations
+
+import pytest
+
+from loomgate.shared import wire
+from loomgate.translator.output_view import CellOutput
+from loomgate.translator.presentation import (
+    Audience,
+    cell_text,
+    connected_note,
+    format_size,
+    looser_sandbox_refusal,
+    render_cell,
+    render_execution_status,
+    render_kernel,
+    render_kernels,
+    sandbox_lines,
+    sandbox_mismatch,
+    sandbox_rule_line,
+    sandbox_summary,
+    unconfined_refusal,
+)
+from tests.support.wire_values import execution, failure, kernel, lines, sandbox
+
+STRICT = sandbox(profile="strict", network=False)
+NONE = sandbox(profile="none", writable=[], hidden=[], memory=None, processes=None, mechanism="")
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [
+        (4 << 30, "4 GiB"),
+        (3 << 29, "1.5 GiB"),
+        (512 << 20, "512 MiB"),
+        ((512 << 20) + (1 << 19), "512.5 MiB"),
+        (1000, "1,000 bytes"),
+    ],
+)
+def test_a_memory_limit_reads_as_written(size: int, shown: str) -> None:
+    assert format_size(size) == shown
+
+
+@pytest.mark.parametrize(
+    ("model", "summary"),
+    [
+        (sandbox(), "workspace"),
+        (STRICT, "strict (no network)"),
+        (NONE, "none"),
+        (sandbox(profile="none", network=False), "none"),  # nothing to say it lacks
+        (sandbox(profile="data", network=False), "data (no network)"),  # by its rules
+        (None, "not sandboxed by loomgate"),
+    ],
+)
+def test_a_sandbox_in_a_few_words(model: wire.Sandbox | None, summary: str) -> None:
+    assert sandbox_summary(model) == summary
+
+
+RULES = [
+    (
+        "workspace: where it writes, how many hidden, its limits, how it is enforced",
+        sandbox(),
+        [
+            "sandbox: workspace, enforced by bubblewrap, landlock, cgroup v1",
+            "  writable: /home/p/proj and its own /tmp",
+            "  hidden: 3 paths",
+            "  network: on; memory: 4 GiB; processes: 512",
+        ],
+    ),
+    (
+        "strict, several writable places, no limits",
+        sandbox(
+            profile="strict",
+            network=False,
+            writable=["/home/p/proj", "/data"],
+            hidden=["/home/p/.ssh"],
+            memory=None,
+            processes=None,
+            mechanism="",
+        ),
+        [
+            "sandbox: strict",
+            "  writable: /home/p/proj, /data and its own /tmp",
+            "  hidden: 1 path",
+            "  network: off; memory: no limit; processes: no limit",
+        ],
+    ),
+    (
+        "nothing writable but its own /tmp",
+        sandbox(writable=[], processes=4096),
+        [
+            "sandbox: workspace, enforced by bubblewrap, landlock, cgroup v1",
+            "  writable: only its own /tmp",
+            "  hidden: 3 paths",
+            "  network: on; memory: 4 GiB; processes: 4,096",
+        ],
+    ),
+    ("none is not confined", NONE, ["sandbox: none (not confined)"]),
+    ("a kernel loomgate did not start", None, ["sandbox: not sandboxed by loomgate"]),
+]
+
+
+@pytest.mark.parametrize(("case", "model", "expected"), RULES, ids=[c[0] for c in RULES])
+def test_a_sandboxs_rules_in_status(
+    case: str, model: wire.Sandbox | None, expected: list[str]
+) -> None:
+    assert sandbox_lines(model) == expected
+
+
+def test_status_shows_the_sandbox_after_the_cwd() -> None:
+    shown = render_kernel(kernel(cwd="/home/p/proj", sandbox=STRICT), gateway="local")
+    assert shown.split("\n")[2:5] == [
+        "cwd: /home/p/proj",
+        "sandbox: strict, enforced by bubblewrap, landlock, cgroup v1",
+        "  writable: /home/p/proj and its own /tmp",
+    ]
+
+
+def test_a_kernel_from_a_gateway_before_sandboxes_has_no_sandbox_key() -> None:
+    old = kernel()
+    del old["sandbox"]  # type: ignore[misc]
+    assert "sandbox: not sandboxed by loomgate" in render_kernel(old, gateway="old")
+    assert connected_note(old, "old", created=True) == (
+        "Created kernel lab on old (2 executions so far)."
+    )
+    assert "sandbox" not in render_kernels([old], None, "old")
+
+
+@pytest.mark.parametrize(
+    ("model", "note"),
+    [
+        (sandbox(), "Created kernel lab on local (2 executions so far); sandbox: workspace."),
+        (
+            STRICT,
+            "Created kernel lab on local (2 executions so far); sandbox: strict (no network).",
+        ),
+        (NONE, "Created kernel lab on local (2 executions so far); sandbox: none."),
+        (None, "Created kernel lab on local (2 executions so far)."),
+    ],
+)
+def test_connect_names_the_profile(model: wire.Sandbox | None, note: str) -> None:
+    assert connected_note(kernel(sandbox=model), "local", created=True) == note
+
+
+def test_the_kernel_list_has_a_sandbox_column_when_some_kernel_has_one() -> None:
+    kernels = [
+        kernel(id="aaaaaaaa-1", name="lab", sandbox=sandbox()),
+        kernel(id="bbbbbbbb-2", name="tight", sandbox=STRICT),
+        kernel(id="cccccccc-3", name="legacy", sandbox=None),
+    ]
+    table = render_kernels(kernels, "aaaaaaaa-1", "local", now=0.0).split("\n")
+    assert table[1].split() == [
+        "name",
+        "id",
+        "spec",
+        "state",
+        "lifetime",
+        "runs",
+        "idle",
+        "conn",
+        "sandbox",
+    ]
+    assert table[2].endswith("0     workspace")
+    assert table[3].endswith("0     strict (no network)")
+    assert table[4].endswith("0     -")
+
+
+def test_the_kernel_list_has_no_sandbox_column_when_no_kernel_has_one() -> None:
+    table = render_kernels([kernel(sandbox=None)], None, "jupyter:8888", now=0.0)
+    assert "sandbox" not in table and "not sandboxed" not in table
+
+
+RULE_LINES = [
+    (
+        "a read-only path names where it may write",
+        failure("read_only", "/etc"),
+        sandbox(),
+        "Sandbox (workspace): /etc is not writable from this kernel; it may write in "
+        "/home/p/proj and its own /tmp.",
+    ),
+    (
+        "a read-only path when nothing but /tmp is writable",
+        failure("read_only", "/home/p/x"),
+        sandbox(writable=[]),
+        "Sandbox (workspace): /home/p/x is not writable from this kernel; it may write only "
+        "in its own /tmp.",
+    ),
+    (
+        "a read-only path without the kernel's rules",
+        failure("read_only", "/etc"),
+        None,
+        "Sandbox (workspace): /etc is not writable from this kernel; it may write only in its "
+        "working directory, its own /tmp and what its profile adds.",
+    ),
+    (
+        "the rules of another profile are not the kernel's",
+        failure("read_only", "/etc", profile="strict"),
+        sandbox(),
+        "Sandbox (strict): /etc is not writable from this kernel; it may write only in its "
+        "working directory, its own /tmp and what its profile adds.",
+    ),
+    (
+        "a write with no path named",
+        failure("read_only"),
+        sandbox(),
+        "Sandbox (workspace): the cell wrote where this kernel may not write; it may write in "
+        "/home/p/proj and its own /tmp.",
+    ),
+    (
+        "a hidden path",
+        failure("hidden", "~/.ssh"),
+        sandbox(),
+        "~/.ssh is hidden from this kernel by its sandbox (workspace).",
+    ),
+    (
+        "a hidden path not named",
+        failure("hidden"),
+        None,
+        "The cell read a path that is hidden from this kernel by its sandbox (workspace).",
+    ),
+    (
+        "no network",
+        failure("network", profile="strict"),
+        STRICT,
+        "This kernel's sandbox (strict) has no network.",
+    ),
+    (
+        "the memory limit, with its size",
+        failure("memory"),
+        sandbox(),
+        "The kernel reached its memory limit (4 GiB), set by its sandbox (workspace); a cell "
+        "must use less memory (only the person can choose a profile with a higher limit).",
+    ),
+    (
+        "the memory limit, its size unknown",
+        failure("memory"),
+        None,
+        "The kernel reached its memory limit, set by its sandbox (workspace); a cell must use "
+        "less memory (only the person can choose a profile with a higher limit).",
+    ),
+    (
+        "the process limit",
+        failure("processes"),
+        sandbox(),
+        "The kernel reached its process limit (512 processes), set by its sandbox (workspace); "
+        "a cell must start fewer processes (only the person can choose a profile with a higher "
+        "limit).",
+    ),
+    (
+        "the process limit, unknown",
+        failure("processes"),
+        sandbox(processes=None),
+        "The kernel reached its process limit, set by its sandbox (workspace); a cell must "
+        "start fewer processes (only the person can choose a profile with a higher limit).",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "broken", "rules", "line"), RULE_LINES, ids=[c[0] for c in RULE_LINES]
+)
+def test_the_rule_line(
+    case: str, broken: wire.SandboxFailure, rules: wire.Sandbox | None, line: str
+) -> None:
+    assert sandbox_rule_line(broken, rules) == line
+
+
+ERROR = execution(
+    state="error",
+    error={"name": "PermissionError", "value": "[Errno 13] Permission denied: '/home/p/.ssh'"},
+    sandbox_failure=failure("hidden", "/home/p/.ssh"),
+    output={
+        "total": 2,
+        "head": lines(("+error", "PermissionError: [Errno 13]"), ("error", "  …")),
+        "tail": [],
+        "omitted": 0,
+    },
+)
+HIDDEN_LINE = "/home/p/.ssh is hidden from this kernel by its sandbox (workspace)."
+
+
+def test_a_cell_that_broke_a_rule_ends_with_its_line() -> None:
+    blocks = render_cell(ERROR, CellOutput.from_gateway(ERROR["output"]), sandbox=sandbox())
+    assert blocks == [
+        "\n".join(["In [5] (1.2 s):", "PermissionError: [Errno 13]", "  …", HIDDEN_LINE])
+    ]
+    assert cell_text(ERROR).split("\n")[-1] == HIDDEN_LINE  # the CLI's wait
+
+
+def test_the_memory_limits_death_reads_with_its_line() -> None:
+    died = execution(
+        state="died",
+        died={"reason": "killed: memory limit 4 GiB reached", "restarted": True},
+        sandbox_failure=failure("memory"),
+    )
+    text = cell_text(died, sandbox=sandbox())
+    assert text.split("\n") == [
+        "In [5] (1.2 s, died: killed: memory limit 4 GiB reached; the kernel was restarted and "
+        "its variables are gone):",
+        "The kernel reached its memory limit (4 GiB), set by its sandbox (workspace); a cell "
+        "must use less memory (only the person can choose a profile with a higher limit).",
+    ]
+
+
+def test_a_cell_with_no_failure_has_no_rule_line() -> None:
+    assert "sandbox" not in cell_text(execution(), sandbox=sandbox())
+
+
+def test_an_executions_status_names_the_rule_after_its_error() -> None:
+    shown = render_execution_status(ERROR, sandbox()).split("\n")
+    assert shown[1:3] == [
+        "error: PermissionError: [Errno 13] Permission denied: '/home/p/.ssh'",
+        HIDDEN_LINE,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("profile", "default", "sentence"),
+    [
+        (
+            "none",
+            "workspace",
+            "The sandbox profile none is looser than this gateway's default (workspace); only "
+            "the person can widen a kernel's sandbox (`loomgate run --kernel lab --sandbox "
+            "none`, or sandbox.toml).",
+        ),
+        (
+            "open",
+            None,
+            "The sandbox profile open is looser than this gateway's default; only the person "
+            "can widen a kernel's sandbox (`loomgate run --kernel lab --sandbox open`, or "
+            "sandbox.toml).",
+        ),
+    ],
+)
+def test_a_looser_profile_is_the_persons_to_choose(
+    profile: str, default: str | None, sentence: str
+) -> None:
+    assert looser_sandbox_refusal(profile, default, "lab") == sentence
+
+
+MISMATCHES = [
+    (
+        kernel(sandbox=sandbox()),
+        "model",
+        "The kernel lab runs under the sandbox profile workspace, fixed for its life; "
+        "connect(kernel='lab') without sandbox attaches to it as it is, or a new name starts a "
+        "kernel under strict.",
+    ),
+    (
+        kernel(sandbox=None),
+        "model",
+        "The kernel lab is not sandboxed by loomgate; connect(kernel='lab') without sandbox "
+        "attaches to it as it is, or a new name starts a kernel under strict.",
+    ),
+    (
+        kernel(sandbox=sandbox()),
+        "person",
+        "kernel lab runs under the sandbox profile workspace, fixed for its life; leave out "
+        "--sandbox to use it as it is, or give --kernel a new name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("running", "audience", "sentence"), MISMATCHES)
+def test_a_running_kernel_keeps_its_profile(
+    running: wire.Kernel, audience: Audience, sentence: str
+) -> None:
+    assert sandbox_mismatch(running, "strict", audience) == sentence
+
+
+@pytest.mark.parametrize(
+    ("audience", "sentence"),
+    [
+        (
+            "model",
+            "The gateway at http://h:1 does not run kernels under sandbox profiles, so no "
+            "kernel runs under strict; connect without sandbox for an unconfined kernel.",
+        ),
+        (
+            "person",
+            "the gateway at http://h:1 does not run kernels under sandbox profiles, so no "
+            "kernel runs under strict; leave out --sandbox for an unconfined kernel",
+        ),
+    ],
+)
+def test_a_gateway_that_ignores_profiles(audience: Audience, sentence: str) -> None:
+    assert unconfined_refusal("the gateway at http://h:1", "strict", audience) == sentence

@@ -1,0 +1,116 @@
+"""A kernel's sandbox as it reads: its profile in a word, its rules, and the rule a cell broke."""
+
+from __future__ import annotations
+
+from loomgate.shared import wire
+
+# How a profile with no confinement is named (docs/protocol.md: `profile` "none").
+UNCONFINED = "none"
+NOT_SANDBOXED = "not sandboxed by loomgate"
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def format_size(size: int) -> str:
+    """Return a memory limit as the person writes one: 4 GiB, 512 MiB, 1.5 GiB."""
+    if size >= GIB:
+        value = size / GIB
+        return f"{value:.0f} GiB" if size % GIB == 0 else f"{value:.1f} GiB"
+    if size >= MIB:
+        value = size / MIB
+        return f"{value:.0f} MiB" if size % MIB == 0 else f"{value:.1f} MiB"
+    return f"{size:,} bytes"
+
+
+def format_processes(count: int) -> str:
+    """Return a process limit: "512 processes", "1 process"."""
+    return f"{count:,} process" + ("" if count == 1 else "es")
+
+
+def sandbox_summary(sandbox: wire.Sandbox | None) -> str:
+    """Return a kernel's sandbox in a few words: "workspace", "strict (no network)", "none",
+    or that loomgate did not start it under a profile."""
+    if sandbox is None:
+        return NOT_SANDBOXED
+    profile = sandbox["profile"]
+    if profile != UNCONFINED and not sandbox["network"]:
+        return f"{profile} (no network)"
+    return profile
+
+
+def sandbox_clause(kernel: wire.Kernel) -> str:
+    """Return "; sandbox: workspace" for a kernel with a sandbox ("" for one without)."""
+    sandbox = kernel.get("sandbox")
+    return f"; sandbox: {sandbox_summary(sandbox)}" if sandbox is not None else ""
+
+
+def sandbox_lines(sandbox: wire.Sandbox | None) -> list[str]:
+    """Return a kernel's sandbox for its status: the profile and how it is enforced, then its
+    rules (writable, hidden, network, memory, processes)."""
+    if sandbox is None:
+        return [f"sandbox: {NOT_SANDBOXED}"]
+    profile = sandbox["profile"]
+    if profile == UNCONFINED:
+        return [f"sandbox: {UNCONFINED} (not confined)"]
+    mechanism = f", enforced by {sandbox['mechanism']}" if sandbox["mechanism"] else ""
+    hidden = len(sandbox["hidden"])
+    limits = [
+        f"network: {'on' if sandbox['network'] else 'off'}",
+        "memory: "
+        + (format_size(sandbox["memory"]) if sandbox["memory"] is not None else "no limit"),
+        "processes: "
+        + (f"{sandbox['processes']:,}" if sandbox["processes"] is not None else "no limit"),
+    ]
+    return [
+        f"sandbox: {profile}{mechanism}",
+        f"  writable: {writable_places(sandbox)}",
+        f"  hidden: {hidden:,} path" + ("" if hidden == 1 else "s"),
+        "  " + "; ".join(limits),
+    ]
+
+
+def writable_places(sandbox: wire.Sandbox) -> str:
+    """Return where a sandboxed kernel may write: its writable paths and its own /tmp."""
+    if not sandbox["writable"]:
+        return "only its own /tmp"
+    return ", ".join(sandbox["writable"]) + " and its own /tmp"
+
+
+def sandbox_rule_line(failure: wire.SandboxFailure, sandbox: wire.Sandbox | None) -> str:
+    """Return the one line saying which rule of which profile a failed cell ran into, so that
+    the reader stops retrying; `sandbox` (the kernel's, when known) adds the limit or the
+    places it may write."""
+    profile, path = failure["profile"], failure["path"]
+    rules = sandbox if sandbox is not None and sandbox["profile"] == profile else None
+    rule = failure["rule"]
+    if rule == "hidden":
+        what = path or "The cell read a path that"
+        return f"{what} is hidden from this kernel by its sandbox ({profile})."
+    if rule == "read_only":
+        what = (
+            f"{path} is not writable from this kernel"
+            if path
+            else "the cell wrote where this kernel may not write"
+        )
+        if rules is None:
+            where = "only in its working directory, its own /tmp and what its profile adds"
+        elif rules["writable"]:
+            where = "in " + writable_places(rules)
+        else:
+            where = "only in its own /tmp"
+        return f"Sandbox ({profile}): {what}; it may write {where}."
+    if rule == "network":
+        return f"This kernel's sandbox ({profile}) has no network."
+    if rule == "memory":
+        memory = rules["memory"] if rules is not None else None
+        limit = f" ({format_size(memory)})" if memory is not None else ""
+        return (
+            f"The kernel reached its memory limit{limit}, set by its sandbox ({profile}); a cell "
+            "must use less memory (only the person can choose a profile with a higher limit)."
+        )
+    processes = rules["processes"] if rules is not None else None
+    limit = f" ({format_processes(processes)})" if processes is not None else ""
+    return (
+        f"The kernel reached its process limit{limit}, set by its sandbox ({profile}); a cell "
+        "must start fewer processes (only the person can choose a profile with a higher limit)."
+    )
