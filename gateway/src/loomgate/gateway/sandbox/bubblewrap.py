@@ -35,6 +35,7 @@ ISOLATION = (
     "--new-session",
 )
 TMP = Path("/tmp")
+PROC_READ_ONLY = (Path("/proc/sys"), Path("/proc/sysrq-trigger"))
 HIDDEN_DIR_MODE = "0000"  # listing or entering it: PermissionError
 PASSAGE_DIR_MODE = "0111"  # a hidden dir on the way to the kernel's own files: enter, not list
 
@@ -95,27 +96,48 @@ def command(
     if not rules.network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # bwrap leaves these writable when they are not writable to it at that moment (a dir of
+    # mode 0555); but the sandbox is host uid 0 when the gateway runs as root, and most sysctls
+    # check only the file's owner (kernel.core_pattern would run a program as host root).
+    for path in PROC_READ_ONLY:
+        if path.exists():
+            argv += ["--ro-bind", str(path), str(path)]
     argv += ["--perms", "1777", "--tmpfs", str(TMP)]
     for path in existing(rules.writable):
         argv += ["--bind", str(path), str(path)]
-    hidden = outermost(existing(rules.hidden))
-    for path in hidden:
-        if path.is_dir():
-            mode = PASSAGE_DIR_MODE if any(within(o, path) for o in own) else HIDDEN_DIR_MODE
-            argv += ["--perms", mode, "--tmpfs", str(path)]
-        else:
-            argv += ["--ro-bind", str(empty), str(path)]
+    tmpfs: list[Path] = []
+    for path in outermost(existing(rules.hidden)):
+        argv += hide(path, own, empty, tmpfs)
     argv += ["--bind", str(own[0]), str(own[0])]
     if connection_file is not None:
         argv += ["--ro-bind", str(own[1]), str(own[1])]
-    # Read-only last: bwrap made the mount points of the re-exposed paths inside it first.
-    for path in hidden:
-        if path.is_dir():
-            argv += ["--remount-ro", str(path)]
+    # Read-only last: bwrap made the mount points of the re-exposed paths inside them first.
+    for path in tmpfs:
+        argv += ["--remount-ro", str(path)]
     argv += ["--setenv", "TMPDIR", str(TMP)]
     for name in dict.fromkeys(unset_env):
         argv += ["--unsetenv", name]
     argv += ["--chdir", str(cwd), "--", *kernel_cmd]
+    return argv
+
+
+def hide(path: Path, own: list[Path], empty: Path, tmpfs: list[Path]) -> list[str]:
+    """Return the bwrap arguments that hide `path` (adding the dirs it covers to `tmpfs`).
+
+    A hidden dir on the way to the kernel's own files is made enterable (not listable), and
+    what it holds now is hidden in turn, so reading it gives PermissionError as anywhere
+    hidden; a name created there later is simply not found.
+    """
+    if not path.is_dir():
+        return ["--ro-bind", str(empty), str(path)]
+    tmpfs.append(path)
+    if not any(within(o, path) for o in own):
+        return ["--perms", HIDDEN_DIR_MODE, "--tmpfs", str(path)]
+    argv = ["--perms", PASSAGE_DIR_MODE, "--tmpfs", str(path)]
+    for child in sorted(path.iterdir()):
+        # A symlink is not copied into the tmpfs: its name is simply not found there.
+        if not child.is_symlink() and child not in own:
+            argv += hide(child, own, empty, tmpfs)
     return argv
 
 

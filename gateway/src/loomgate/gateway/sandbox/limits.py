@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import re
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ __all__ = ["KernelLimits"]
 KERNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 PREFIX = "loomgate-"  # each kernel's cgroup (or systemd unit) is named PREFIX + its id
 SYSTEMCTL_TIMEOUT = 10.0
+REMOVE_TIMEOUT = 5.0  # seconds an emptied cgroup may stay busy
+REMOVE_POLL = 0.005
 
 
 @dataclass
@@ -107,13 +110,15 @@ class KernelLimits:
             )
         return False  # rlimits: the kernel gets MemoryError and lives
 
-    def remove(self) -> bool:
+    def remove(self, timeout: float = REMOVE_TIMEOUT) -> bool:
         """Remove this kernel's cgroups once no process is left in them; return whether they
         are gone (False: some still hold processes). Removing twice is harmless."""
         if self.mechanism == "systemd scope":
             systemctl(self.prefix, "reset-failed", self.unit)
-        gone = True
-        for group in dict.fromkeys(self.groups.values()):
+        deadline = time.monotonic() + timeout
+        groups = list(dict.fromkeys(self.groups.values()))
+        while groups:
+            group = groups[0]
             try:
                 group.rmdir()
             except FileNotFoundError:
@@ -121,8 +126,13 @@ class KernelLimits:
             except OSError as error:
                 if error.errno != errno.EBUSY:
                     raise
-                gone = False
-        return gone
+                # Its last processes were reaped just now: the kernel lets go of it shortly.
+                if (group / "cgroup.procs").read_text().strip() or time.monotonic() > deadline:
+                    return False
+                time.sleep(REMOVE_POLL)
+                continue
+            groups.pop(0)
+        return True
 
     def to_json(self) -> dict[str, Any]:
         """Return these limits as JSON data, for a later gateway that takes the kernel back."""
