@@ -46,6 +46,16 @@ class Sandbox:
     process: subprocess.Popen[str]
     init_pid: int
     info_file: Path
+    init_start: str  # the init's start time (/proc/PID/stat): the proof it is still the same
+
+
+def start_time(pid: int) -> str | None:
+    """Return when process `pid` started (clock ticks since boot), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
 
 
 def argv(
@@ -102,13 +112,15 @@ def started(
         text=True,
         env=env,
     )
-    init_pid = 0
+    init_pid, init_start = 0, None
     try:
         init_pid = entry.read_info(bubblewrap.info_file(kernel_dir), START_TIMEOUT)
-        yield Sandbox(process, init_pid, bubblewrap.info_file(kernel_dir))
+        init_start = start_time(init_pid)
+        assert init_start is not None, "the sandbox init ended before the test saw it"
+        yield Sandbox(process, init_pid, bubblewrap.info_file(kernel_dir), init_start)
     finally:
-        # While bwrap runs its init exists, so the pid is still the sandbox's and nobody else's.
-        if process.poll() is None and init_pid:
+        # The init outlives bwrap when bwrap alone is killed: end it when it is still the same.
+        if init_pid and init_start is not None and start_time(init_pid) == init_start:
             bubblewrap.kill(init_pid)
         if process.poll() is None:
             process.kill()

@@ -124,10 +124,16 @@ def main(argv: Sequence[str]) -> int:
         )
         return 2
     try:
-        plan = Plan.from_json(Path(args[0]).read_text())
-        fd = prepare(plan)
+        try:
+            text = Path(args[0]).read_text()
+        except OSError as error:
+            raise OSError(f"cannot read the plan {args[0]}: {error.strerror}") from None
+        fd = prepare(Plan.from_json(text))
         bwrap = [args[2], "--info-fd", str(fd), *args[3:]]
-        os.execv(bwrap[0], bwrap)
+        try:
+            os.execv(bwrap[0], bwrap)
+        except OSError as error:
+            raise OSError(f"cannot run {bwrap[0]}: {error.strerror}") from None
     except (OSError, ValueError) as error:
         print(f"loomgate sandbox entry: {error}", file=sys.stderr)
         return 1

@@ -111,8 +111,9 @@ class KernelLimits:
         return False  # rlimits: the kernel gets MemoryError and lives
 
     def remove(self, timeout: float = REMOVE_TIMEOUT) -> bool:
-        """Remove this kernel's cgroups once no process is left in them; return whether they
-        are gone (False: some still hold processes). Removing twice is harmless."""
+        """Remove this kernel's cgroups once no process is left in them (waiting up to `timeout`
+        seconds for the last ones to exit); return whether they are gone (False: processes
+        still hold some). Removing twice is harmless."""
         if self.mechanism == "systemd scope":
             systemctl(self.prefix, "reset-failed", self.unit)
         deadline = time.monotonic() + timeout
@@ -126,8 +127,8 @@ class KernelLimits:
             except OSError as error:
                 if error.errno != errno.EBUSY:
                     raise
-                # Its last processes were reaped just now: the kernel lets go of it shortly.
-                if (group / "cgroup.procs").read_text().strip() or time.monotonic() > deadline:
+                # bwrap exits as soon as its command has: the sandbox's init may be exiting still.
+                if time.monotonic() > deadline:
                     return False
                 time.sleep(REMOVE_POLL)
                 continue
