@@ -88,8 +88,7 @@ def argv(
         rlimits=dict(limits.rlimits) if limits else {},
         landlock=landlock,
     )
-    plan_file = plan.write(kernel_dir / "plan.json")
-    return [*(limits.prefix if limits else []), *entry.command(plan_file, inner)]
+    return [*(limits.prefix if limits else []), *entry.command(plan, inner)]
 
 
 @contextmanager

@@ -58,7 +58,7 @@ def position(argv: list[str], *words: str) -> int:
 
 def test_later_mounts_lie_over_earlier_ones(tree: Path) -> None:
     command = argv(tree)
-    kernel_dir, connection = str(tree / "state/kernels/k1"), str(tree / "runtime/kernel-own.json")
+    ipc, connection = str(tree / "state/kernels/k1/ipc"), str(tree / "runtime/kernel-own.json")
     order = [
         position(command, "--ro-bind", "/", "/"),
         position(command, "--proc", "/proc"),
@@ -67,7 +67,7 @@ def test_later_mounts_lie_over_earlier_ones(tree: Path) -> None:
         position(command, "--bind", str(tree / "project"), str(tree / "project")),
         position(command, "--ro-bind", str(tree / "state/kernels/k1/hidden")),  # the .env
         position(command, "--tmpfs", str(tree / "state")),
-        position(command, "--bind", kernel_dir, kernel_dir),
+        position(command, "--bind", ipc, ipc),
         position(command, "--ro-bind", connection, connection),
         position(command, "--remount-ro", str(tree / "state")),
         position(command, "--chdir", str(tree / "project")),
@@ -104,10 +104,12 @@ def test_hidden_dirs_on_the_way_to_the_kernels_files_can_be_entered_not_listed(
     assert position(command, "--perms", "0111", "--tmpfs", str(tree / "state")) > 0
     assert position(command, "--perms", "0111", "--tmpfs", str(tree / "state/kernels")) > 0
     assert position(command, "--perms", "0111", "--tmpfs", str(tree / "runtime")) > 0
+    assert position(command, "--perms", "0111", "--tmpfs", str(tree / "state/kernels/k1")) > 0
     assert position(command, "--perms", "0000", "--tmpfs", str(tree / "home/.ssh")) > 0
     # What those dirs hold is hidden in turn; the kernel's own files are bound, not hidden.
     assert position(command, "--ro-bind", empty, str(tree / "state/token")) > 0
     assert position(command, "--ro-bind", empty, str(tree / "runtime/other.json")) > 0
+    assert position(command, "--ro-bind", empty, str(tree / "state/kernels/k1/hidden")) > 0
     assert str(tree / "runtime/kernel-own.json") not in command[: position(command, "--bind")]
     hides_own = ["--ro-bind", empty, str(tree / "runtime/kernel-own.json")]
     with pytest.raises(AssertionError):
@@ -154,6 +156,25 @@ def test_bad_input_is_refused(
         bubblewrap.command(
             rules, cmd, bwrap=BWRAP, cwd=tmp_path, kernel_dir=tmp_path / "k", connection_file=None
         )
+
+
+def test_the_kernel_dir_is_hidden_but_its_ipc_dir(tmp_path: Path) -> None:
+    kernel_dir = tmp_path / "k"
+    bubblewrap.prepare_kernel_dir(kernel_dir)
+    (kernel_dir / "bwrap-info.json").write_text("{}")
+    command = bubblewrap.command(
+        sandboxes.rules(),
+        CMD,
+        bwrap=BWRAP,
+        cwd=tmp_path,
+        kernel_dir=kernel_dir,
+        connection_file=None,
+    )
+    ipc = str(bubblewrap.ipc_dir(kernel_dir))
+    assert position(command, "--perms", "0111", "--tmpfs", str(kernel_dir)) > 0
+    info = str(bubblewrap.info_file(kernel_dir))
+    assert position(command, "--ro-bind", str(bubblewrap.empty_file(kernel_dir)), info) > 0
+    assert position(command, "--bind", ipc, ipc) > position(command, "--tmpfs", str(kernel_dir))
 
 
 def test_the_kernel_dir_is_private(tmp_path: Path) -> None:

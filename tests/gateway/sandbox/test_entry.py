@@ -4,7 +4,6 @@ kernel's cgroups, sets rlimits and Landlock scopes, and hands bwrap its info fd.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import uuid
@@ -19,46 +18,35 @@ from tests.gateway.sandbox import sandboxes
 MiB = 2**20
 
 
-def test_the_plan_round_trips(tmp_path: Path) -> None:
+def test_the_plan_round_trips_through_the_command_line(tmp_path: Path) -> None:
     plan = entry.Plan(
         info_file=tmp_path / "info.json",
-        join_files=("/sys/fs/cgroup/memory/x/cgroup.procs",),
+        join_files=("/sys/fs/cgroup/memory/x/cgroup.procs", "/sys/fs/cgroup/pids/x/cgroup.procs"),
         rlimits={"RLIMIT_DATA": (MiB, 2 * MiB)},
         landlock=True,
     )
-    written = plan.write(tmp_path / "plan.json")
-    assert entry.Plan.from_json(written.read_text()) == plan
-    assert written.stat().st_mode & 0o777 == 0o600
+    argv = entry.command(plan, ["/usr/bin/bwrap", "--", "x"], python="/py")
+    assert argv[:4] == ["/py", "-I", "-m", entry.MODULE]
+    assert entry.Plan.parse(argv[4:]) == (plan, ["/usr/bin/bwrap", "--", "x"])
+    assert entry.Plan.parse(["--info", "/i", "--", "b"]) == (entry.Plan("/i"), ["b"])
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("args", "message"),
     [
-        ("[]", "JSON object with an `info_file`"),
-        ('{"join_files": []}', "JSON object with an `info_file`"),
-        ('{"info_file": "/i", "rlimits": [1]}', "map RLIMIT_"),
-        ('{"info_file": "/i", "rlimits": {"RLIMIT_NOPE": [1, 1]}}', "unknown rlimit 'RLIMIT_NOPE'"),
-        ('{"info_file": "/i", "rlimits": {"getrlimit": [1, 1]}}', "unknown rlimit"),
+        (["--info", "/i"], "usage: python -I -m loomgate.gateway.sandbox.entry"),
+        (["--info", "/i", "--"], "usage:"),
+        (["--", "bwrap"], "needs --info FILE"),
+        (["--info", "--", "bwrap"], "'--info' is not an entry option"),
+        (["--bogus", "x", "--info", "/i", "--", "b"], "'--bogus' is not an entry option"),
+        (["--rlimit", "RLIMIT_NOPE=1:1", "--info", "/i", "--", "b"], "names no rlimit"),
+        (["--rlimit", "getrlimit=1:1", "--info", "/i", "--", "b"], "names no rlimit"),
+        (["--rlimit", "RLIMIT_DATA=1", "--info", "/i", "--", "b"], "must be byte or count"),
     ],
 )
-def test_a_bad_plan_is_refused(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        entry.Plan.from_json(text)
-
-
-def test_the_command_runs_the_module_isolated(tmp_path: Path) -> None:
-    argv = entry.command(tmp_path / "p.json", ["/usr/bin/bwrap", "--", "x"], python="/py")
-    assert argv == [
-        "/py",
-        "-I",
-        "-m",
-        entry.MODULE,
-        str(tmp_path / "p.json"),
-        "--",
-        "/usr/bin/bwrap",
-        "--",
-        "x",
-    ]
+def test_bad_arguments_are_refused(args: list[str], message: str) -> None:
+    with pytest.raises(entry.PlanError, match=message):
+        entry.Plan.parse(args)
 
 
 def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
@@ -73,33 +61,38 @@ def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    ("case", "status", "says"),
+    ("args", "status", "says"),
     [
-        ("usage", 2, "usage: python -I -m loomgate.gateway.sandbox.entry PLAN -- BWRAP"),
-        ("no plan", 1, "cannot read the plan .*none.json: No such file or directory"),
-        ("bad plan", 1, "JSON object with an `info_file`"),
-        ("no cgroup", 1, "cannot join the kernel's cgroup /nonexistent/cgroup.procs"),
-        ("no bwrap", 1, "cannot run /nonexistent/bwrap: No such file or directory"),
+        (["--", "/bin/true"], 2, "needs --info FILE"),
+        (
+            ["--join", "/nonexistent/cgroup.procs", "--info", "INFO", "--", "/bin/true"],
+            1,
+            "cannot join the kernel's cgroup /nonexistent/cgroup.procs: No such file",
+        ),
+        (["--info", "/nonexistent/info.json", "--", "/bin/true"], 1, "No such file or directory"),
+        (
+            ["--info", "INFO", "--", "/nonexistent/bwrap"],
+            1,
+            "cannot run /nonexistent/bwrap: No such file or directory",
+        ),
     ],
 )
-def test_errors_before_exec_are_one_line(tmp_path: Path, case: str, status: int, says: str) -> None:
-    plan = tmp_path / "plan.json"
-    info = tmp_path / "info.json"
-    if case == "bad plan":
-        plan.write_text("[]")
-    elif case == "no cgroup":
-        entry.Plan(info, join_files=("/nonexistent/cgroup.procs",)).write(plan)
-    else:
-        entry.Plan(info).write(plan)
-    args = {"usage": [str(plan)], "no plan": [str(tmp_path / "none.json"), "--", "/bin/true"]}
-    done = run_entry(
-        *args.get(
-            case, [str(plan), "--", "/nonexistent/bwrap" if case == "no bwrap" else "/bin/true"]
-        )
-    )
+def test_errors_before_exec_are_one_line(
+    tmp_path: Path, args: list[str], status: int, says: str
+) -> None:
+    done = run_entry(*(str(tmp_path / "info.json") if a == "INFO" else a for a in args))
     assert done.returncode == status
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("loomgate sandbox entry: ")
-    assert re.search(says, done.stderr), done.stderr
+    assert says in done.stderr, done.stderr
+
+
+def test_the_entry_execs_what_follows(tmp_path: Path) -> None:
+    info, show = tmp_path / "info.json", tmp_path / "show"
+    show.write_text('#!/bin/sh\necho "$@"\necho child-pid >&3\n')
+    show.chmod(0o755)
+    done = run_entry("--info", str(info), "--", str(show), "x")
+    assert (done.returncode, done.stdout) == (0, "--info-fd 3 x\n"), done.stderr
+    assert info.read_text() == "child-pid\n"  # fd 3 is the info file, open for writing
 
 
 def test_the_entry_applies_its_plan_before_bwrap(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from loomgate.gateway.sandbox import bubblewrap
 from loomgate.gateway.sandbox.limits import KernelLimits
 from tests.gateway.sandbox import sandboxes
 
@@ -382,3 +383,23 @@ def test_killing_the_init_ends_the_whole_sandbox(world: World) -> None:
         assert box.process.wait(timeout=30) != 0
         with pytest.raises(ProcessLookupError):
             os.kill(box.init_pid, 0)
+
+
+def test_the_info_file_is_out_of_the_sandboxs_reach(world: World) -> None:
+    info = bubblewrap.info_file(world.kernel_dir)
+    ipc = bubblewrap.ipc_dir(world.kernel_dir) / "kernel-shell"
+    result = run(
+        world,
+        WRITE,
+        {
+            "method": "plain",
+            "paths": [str(info), str(ipc)],
+            "dir": str(world.kernel_dir),
+            "host_tmp": "/nonexistent",
+        },
+    )
+    # Not there when the command was made: the kernel's (read-only) dir simply lacks it.
+    assert (result[str(info)], result[str(ipc)]) == ("EROFS", "written")
+    assert result["rmtree"] != "removed" and world.kernel_dir.is_dir()
+    assert json.loads(info.read_text())["child-pid"] > 0  # as bwrap wrote it
+    assert ipc.exists()

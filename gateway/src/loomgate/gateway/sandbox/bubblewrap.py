@@ -51,7 +51,8 @@ def info_file(kernel_dir: Path) -> Path:
 
 
 def ipc_dir(kernel_dir: Path) -> Path:
-    """Return the dir for the kernel's ipc sockets (network off: no loopback to share)."""
+    """Return the dir for the kernel's ipc sockets (network off: no loopback to share), the
+    only part of the kernel's own dir the sandbox sees (writable)."""
     return kernel_dir / "ipc"
 
 
@@ -78,8 +79,8 @@ def command(
     """Return the argv (starting with `bwrap`) that runs `kernel_cmd` under `rules`.
 
     Later mounts lie over earlier ones: the read-only root, then /tmp, then the writable paths,
-    then the hidden ones (hidden wins over writable), then the kernel's own dir and connection
-    file (re-exposed through a hidden runtime or state dir). Paths are bound at their real
+    then the hidden ones (hidden wins over writable; the kernel's own dir is always hidden),
+    then the kernel's ipc dir and connection file (re-exposed through a hidden dir). Paths are bound at their real
     location, so a symlink to them (/var/run -> /run) leads to the bound one. A writable or
     hidden path that does not exist is skipped: nothing is there to reach, and bwrap would
     refuse it.
@@ -91,7 +92,10 @@ def command(
     empty = empty_file(kernel_dir)
     if not empty.is_file():
         raise ValueError(f"{empty} is missing: call prepare_kernel_dir({str(kernel_dir)!r}) first")
-    own = [real(kernel_dir)] + ([real(connection_file)] if connection_file is not None else [])
+    # Only the ipc dir of the kernel's own dir goes in: its info file names the pid the gateway
+    # signals, and must not be the sandbox's to rewrite.
+    own = [real(ipc_dir(kernel_dir))]
+    own += [real(connection_file)] if connection_file is not None else []
     argv = [bwrap, *ISOLATION]
     if not rules.network:
         argv.append("--unshare-net")
@@ -106,7 +110,7 @@ def command(
     for path in existing(rules.writable):
         argv += ["--bind", str(path), str(path)]
     tmpfs: list[Path] = []
-    for path in outermost(existing(rules.hidden)):
+    for path in outermost(existing([*rules.hidden, kernel_dir])):
         argv += hide(path, own, empty, tmpfs)
     argv += ["--bind", str(own[0]), str(own[0])]
     if connection_file is not None:

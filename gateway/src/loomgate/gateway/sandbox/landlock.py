@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 
 __all__ = ["SCOPES_ABI", "LandlockUnavailable", "abi_version", "restrict_scopes"]
 
@@ -41,7 +40,8 @@ def libc() -> ctypes.CDLL:
 
 def create_ruleset_number() -> int | None:
     """Return landlock_create_ruleset's syscall number here, or None on another architecture."""
-    return SYSCALLS.get(platform.machine()) if os.uname().sysname == "Linux" else None
+    system = os.uname()
+    return SYSCALLS.get(system.machine) if system.sysname == "Linux" else None
 
 
 def abi_version() -> int:
