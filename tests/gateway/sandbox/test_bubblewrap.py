@@ -180,7 +180,9 @@ def test_the_kernel_dir_is_hidden_but_its_ipc_dir(tmp_path: Path) -> None:
 def test_the_kernel_dir_is_private(tmp_path: Path) -> None:
     kernel_dir = tmp_path / "a" / "k"
     bubblewrap.prepare_kernel_dir(kernel_dir)
-    bubblewrap.prepare_kernel_dir(kernel_dir)  # again: taken as it is
+    bubblewrap.info_file(kernel_dir).write_text('{"child-pid": 1234}')
+    bubblewrap.prepare_kernel_dir(kernel_dir)  # again: taken as it is, but for the last pid
+    assert not bubblewrap.info_file(kernel_dir).exists()
     assert stat.S_IMODE(kernel_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(bubblewrap.empty_file(kernel_dir).stat().st_mode) == 0
     assert bubblewrap.empty_file(kernel_dir).stat().st_size == 0

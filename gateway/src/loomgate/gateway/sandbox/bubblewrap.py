@@ -57,8 +57,10 @@ def ipc_dir(kernel_dir: Path) -> Path:
 
 
 def prepare_kernel_dir(kernel_dir: Path) -> None:
-    """Create the kernel's own host dir (mode 0700) with its empty file and ipc dir."""
+    """Create the kernel's own host dir (mode 0700) with its empty file and ipc dir; before
+    each start, as it also removes the last start's info file (whose pid is no longer ours)."""
     kernel_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info_file(kernel_dir).unlink(missing_ok=True)
     kernel_dir.chmod(0o700)
     empty = empty_file(kernel_dir)
     empty.touch(mode=0o000, exist_ok=True)
@@ -80,10 +82,10 @@ def command(
 
     Later mounts lie over earlier ones: the read-only root, then /tmp, then the writable paths,
     then the hidden ones (hidden wins over writable; the kernel's own dir is always hidden),
-    then the kernel's ipc dir and connection file (re-exposed through a hidden dir). Paths are bound at their real
-    location, so a symlink to them (/var/run -> /run) leads to the bound one. A writable or
-    hidden path that does not exist is skipped: nothing is there to reach, and bwrap would
-    refuse it.
+    then the kernel's ipc dir and connection file (re-exposed through a hidden dir). Paths are
+    bound at their real location, so a symlink to them (/var/run -> /run) leads to the bound
+    one. A writable or hidden path that does not exist is skipped: nothing is there to reach,
+    and bwrap would refuse it.
     """
     if not rules.confined:
         raise ValueError(f"profile {rules.profile!r} is not confined: run its kernel as it is")
