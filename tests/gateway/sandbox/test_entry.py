@@ -1,0 +1,138 @@
+"""The entry stage before bwrap: its plan, its one-line errors, and a real run that joins the
+kernel's cgroups, sets rlimits and Landlock scopes, and hands bwrap its info fd."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from loomgate.gateway.sandbox import bubblewrap, entry
+from loomgate.gateway.sandbox.limits import KernelLimits
+from tests.gateway.sandbox import sandboxes
+
+MiB = 2**20
+
+
+def test_the_plan_round_trips_through_the_command_line(tmp_path: Path) -> None:
+    plan = entry.Plan(
+        info_file=tmp_path / "info.json",
+        join_files=("/sys/fs/cgroup/memory/x/cgroup.procs", "/sys/fs/cgroup/pids/x/cgroup.procs"),
+        rlimits={"RLIMIT_DATA": (MiB, 2 * MiB)},
+        landlock=True,
+    )
+    argv = entry.command(plan, ["/usr/bin/bwrap", "--", "x"], python="/py")
+    assert argv[:4] == ["/py", "-I", "-m", entry.MODULE]
+    assert entry.Plan.parse(argv[4:]) == (plan, ["/usr/bin/bwrap", "--", "x"])
+    assert entry.Plan.parse(["--info", "/i", "--", "b"]) == (entry.Plan("/i"), ["b"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--info", "/i"], "usage: python -I -m loomgate.gateway.sandbox.entry"),
+        (["--info", "/i", "--"], "usage:"),
+        (["--", "bwrap"], "needs --info FILE"),
+        (["--info", "--", "bwrap"], "'--info' is not an entry option"),
+        (["--bogus", "x", "--info", "/i", "--", "b"], "'--bogus' is not an entry option"),
+        (["--rlimit", "RLIMIT_NOPE=1:1", "--info", "/i", "--", "b"], "names no rlimit"),
+        (["--rlimit", "getrlimit=1:1", "--info", "/i", "--", "b"], "names no rlimit"),
+        (["--rlimit", "RLIMIT_DATA=1", "--info", "/i", "--", "b"], "must be byte or count"),
+    ],
+)
+def test_bad_arguments_are_refused(args: list[str], message: str) -> None:
+    with pytest.raises(entry.PlanError, match=message):
+        entry.Plan.parse(args)
+
+
+def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the entry module with `args`, as the gateway does."""
+    return subprocess.run(
+        [sys.executable, "-I", "-m", entry.MODULE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "says"),
+    [
+        (["--", "/bin/true"], 2, "needs --info FILE"),
+        (
+            ["--join", "/nonexistent/cgroup.procs", "--info", "INFO", "--", "/bin/true"],
+            1,
+            "cannot join the kernel's cgroup /nonexistent/cgroup.procs: No such file",
+        ),
+        (["--info", "/nonexistent/info.json", "--", "/bin/true"], 1, "No such file or directory"),
+        (
+            ["--info", "INFO", "--", "/nonexistent/bwrap"],
+            1,
+            "cannot run /nonexistent/bwrap: No such file or directory",
+        ),
+    ],
+)
+def test_errors_before_exec_are_one_line(
+    tmp_path: Path, args: list[str], status: int, says: str
+) -> None:
+    done = run_entry(*(str(tmp_path / "info.json") if a == "INFO" else a for a in args))
+    assert done.returncode == status
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("loomgate sandbox entry: ")
+    assert says in done.stderr, done.stderr
+
+
+def test_the_entry_execs_what_follows(tmp_path: Path) -> None:
+    info, show = tmp_path / "info.json", tmp_path / "show"
+    show.write_text('#!/bin/sh\necho "$@"\necho child-pid >&3\n')
+    show.chmod(0o755)
+    done = run_entry("--info", str(info), "--", str(show), "x")
+    assert (done.returncode, done.stdout) == (0, "--info-fd 3 x\n"), done.stderr
+    assert info.read_text() == "child-pid\n"  # fd 3 is the info file, open for writing
+
+
+def test_the_entry_applies_its_plan_before_bwrap(tmp_path: Path) -> None:
+    limits = KernelLimits.create(f"entry-{uuid.uuid4().hex[:8]}", sandboxes.rules(memory=512 * MiB))
+    try:
+        payload = (
+            "import json, os, resource\n"
+            "lines = open('/proc/self/status').read().splitlines()\n"
+            "status = dict(line.split(':\\t', 1) for line in lines)\n"
+            "groups = open('/proc/self/cgroup').read().splitlines()\n"
+            "print(json.dumps({\n"
+            "    'no_new_privs': status['NoNewPrivs'].strip(),\n"
+            "    'data': resource.getrlimit(resource.RLIMIT_DATA),\n"
+            "    'cgroup': [line for line in groups if ':memory:' in line],\n"
+            "    'fds': sorted(os.listdir('/proc/self/fd')),\n"
+            "}))"
+        )
+        limits.rlimits["RLIMIT_DATA"] = (768 * MiB, 768 * MiB)  # both mechanisms at once, here
+        rules = sandboxes.rules(writable=[tmp_path])
+        done = sandboxes.run(rules, payload, cwd=tmp_path, kernel_dir=tmp_path / "k", limits=limits)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["no_new_privs"] == "1"  # Landlock was applied (it needs no_new_privs)
+        assert result["data"] == [768 * MiB, 768 * MiB]
+        assert result["cgroup"][0].endswith(f"/loomgate-{limits.kernel_id}")
+        assert result["fds"] == ["0", "1", "2", "3"]  # bwrap's info fd did not follow inside
+        assert limits.groups["memory"].exists()
+    finally:
+        assert limits.remove()
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"child-pid": 0}', '{"other": 5}'])
+def test_read_info_waits_for_a_pid(tmp_path: Path, text: str) -> None:
+    info = tmp_path / "info.json"
+    info.write_text(text)
+    with pytest.raises(TimeoutError, match="wrote no sandbox pid"):
+        entry.read_info(info, 0.05)
+
+
+def test_read_info_returns_the_init_pid(tmp_path: Path) -> None:
+    info = bubblewrap.info_file(tmp_path)
+    info.write_text('{\n    "child-pid": 4242\n}\n')
+    assert entry.read_info(info, 0) == 4242

@@ -1,0 +1,405 @@
+"""Real escapes from the entry + bwrap sandbox, tried by a plain `python -c` payload against a
+test HOME holding fake secrets, a fake state dir and a fake Jupyter runtime dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sysconfig
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loomgate.gateway.sandbox import bubblewrap
+from loomgate.gateway.sandbox.limits import KernelLimits
+from tests.gateway.sandbox import sandboxes
+
+VAR_TMP = Path("/var/tmp")
+SECRET = "FAKE-SECRET-5f1c"
+METHODS = ["plain", "os.system", "subprocess", "ctypes"]
+
+# Each payload gets one JSON argument and prints one JSON result.
+READ = r"""
+import ctypes, errno, json, os, subprocess, sys
+arg = json.loads(sys.argv[1])
+def attempt(method, path):
+    if method == "plain":
+        try:
+            with open(path) as f:
+                return "read:" + f.read()
+        except OSError as e:
+            return errno.errorcode[e.errno]
+    if method == "os.system":
+        status = os.system(f"cat '{path}' 2>/dev/null")
+        return "read" if status == 0 else "failed"
+    if method == "subprocess":
+        done = subprocess.run(["cat", path], capture_output=True, text=True)
+        return "read:" + done.stdout if done.returncode == 0 else done.stderr.strip()
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.open(path.encode(), os.O_RDONLY)
+    if fd < 0:
+        return errno.errorcode[ctypes.get_errno()]
+    buf = ctypes.create_string_buffer(4096)
+    n = libc.read(fd, buf, 4096)
+    return "read:" + buf.raw[:n].decode() if n >= 0 else errno.errorcode[ctypes.get_errno()]
+print(json.dumps({p: attempt(arg["method"], p) for p in arg["paths"]}))
+"""
+
+WRITE = r"""
+import ctypes, errno, json, os, shutil, subprocess, sys
+arg = json.loads(sys.argv[1])
+def attempt(method, path):
+    if method == "plain":
+        try:
+            with open(path, "w") as f:
+                f.write("x")
+            return "written"
+        except OSError as e:
+            return errno.errorcode[e.errno]
+    if method == "os.system":
+        return "written" if os.system(f"echo x > '{path}' 2>/dev/null") == 0 else "failed"
+    if method == "subprocess":
+        done = subprocess.run(["touch", path], capture_output=True, text=True)
+        return "written" if done.returncode == 0 else done.stderr.strip()
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.open(path.encode(), os.O_WRONLY | os.O_CREAT, 0o644)
+    if fd < 0:
+        return errno.errorcode[ctypes.get_errno()]
+    libc.close(fd)
+    return "written"
+def remove(path):
+    try:
+        shutil.rmtree(path)
+        return "removed"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+result = {p: attempt(arg["method"], p) for p in arg["paths"]}
+result["rmtree"] = remove(arg["dir"])
+result["host_tmp_seen"] = os.path.exists(arg["host_tmp"])
+print(json.dumps(result))
+"""
+
+PROCESSES = r"""
+import errno, json, os, signal, sys
+arg = json.loads(sys.argv[1])
+def attempt(call):
+    try:
+        call()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def environ():
+    with open(f"/proc/{arg['outside']}/environ") as f:
+        f.read()
+result = {
+    "pids": sorted(int(n) for n in os.listdir("/proc") if n.isdigit()),
+    "environ": attempt(environ),
+    "kill": attempt(lambda: os.kill(arg["outside"], 0)),
+    "kill_all": attempt(lambda: os.kill(-1, signal.SIGTERM)),
+}
+print(json.dumps(result))
+"""
+
+NETWORK = r"""
+import errno, json, socket, sys
+arg = json.loads(sys.argv[1])
+def attempt(call):
+    try:
+        call()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e))
+def tcp():
+    with socket.create_connection(("127.0.0.1", arg["tcp"]), timeout=5) as s:
+        s.sendall(b"tcp")
+def udp():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"udp", ("127.0.0.1", arg["udp"]))
+def abstract():
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect("\0" + arg["abstract"])
+print(json.dumps({"tcp": attempt(tcp), "udp": attempt(udp), "abstract": attempt(abstract)}))
+"""
+
+
+@dataclass
+class World:
+    """A test HOME with fake secrets, a state dir and a runtime dir, and the kernel's paths."""
+
+    home: Path
+    cwd: Path
+    kernel_dir: Path
+    connection_file: Path
+    secrets: list[Path]  # files whose reading must fail
+    hidden: list[Path]  # what the rules hide
+    outside_dir: Path  # a dir outside the kernel's writable set
+
+
+@pytest.fixture
+def world_dir() -> Iterator[Path]:
+    """A dir outside /tmp (the sandbox has its own /tmp, so the world must lie elsewhere)."""
+    base = VAR_TMP / f"loomgate-test-{uuid.uuid4().hex}"
+    base.mkdir()
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base)
+
+
+@pytest.fixture
+def world(world_dir: Path) -> World:
+    tmp_path = world_dir
+    home = tmp_path / "home"
+    state = tmp_path / "state"
+    runtime = tmp_path / "runtime"
+    files = {
+        home / ".ssh" / "id_rsa": SECRET,
+        home / ".aws" / "credentials": SECRET,
+        home / ".netrc": SECRET,
+        state / "gateway.json": json.dumps({"token": SECRET}),
+        state / "token": SECRET,
+        runtime / "kernel-other.json": json.dumps({"key": SECRET}),
+        runtime / "jpserver-1.json": json.dumps({"token": SECRET}),
+        runtime / "kernel-own.json": json.dumps({"key": "own"}),
+        tmp_path / "outside" / "dir" / "file": "keep",
+    }
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    secrets = [path for path, text in files.items() if SECRET in text]
+    hidden = [home / ".ssh", home / ".aws", home / ".netrc", state, runtime]
+    return World(
+        home,
+        cwd,
+        state / "kernels" / "k1",
+        runtime / "kernel-own.json",
+        secrets,
+        hidden,
+        tmp_path / "outside" / "dir",
+    )
+
+
+def run(world: World, payload: str, arg: Any, **options: Any) -> Any:
+    """Run `payload` in the world's sandbox with `arg`; return its JSON result."""
+    rules = sandboxes.rules(
+        writable=[world.cwd],
+        hidden=world.hidden,
+        network=options.pop("network", True),
+        memory=options.pop("memory", None),
+    )
+    done = sandboxes.run(
+        rules,
+        payload,
+        cwd=world.cwd,
+        kernel_dir=world.kernel_dir,
+        connection_file=world.connection_file,
+        env={"HOME": str(world.home), "PATH": os.environ["PATH"], "LOOMGATE_TOKEN": SECRET},
+        args=[json.dumps(arg)],
+        **options,
+    )
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["workspace", "strict"])
+@pytest.mark.parametrize("method", METHODS)
+def test_hidden_files_cannot_be_read(world: World, method: str, network: bool) -> None:
+    paths = [str(p) for p in world.secrets]
+    result = run(world, READ, {"method": method, "paths": paths}, network=network)
+    denied = {"plain": "EACCES", "ctypes": "EACCES", "os.system": "failed"}
+    for path in paths:
+        if method == "subprocess":
+            assert result[path].endswith("Permission denied"), (path, result[path])
+        else:
+            assert result[path] == denied[method], (path, result[path])
+
+
+def test_own_connection_file_is_read_and_other_kernels_are_not(world: World) -> None:
+    paths = [str(world.connection_file), str(world.connection_file.with_name("kernel-other.json"))]
+    result = run(world, READ, {"method": "plain", "paths": paths})
+    assert result == {paths[0]: 'read:{"key": "own"}', paths[1]: "EACCES"}
+
+
+def test_hidden_dirs_cannot_be_listed(world: World) -> None:
+    payload = (
+        "import os, sys, json\n"
+        "def ls(p):\n"
+        "    try:\n        return os.listdir(p)\n"
+        "    except OSError as e:\n        return type(e).__name__\n"
+        "print(json.dumps([ls(p) for p in json.loads(sys.argv[1])]))"
+    )
+    dirs = [
+        str(world.home / ".ssh"),
+        str(world.connection_file.parent),
+        str(world.kernel_dir.parent.parent),
+    ]
+    assert run(world, payload, dirs) == ["PermissionError"] * 3
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_writes_outside_the_working_dir_fail(world: World, method: str) -> None:
+    host_tmp = Path("/tmp") / f"loomgate-escape-{uuid.uuid4().hex}"
+    host_tmp.write_text("host")
+    site = Path(sysconfig.get_paths()["purelib"]) / f"loomgate_escape_{uuid.uuid4().hex}.py"
+    outside = [host_tmp.with_name(host_tmp.name + "-new"), world.home / "x", site]
+    inside = [world.cwd / "written.txt", Path("/tmp/own.txt")]
+    try:
+        arg = {
+            "method": method,
+            "paths": [str(p) for p in [*outside, *inside]],
+            "dir": str(world.outside_dir),
+            "host_tmp": str(host_tmp),
+        }
+        result = run(world, WRITE, arg)
+        # Inside, /tmp is the sandbox's own: writing there works and never reaches the host's.
+        for path in outside[1:]:
+            assert result[str(path)] != "written", path
+        for path in outside:
+            assert not path.exists(), path
+        assert result[str(inside[0])] == result[str(inside[1])] == "written"
+        assert (world.cwd / "written.txt").exists()
+        assert result["rmtree"] == "EROFS"
+        assert (world.outside_dir / "file").read_text() == "keep"
+        assert result["host_tmp_seen"] is False  # the sandbox's /tmp is its own
+    finally:
+        for path in (host_tmp, outside[0], site):
+            path.unlink(missing_ok=True)
+
+
+def test_outside_processes_are_out_of_sight_and_reach(world: World) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        result = run(world, PROCESSES, {"outside": sleeper.pid})
+        assert sleeper.poll() is None  # kill(-1, SIGTERM) inside reached nothing outside
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert sleeper.pid not in result["pids"] and os.getpid() not in result["pids"]
+    assert len(result["pids"]) <= 3, result["pids"]  # bwrap's init, the payload, its children
+    assert result["environ"] in ("ENOENT", "EACCES")
+    assert result["kill"] in ("ESRCH", "EPERM")
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[socket.socket, socket.socket, socket.socket, str]]:
+    """A loopback TCP and UDP server and an abstract unix socket server, outside."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    name = f"loomgate-test-{uuid.uuid4().hex}"
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind("\0" + name)
+    unix.listen()
+    try:
+        yield tcp, udp, unix, name
+    finally:
+        for server in (tcp, udp, unix):
+            server.close()
+
+
+def received(server: socket.socket) -> bytes | None:
+    """Return what reached `server` by now (the payload has ended), None when nothing."""
+    server.setblocking(False)
+    try:
+        if server.type == socket.SOCK_DGRAM:
+            return server.recv(64)
+        connection, _ = server.accept()
+        with connection:
+            connection.settimeout(5)
+            return connection.recv(64)
+    except BlockingIOError:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("network", "landlock", "expected"),
+    [
+        # Its own network namespace: a loopback of its own, with nobody listening.
+        (False, True, ("ECONNREFUSED", "ok", "ECONNREFUSED")),
+        (True, True, ("ok", "ok", "EPERM")),
+        (True, False, ("ok", "ok", "ok")),  # without Landlock the abstract socket is reached
+    ],
+    ids=["strict", "workspace", "workspace-without-landlock"],
+)
+def test_network(
+    world: World,
+    servers: tuple[socket.socket, socket.socket, socket.socket, str],
+    network: bool,
+    landlock: bool,
+    expected: tuple[str, str, str],
+) -> None:
+    tcp, udp, _, name = servers
+    arg = {"tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1], "abstract": name}
+    result = run(world, NETWORK, arg, network=network, landlock=landlock)
+    assert (result["tcp"], result["udp"], result["abstract"]) == expected
+    assert received(tcp) == (b"tcp" if network else None)
+    assert received(udp) == (b"udp" if network else None)
+
+
+def test_cgroup_and_sysctl_files_are_read_only(world: World) -> None:
+    limits = KernelLimits.create(f"escape-{uuid.uuid4().hex[:8]}", sandboxes.rules(memory=2**30))
+    try:
+        target = limits.groups["memory"] / "memory.limit_in_bytes"
+        swappiness = Path("/proc/sys/vm/swappiness")
+        payload = (
+            "import errno, json, sys\n"
+            "def put(path, text):\n"
+            "    try:\n        open(path, 'w').write(text)\n        return 'written'\n"
+            "    except OSError as e:\n        return errno.errorcode[e.errno]\n"
+            "arg = json.loads(sys.argv[1])\n"
+            "print(json.dumps([put(p, t) for p, t in arg]))"
+        )
+        # Each write would leave its value as it is, should it get through.
+        arg = [(str(target), target.read_text().strip()), (str(swappiness), swappiness.read_text())]
+        assert run(world, payload, arg, limits=limits) == ["EROFS", "EROFS"]
+        assert int(target.read_text()) <= 2**30
+    finally:
+        assert limits.remove()
+
+
+def test_killing_the_init_ends_the_whole_sandbox(world: World) -> None:
+    rules = sandboxes.rules(writable=[world.cwd], hidden=world.hidden)
+    payload = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '60'])\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)"
+    )
+    with sandboxes.started(rules, payload, cwd=world.cwd, kernel_dir=world.kernel_dir) as box:
+        assert box.process.stdout is not None
+        assert box.process.stdout.readline() == "up\n"
+        os.kill(box.init_pid, signal.SIGKILL)
+        assert box.process.wait(timeout=30) != 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(box.init_pid, 0)
+
+
+def test_the_info_file_is_out_of_the_sandboxs_reach(world: World) -> None:
+    info = bubblewrap.info_file(world.kernel_dir)
+    ipc = bubblewrap.ipc_dir(world.kernel_dir) / "kernel-shell"
+    result = run(
+        world,
+        WRITE,
+        {
+            "method": "plain",
+            "paths": [str(info), str(ipc)],
+            "dir": str(world.kernel_dir),
+            "host_tmp": "/nonexistent",
+        },
+    )
+    # Not there when the command was made: the kernel's (read-only) dir simply lacks it.
+    assert (result[str(info)], result[str(ipc)]) == ("EROFS", "written")
+    assert result["rmtree"] != "removed" and world.kernel_dir.is_dir()
+    assert json.loads(info.read_text())["child-pid"] > 0  # as bwrap wrote it
+    assert ipc.exists()
