@@ -84,12 +84,20 @@ def no_processes_unless_marked(
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
+# Kernels of the suite's gateways run unconfined unless a test asks for a profile: a cell's gate
+# file, like much of what tests hand to kernels, lies in the host's /tmp, which a sandbox hides.
+# tests/gateway/sandbox/ tests the shipped default (workspace) on gateways of their own.
+UNCONFINED = 'default = "none"\n'
+
+
 @pytest.fixture(autouse=True)
 def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty loomgate config dir (no startup.py, inspectors.py or gateways.toml) for each
-    test, so a developer's own files never change what a test sees."""
+    """A loomgate config dir for each test holding only sandbox.toml (default profile none; no
+    startup.py, inspectors.py or gateways.toml), so a developer's own files never change what a
+    test sees."""
     config = tmp_path / "config" / "loomgate"
     config.mkdir(parents=True)
+    (config / "sandbox.toml").write_text(UNCONFINED)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config.parent))
     return config
 

@@ -153,6 +153,9 @@ class GatewayProcess:
         if info_file.exists():
             info_file.unlink()
         env = {**os.environ, "LOOMGATE_STATE_DIR": str(self.state_dir), **self.env}
+        # Kernels under pytest's variable stop forwarding their subprocesses' output (ipykernel
+        # turns its fd capture off); the gateway's kernels behave as in a person's use.
+        env.pop("PYTEST_CURRENT_TEST", None)
         with (self.state_dir.parent / f"{self.state_dir.name}.stderr").open("ab") as log:
             self.proc = self._spawn(env, log)
         deadline = time.monotonic() + START_TIMEOUT
@@ -236,16 +239,21 @@ class GatewayProcess:
 
 
 def resident_kernels(state_dir: Path, *, pool: bool = True) -> set[ProcessIdentity]:
-    """Return the kernel processes a state dir says are running: kept for the next gateway, and
-    (with `pool`) prewarmed ones, which the next gateway ends."""
+    """Return the kernel processes a state dir says are running (bubblewrap and the sandbox's
+    init, for a confined kernel): kept for the next gateway, and (with `pool`) prewarmed ones,
+    which the next gateway ends."""
     found: set[ProcessIdentity] = set()
     paths = [*state_dir.glob(f"kernels/*/{RESIDENT_FILE}")]
     if pool:
         paths += state_dir.glob(f"pool/*/{RESIDENT_FILE}")
     for path in paths:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            identity = json.loads(path.read_text())["provisioner"]["identity"]
-            found.add(ProcessIdentity.from_json(identity))
+            provisioner = json.loads(path.read_text())["provisioner"]
+            found.add(ProcessIdentity.from_json(provisioner["identity"]))
+            # A confined kernel's sandbox init: killing bubblewrap alone would leave it running.
+            sandbox = provisioner.get("sandbox")
+            if sandbox and sandbox.get("init"):
+                found.add(ProcessIdentity.from_json(sandbox["init"]))
     return found
 
 

@@ -12,7 +12,6 @@ from loomgate.translator.presentation import (
     Audience,
     cell_text,
     connected_note,
-    format_size,
     looser_sandbox_refusal,
     render_cell,
     render_execution_status,
@@ -28,20 +27,6 @@ from tests.support.wire_values import execution, failure, kernel, lines, sandbox
 
 STRICT = sandbox(profile="strict", network=False)
 NONE = sandbox(profile="none", writable=[], hidden=[], memory=None, processes=None, mechanism="")
-
-
-@pytest.mark.parametrize(
-    ("size", "shown"),
-    [
-        (4 << 30, "4 GiB"),
-        (3 << 29, "1.5 GiB"),
-        (512 << 20, "512 MiB"),
-        ((512 << 20) + (1 << 19), "512.5 MiB"),
-        (1000, "1,000 bytes"),
-    ],
-)
-def test_a_memory_limit_reads_as_written(size: int, shown: str) -> None:
-    assert format_size(size) == shown
 
 
 @pytest.mark.parametrize(

@@ -71,8 +71,8 @@ async def info(call: Call) -> Answer:
         prewarmed=registry.pool.report(),
         upstream=registry.mkm.upstream,
         upstream_error=upstream_error,
-        sandbox_default=None,
-        sandbox_profiles=[],
+        sandbox_default=None if registry.mkm.upstream else registry.sandboxes.default_name(),
+        sandbox_profiles=[] if registry.mkm.upstream else registry.sandboxes.names(),
     )
 
 
@@ -110,8 +110,8 @@ async def unattached(call: Call) -> list[wire.UpstreamKernel]:
 
 
 async def create_kernel(call: Call) -> Answer:
-    """POST kernels {name, kernel_spec, lifetime, cwd, env}: create a kernel, or return the
-    live one with the requested name (201 vs 200)."""
+    """POST kernels {name, kernel_spec, lifetime, cwd, env, sandbox, stricter_only}: create a
+    kernel, or return the live one with the requested name (201 vs 200)."""
     body = call.body
     name = body.get("name")
     env = body.get("env")
@@ -120,6 +120,8 @@ async def create_kernel(call: Call) -> Answer:
         ("kernel_spec", body.get("kernel_spec"), str),
         ("cwd", body.get("cwd"), str),
         ("env", env, dict),
+        ("sandbox", body.get("sandbox"), str),
+        ("stricter_only", body.get("stricter_only"), bool),
     ):
         if value is not None and not isinstance(value, kind):
             raise BadRequest(f"{key} must be a {kind.__name__}")
@@ -129,6 +131,8 @@ async def create_kernel(call: Call) -> Answer:
         lifetime=str(body.get("lifetime", "persistent")),
         cwd=body.get("cwd"),
         env=env,
+        sandbox=body.get("sandbox"),
+        stricter_only=bool(body.get("stricter_only", False)),
     )
     return 201 if created else 200, wire.KernelCreated(kernel=kernel.model(), created=created)
 

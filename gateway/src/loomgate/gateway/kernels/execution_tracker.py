@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
@@ -28,6 +29,9 @@ from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
+from loomgate.gateway.sandbox.launch import MEMORY_KILL, rules_from_wire
+from loomgate.gateway.sandbox.rule_failures import failure_of
+from loomgate.shared import wire
 from loomgate.shared.wire import Death, ExecutionState, InputRequest
 
 OUTPUT_EVENT_INTERVAL = 0.1
@@ -42,6 +46,7 @@ CELL_START_TIMEOUT = 30.0
 EARLY_INTERRUPT = 0.5
 INTERRUPT_RECHECK = 0.5
 INTERRUPT_REPEATS = 5
+FAILURE_LINES = 40  # the last stderr lines of a confined kernel's cell read for a rule it broke
 
 
 class KernelProcess(Protocol):
@@ -347,6 +352,11 @@ class ExecutionTracker:
             return
         if msg_type == "stream":
             record.write_stream(content.get("name", "stdout"), content.get("text", ""))
+            if record.final and "sandbox_failure" not in record.meta:
+                # A subprocess's stderr (os.system's) reaches IOPub after the cell's idle.
+                failure = self.sandbox_failure(record, record.meta["died"])
+                if failure is not None:
+                    record.amend(sandbox_failure=failure)
         elif msg_type in ("execute_result", "display_data", "update_display_data"):
             record.write_bundle(
                 content.get("data", {}),
@@ -425,6 +435,9 @@ class ExecutionTracker:
     def finish(self, record: ExecutionRecord, state: ExecutionState, **details: Any) -> None:
         """End `record` in `state`, publish it, and put IPython's counter back if needed."""
         self._replies.pop(record.msg_id, None)
+        failure = self.sandbox_failure(record, details.get("died"))
+        if failure is not None:
+            details["sandbox_failure"] = failure
         record.set_state(state, **details)
         self._input_requests.pop(record.number, None)
         if self.current is record:
@@ -441,6 +454,26 @@ class ExecutionTracker:
             self._reseed_after = None
             # Sent at once on our shell socket, so the kernel runs it before any later cell.
             channels.send_shell("execute_request", seed_content(record.number + 1))
+
+    def sandbox_failure(
+        self, record: ExecutionRecord, died: wire.Death | None
+    ) -> wire.SandboxFailure | None:
+        """Return the sandbox rule an ending cell ran into, if its kernel is confined."""
+        sandbox = self.store.meta.get("sandbox")
+        if not sandbox or not sandbox["mechanism"]:
+            return None
+        if died is not None and died["reason"].startswith(MEMORY_KILL):
+            return wire.SandboxFailure(rule="memory", profile=sandbox["profile"], path=None)
+        error = record.meta["error"]
+        stderr = record.log("stderr")
+        lines = stderr.tail(FAILURE_LINES) if stderr.total else []
+        return failure_of(
+            rules_from_wire(sandbox),
+            error_name=error["name"] if error else None,
+            error_value=error["value"] if error else None,
+            stderr="\n".join(line.text for line in lines),
+            cwd=Path(self.store.meta["cwd"] or Path.cwd()),
+        )
 
     def _publish_end(
         self, record: ExecutionRecord, pending_output: asyncio.TimerHandle | None

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import TypedDict
 
-from loomgate.gateway.errors import BadRequest
+from loomgate.gateway.errors import BadRequest, Conflict
+from loomgate.gateway.records.stored_meta import KernelMeta
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
 from loomgate.shared.wire import LIFETIMES
@@ -39,6 +40,27 @@ def check_name_and_lifetime(name: str | None, lifetime: str) -> wire.Lifetime:
         if lifetime == known:
             return known
     raise BadRequest(f"lifetime must be 'persistent' or 'conversation', not {echo(lifetime)}")
+
+
+def check_existing(
+    meta: KernelMeta, name: str, kernel_spec: str | None, sandbox: str | None
+) -> None:
+    """Refuse (Conflict) to give the live kernel `name` to a request for another kernel spec
+    or sandbox profile than the one it runs (a profile is fixed for a kernel's life)."""
+    running_spec = meta.get("kernel_spec")
+    if kernel_spec is not None and kernel_spec != running_spec:
+        raise Conflict(
+            f"kernel {echo(name)} already runs kernel spec {running_spec!r}, "
+            f"not {echo(kernel_spec)}; choose another name or stop it first"
+        )
+    kept = meta.get("sandbox")
+    running = kept["profile"] if kept else None
+    if sandbox is not None and sandbox != running:
+        raise Conflict(
+            f"kernel {echo(name)} already runs under the sandbox profile "
+            f"{running or 'of whoever started it'}, not {echo(sandbox)}; a kernel's profile "
+            "is fixed for its life: choose another name or stop it"
+        )
 
 
 def validated_cwd(cwd: str) -> str:

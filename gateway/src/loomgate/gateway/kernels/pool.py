@@ -1,5 +1,6 @@
 """Prewarmed kernels: started, idle kernels that a request for a new kernel takes at once, while
-the pool starts their replacements in the background.
+the pool starts their replacements in the background. A pool kernel is of one kernel spec,
+sandbox and directory (its `PoolKey`): a sandbox is fixed when its process starts.
 
 A pool kernel belongs to no one: it is in no kernel list (loomgate's or Jupyter's), has no
 records, and ends with the gateway however the gateway exits (stopped on the way out, or, after
@@ -16,31 +17,51 @@ import shutil
 import signal
 import uuid
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
+from loomgate.gateway.errors import Refusal
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
+from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
+from loomgate.gateway.sandbox.launch import SandboxLaunch
+from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.shared import wire
 
 POOL_DIR = "pool"  # in the state dir: a directory per pool kernel, its resident.json
 DEFAULT_PREWARM = 1
+# At a gateway's start, how long the sandbox of a leftover pool kernel killed may take to empty.
+LEFTOVER_REMOVE_TIMEOUT = 0.5
+
+
+class PoolKey(NamedTuple):
+    """What a pool kernel was started as: its kernel spec, sandbox rules and directory."""
+
+    kernel_spec: str
+    sandbox: SandboxRules | None  # None: a kernel whose sandbox is not loomgate's to choose
+    cwd: str | None
+
+
+def pool_key(spec: str, rules: SandboxRules | None, cwd: str | None) -> PoolKey:
+    """Return the pool key of a kernel: a confined one is bound to its directory when its
+    sandbox starts, an unconfined one moves there when claimed."""
+    if rules is not None and rules.confined:
+        return PoolKey(spec, rules, str(launch_cwd(cwd)))
+    return PoolKey(spec, rules, None)
 
 
 class KernelPool:
-    """Up to `size` started, idle kernels of each kernel spec asked for (the default at start)."""
+    """Up to `size` started, idle kernels of each key asked for (the default one at start)."""
 
     def __init__(self, mkm: KernelMap, state_dir: Path, size: int, log: logging.Logger) -> None:
         self.mkm = mkm
         self.root = state_dir / POOL_DIR
         self.size = size
         self.log = log
-        self.members: dict[str, str] = {}  # kernel id → kernel spec, starting or idle
-        self.idle: dict[
-            str, list[ManagedKernel]
-        ] = {}  # kernel spec → ready kernel managers, oldest first
-        self._fills: dict[str, asyncio.Task[None]] = {}
+        self.members: dict[str, PoolKey] = {}  # kernel id → its key, starting or idle
+        self.idle: dict[PoolKey, list[ManagedKernel]] = {}  # ready kernels, oldest first
+        self._fills: dict[PoolKey, asyncio.Task[None]] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closing = False
 
@@ -64,39 +85,58 @@ class KernelPool:
                 self.log.warning("Skipping an unreadable pool kernel in %s: %s", child, e)
                 shutil.rmtree(child, ignore_errors=True)
                 continue
+            sandbox_info = state["provisioner"].get("sandbox")
+            sandbox = SandboxLaunch.from_json(sandbox_info) if sandbox_info else None
             if identity.is_alive():
+                if sandbox is not None:  # its init ends everything in the sandbox
+                    sandbox.signal(signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(state["provisioner"].get("pgid") or identity.pid, signal.SIGKILL)
                 ended += 1
+            if sandbox is not None:
+                sandbox.remove(timeout=LEFTOVER_REMOVE_TIMEOUT)
             shutil.rmtree(child, ignore_errors=True)
         return ended
 
-    def fill(self, kernel_spec: str) -> None:
-        """Start kernels of `kernel_spec` in the background until the pool holds `size` of them."""
+    def fill_default(self, sandboxes: SandboxCatalog) -> None:
+        """Start prewarming before anyone asks: the default kernel spec and profile, in the
+        gateway's directory (nothing while sandbox.toml is malformed)."""
+        try:
+            rules = sandboxes.for_kernel(None, False, None, upstream=self.mkm.upstream)
+        except Refusal as e:
+            self.log.warning("Not prewarming a kernel: %s", e)
+            return
+        self.fill(pool_key(self.mkm.default_kernel_name, rules, None))
+
+    def fill(self, key: PoolKey) -> None:
+        """Start kernels of `key` in the background until the pool holds `size` of them."""
         if self.size <= 0 or self._closing:
             return
-        task = self._fills.get(kernel_spec)
+        task = self._fills.get(key)
         if task is None or task.done():
-            self._fills[kernel_spec] = asyncio.get_running_loop().create_task(
-                self._fill(kernel_spec)
-            )
+            self._fills[key] = asyncio.get_running_loop().create_task(self._fill(key))
 
-    async def _fill(self, kernel_spec: str) -> None:
+    async def _fill(self, key: PoolKey) -> None:
         # A start that fails is not retried until the next claim: a broken kernel spec must
         # not keep the CPU busy starting kernels that die.
-        while not self._closing and len(self.idle.get(kernel_spec, [])) < self.size:
+        launch: dict[str, object] = {"kernel_name": key.kernel_spec}
+        if key.sandbox is not None:
+            launch["loom_sandbox"] = key.sandbox
+        if key.cwd is not None:
+            launch["cwd"] = key.cwd
+        while not self._closing and len(self.idle.get(key, [])) < self.size:
             kernel_id = str(uuid.uuid4())
-            self.members[kernel_id] = kernel_spec
+            self.members[kernel_id] = key
             try:
-                await self.mkm.start_kernel(kernel_id=kernel_id, kernel_name=kernel_spec)
+                await self.mkm.start_kernel(kernel_id=kernel_id, **launch)
             except Exception as e:
                 self.members.pop(kernel_id, None)
-                self.log.warning("A prewarmed %s kernel did not start: %s", kernel_spec, e)
+                self.log.warning("A prewarmed %s kernel did not start: %s", key.kernel_spec, e)
                 return
             if kernel_id in self.members:  # not stopped meanwhile
                 # Its manager is the map's LoomKernelManager (jupyter types it as its base).
                 km = cast("ManagedKernel", self.mkm.get_kernel(kernel_id))
-                self.idle.setdefault(kernel_spec, []).append(km)
+                self.idle.setdefault(key, []).append(km)
 
     async def process_started(self, km: ManagedKernel) -> None:
         """Note a pool kernel's process, so that a later gateway can end it if this one dies."""
@@ -105,9 +145,9 @@ class KernelPool:
         directory.mkdir(exist_ok=True, mode=0o700)
         await resident.save(directory, km, ResidentLaunch(cwd=None, env={}))
 
-    def take(self, kernel_spec: str) -> ManagedKernel | None:
-        """Return a ready kernel of `kernel_spec`, no longer the pool's (None if none is ready)."""
-        ready = self.idle.get(kernel_spec, [])
+    def take(self, key: PoolKey) -> ManagedKernel | None:
+        """Return a ready kernel of `key`, no longer the pool's (None if none is ready)."""
+        ready = self.idle.get(key, [])
         while ready:
             km = ready.pop(0)
             self._release(str(km.kernel_id))
@@ -150,13 +190,15 @@ class KernelPool:
     def report(self) -> list[wire.PooledKernel]:
         """Return the ready pool kernels: kernel spec, pid and resident memory."""
         pooled: list[wire.PooledKernel] = []
-        for kernel_spec, kms in sorted(self.idle.items()):
+        for key, kms in self.idle.items():
             for km in kms:
                 pid = getattr(km.provisioner, "pid", None)
                 pooled.append(
-                    wire.PooledKernel(kernel_spec=kernel_spec, pid=pid, rss_bytes=rss_bytes(pid))
+                    wire.PooledKernel(
+                        kernel_spec=key.kernel_spec, pid=pid, rss_bytes=rss_bytes(pid)
+                    )
                 )
-        return pooled
+        return sorted(pooled, key=lambda kernel: kernel["kernel_spec"])
 
 
 def rss_bytes(pid: int | None) -> int | None:

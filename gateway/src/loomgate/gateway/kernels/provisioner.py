@@ -2,13 +2,14 @@
 
 A jupyter_client kernel provisioner (entry point `loomgate-resident`, the gateway's default):
 it launches the local kernel process so that the gateway's exit, even by SIGKILL, does not end
-it (no parent-death watch, no inherited pipes), records who that process is (pid, start time,
-boot), and, loaded back from that record by a later gateway, signals and polls it by pid only
-while the pid still belongs to that very process.
+it (no parent-death watch, no inherited pipes), inside its sandbox when its profile confines
+it, records who that process is (pid, start time, boot), and, loaded back from that record by a
+later gateway, signals and polls it by pid only while the pid still belongs to that very process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -18,11 +19,19 @@ from typing import Any
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
+from loomgate.gateway.errors import Unavailable
+from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.sandbox.environment import confined_environment
+from loomgate.gateway.sandbox.launch import SandboxLaunch, sandbox_wire
+from loomgate.gateway.sandbox.mechanism import SandboxUnavailable
+from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.shared import wire
 
 PROVISIONER_NAME = "loomgate-resident"
 # ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.
 PARENT_VARIABLE = "JPY_PARENT_PID"
+SANDBOX_ARGUMENT = "loom_sandbox"  # the start argument that carries a kernel's SandboxRules
 
 
 class ResidentProvisioner(LocalProvisioner):
@@ -30,6 +39,8 @@ class ResidentProvisioner(LocalProvisioner):
 
     identity: ProcessIdentity | None = None
     log_path: Path | None = None
+    rules: SandboxRules | None = None  # None: a kernel whose sandbox loomgate did not choose
+    sandbox: SandboxLaunch | None = None  # the sandbox of a confined kernel
 
     @property
     def taken_back(self) -> bool:
@@ -42,23 +53,78 @@ class ResidentProvisioner(LocalProvisioner):
         return self.process is not None or (self.taken_back and self._is_ours())
 
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
-        """Prepare the launch: no parent-death watch, no pipes shared with the gateway."""
+        """Prepare the launch: no parent-death watch, no pipes shared with the gateway, and,
+        for a confined kernel, its sandbox (Unavailable when this machine cannot enforce it)."""
         env = dict(kwargs.get("env") or os.environ)
         env.pop(PARENT_VARIABLE, None)
+        self.rules = kwargs.pop(SANDBOX_ARGUMENT, None) or self._jupyter_api_rules(kwargs)
+        if self.rules is not None and self.rules.confined:
+            env = confined_environment(env, ())
+            self._prepare_sandbox(self.rules)
         kwargs["env"] = env
         kwargs["independent"] = True
         launch: dict[str, Any] = await super().pre_launch(**kwargs)
         return launch
 
+    def _jupyter_api_rules(self, kwargs: dict[str, Any]) -> SandboxRules | None:
+        """Return the rules of a kernel started through the stock Jupyter API (the config's
+        `jupyter_api` profile), kept for its restarts; None where no registry chooses."""
+        km = self.parent
+        registry = getattr(km, "registry", None)
+        if km is None or registry is None:
+            return None
+        cwd = Path(kwargs.get("cwd") or Path.cwd())
+        rules: SandboxRules = registry.sandboxes.for_jupyter_api(cwd)
+        update_launch_arguments(km, {SANDBOX_ARGUMENT: rules})
+        return rules
+
+    def _prepare_sandbox(self, rules: SandboxRules) -> None:
+        km = self.parent
+        assert km is not None
+        try:
+            self.sandbox = SandboxLaunch.prepare(rules, km.kernel_id)
+        except SandboxUnavailable as e:
+            raise Unavailable(str(e)) from None
+        ipc = self.sandbox.ipc_prefix
+        if ipc is not None:  # no network inside: the kernel's sockets are files both sides see
+            km.transport = "ipc"
+            km.ip = ipc
+            km.cache_ports = False
+
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         """Launch the kernel with stdin on /dev/null and its output in a log of its own."""
         self.log_path = self._output_log()
+        if self.sandbox is not None:
+            assert self.parent is not None
+            cmd = self.sandbox.command(
+                cmd,
+                cwd=Path(kwargs.get("cwd") or Path.cwd()),
+                connection_file=Path(self.parent.connection_file),
+                unset_env=(PARENT_VARIABLE,),
+            )
         with self.log_path.open("ab") as output:
             kwargs.update(stdin=subprocess.DEVNULL, stdout=output, stderr=output)
             info = await super().launch_kernel(cmd, **kwargs)
         self.log_path.chmod(0o600)
         self.identity = ProcessIdentity.of(self.pid)
+        if self.sandbox is not None:
+            try:
+                await self.sandbox.started()
+            except Exception as e:
+                await super().kill()
+                raise Unavailable(
+                    f"the kernel's sandbox did not start ({e}); see {self.log_path}"
+                ) from None
         return info
+
+    @property
+    def sandbox_model(self) -> wire.Sandbox | None:
+        """Return the kernel's sandbox as its wire form shows it (None: not chosen by loomgate)."""
+        if self.sandbox is not None:
+            return self.sandbox.wire()
+        if self.rules is not None:
+            return sandbox_wire(self.rules, "")
+        return None
 
     def _output_log(self) -> Path:
         """Return where the kernel's own stdout and stderr go: beside its connection file."""
@@ -74,6 +140,8 @@ class ResidentProvisioner(LocalProvisioner):
         info["connection_info"] = json_safe(info.get("connection_info") or {})
         info["identity"] = self.identity.to_json() if self.identity is not None else None
         info["log_path"] = str(self.log_path) if self.log_path is not None else None
+        info["sandbox"] = self.sandbox.to_json() if self.sandbox is not None else None
+        info["sandbox_model"] = self.sandbox_model
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
@@ -83,6 +151,10 @@ class ResidentProvisioner(LocalProvisioner):
         self.identity = ProcessIdentity.from_json(identity) if identity else None
         log_path = provisioner_info.get("log_path")
         self.log_path = Path(log_path) if log_path else None
+        sandbox = provisioner_info.get("sandbox")
+        self.sandbox = SandboxLaunch.from_json(sandbox) if sandbox else None
+        if self.sandbox is not None:
+            self.rules = self.sandbox.rules
 
     def _is_ours(self) -> bool:
         """Return whether the recorded pid is still the process this provisioner launched."""
@@ -96,6 +168,9 @@ class ResidentProvisioner(LocalProvisioner):
 
     def ending(self) -> str:
         """Return a sentence saying how the kernel process ended."""
+        ended_by_sandbox = self.sandbox.ending() if self.sandbox is not None else None
+        if ended_by_sandbox is not None:
+            return ended_by_sandbox
         if self.process is not None:
             return exit_reason(self.process.poll())
         return (
@@ -122,7 +197,11 @@ class ResidentProvisioner(LocalProvisioner):
         return -1
 
     async def send_signal(self, signum: int) -> None:
-        """Signal the kernel's process group, only if the pid is still that kernel."""
+        """Signal the kernel's process group, only if the pid is still that kernel (inside a
+        sandbox: its init's, which SIGKILL ends with everything in it)."""
+        if self.sandbox is not None:
+            self.sandbox.signal(signum)
+            return
         if not self.taken_back:
             await super().send_signal(signum)
             return
@@ -137,14 +216,20 @@ class ResidentProvisioner(LocalProvisioner):
             os.kill(self.pid, signum)
 
     async def kill(self, restart: bool = False) -> None:
-        """Kill the kernel (its process group)."""
+        """Kill the kernel (its process group; a sandbox's init)."""
+        if self.sandbox is not None:
+            self.sandbox.signal(signal.SIGKILL)
+            return
         if not self.taken_back:
             await super().kill(restart=restart)
             return
         await self.send_signal(signal.SIGKILL)
 
     async def terminate(self, restart: bool = False) -> None:
-        """Terminate the kernel (its process group)."""
+        """Terminate the kernel (its process group; in a sandbox, its init's)."""
+        if self.sandbox is not None:
+            self.sandbox.signal(signal.SIGTERM)
+            return
         if not self.taken_back:
             await super().terminate(restart=restart)
             return
@@ -155,6 +240,8 @@ class ResidentProvisioner(LocalProvisioner):
         await super().cleanup(restart=restart)
         if self.taken_back and not self._is_ours():
             self.identity = None
+        if self.sandbox is not None and not restart:
+            await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
 
 
 def exit_reason(returncode: int | None) -> str:
@@ -197,6 +284,14 @@ def last_lines(path: Path, count: int) -> str:
     except OSError:
         return ""
     return "\n".join(text.rstrip("\n").splitlines()[-count:])
+
+
+def sandbox_of(km: object) -> wire.Sandbox | None:
+    """Return the sandbox a kernel's process runs under (None: not one loomgate chose)."""
+    provisioner = getattr(km, "provisioner", None)
+    if isinstance(provisioner, ResidentProvisioner):
+        return provisioner.sandbox_model
+    return None
 
 
 def process_ending(km: object) -> str:

@@ -16,7 +16,6 @@ from tornado import web
 
 from loomgate.gateway.errors import (
     BadRequest,
-    Conflict,
     Refusal,
     Unavailable,
 )
@@ -27,18 +26,20 @@ from loomgate.gateway.kernels.holders import Holders
 from loomgate.gateway.kernels.kernel import CONFIRM_TIMEOUT, START_TIMEOUT, LoomKernel
 from loomgate.gateway.kernels.launch_options import (
     KernelIntent,
+    check_existing,
     check_name_and_lifetime,
     kernel_environment,
     validated_cwd,
 )
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, kernel_id_of
 from loomgate.gateway.kernels.messages import claim_content
-from loomgate.gateway.kernels.pool import KernelPool
-from loomgate.gateway.kernels.provisioner import process_ending
+from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
+from loomgate.gateway.kernels.provisioner import process_ending, sandbox_of
 from loomgate.gateway.kernels.references import find_store
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.take_back import TakeBack
 from loomgate.gateway.records.store import RecordStore, probe_writable
+from loomgate.gateway.sandbox.catalog import SandboxCatalog
 from loomgate.shared.echo import echo
 
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
@@ -87,6 +88,7 @@ class KernelRegistry:
         self.ready = asyncio.Event()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.pool = KernelPool(mkm, state_dir, prewarm, log)
+        self.sandboxes = SandboxCatalog(state_dir)
         self._load_archive()
 
     # -- the archive of earlier kernels -------------------------------------------------------
@@ -135,7 +137,7 @@ class KernelRegistry:
                 )
             self._left_running = []
             self.ready.set()
-        self.pool.fill(self.mkm.default_kernel_name)
+        self.pool.fill_default(self.sandboxes)
 
     def leave_all(self) -> int:
         """Let go of every live kernel without ending it (the gateway exits); return how many."""
@@ -195,6 +197,7 @@ class KernelRegistry:
                         "kernel_spec": km.kernel_name,
                         "cwd": intent.get("cwd"),
                         "attached": intent.get("attached"),
+                        "sandbox": sandbox_of(km),
                     },
                 )
         except Exception:
@@ -293,18 +296,16 @@ class KernelRegistry:
         lifetime: str,
         cwd: str | None,
         env: dict[str, str] | None,
+        sandbox: str | None = None,
+        stricter_only: bool = False,
     ) -> tuple[LoomKernel, bool]:
-        """Return the live kernel called `name`, else a newly started one, and whether it is new."""
+        """Return the live kernel called `name`, else a newly started one under profile `sandbox`
+        (else the default; a model's `stricter_only` refuses a looser one), and whether it is new."""
         checked = check_name_and_lifetime(name, lifetime)
         if name is not None:
             existing = self.find_live_by_name(name)
             if existing is not None:
-                existing_spec = existing.store.meta.get("kernel_spec")
-                if kernel_spec is not None and kernel_spec != existing_spec:
-                    raise Conflict(
-                        f"kernel {echo(name)} already runs kernel spec {existing_spec!r}, "
-                        f"not {echo(kernel_spec)}; choose another name or stop it first"
-                    )
+                check_existing(existing.store.meta, name, kernel_spec, sandbox)
                 return existing, False
         specs = await self.kernel_specs()
         spec = kernel_spec or self.mkm.default_kernel_name
@@ -315,9 +316,14 @@ class KernelRegistry:
             kwargs["cwd"] = validated_cwd(cwd)
         if env:
             kwargs["env"] = kernel_environment(env)
+        rules = self.sandboxes.for_kernel(
+            sandbox, stricter_only, kwargs.get("cwd"), upstream=self.mkm.upstream
+        )
+        if rules is not None:
+            kwargs["loom_sandbox"] = rules
         probe_writable(self.root)
         intent = KernelIntent(name=name, lifetime=checked, cwd=kwargs.get("cwd"), env=env or {})
-        claimed = await self._claim(spec, intent, kwargs)
+        claimed = await self._claim(pool_key(spec, rules, kwargs.get("cwd")), intent, kwargs)
         if claimed is not None:
             return claimed, True
         kernel_id = str(uuid.uuid4())
@@ -345,12 +351,12 @@ class KernelRegistry:
         return await self.mkm.kernel_specs()
 
     async def _claim(
-        self, spec: str, intent: KernelIntent, launch: dict[str, Any]
+        self, key: PoolKey, intent: KernelIntent, launch: dict[str, Any]
     ) -> LoomKernel | None:
-        """Return a prewarmed kernel of `spec` made the kernel `intent` asks for (None when the
+        """Return a prewarmed kernel of `key` made the kernel `intent` asks for (None when the
         pool has none ready, or the one it had failed: then a kernel is started as usual)."""
-        km = self.pool.take(spec)
-        self.pool.fill(spec)
+        km = self.pool.take(key)
+        self.pool.fill(key)
         if km is None:
             return None
         # What a restart of this kernel starts with: the directory and environment asked for.

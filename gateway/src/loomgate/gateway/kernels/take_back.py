@@ -21,7 +21,7 @@ from loomgate.gateway.jupyter_internals import register_taken_back_kernel, resto
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel import LoomKernel
 from loomgate.gateway.kernels.manager_protocol import KernelMap
-from loomgate.gateway.kernels.provisioner import ResidentProvisioner
+from loomgate.gateway.kernels.provisioner import SANDBOX_ARGUMENT, ResidentProvisioner
 from loomgate.gateway.kernels.resident import ResidentError, ResidentState
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.wire import Death
@@ -70,6 +70,8 @@ class TakeBack:
             return
         pid = provisioner.pid
         if not provisioner.is_ours():
+            if provisioner.sandbox is not None:
+                await asyncio.to_thread(provisioner.sandbox.remove)
             self.ended_while_away(store, "the kernel process ended while the gateway was down")
             return
         km = provisioner.parent
@@ -151,5 +153,8 @@ async def provisioner_for(mkm: KernelMap, state: ResidentState) -> ResidentProvi
     await provisioner.load_provisioner_info(state["provisioner"])
     km.provisioner = provisioner
     launch = state["launch"]
-    restore_launch_arguments(km, {"cwd": launch["cwd"], "env": {**os.environ, **launch["env"]}})
+    arguments: dict[str, object] = {"cwd": launch["cwd"], "env": {**os.environ, **launch["env"]}}
+    if provisioner.rules is not None:  # its restarts start it under the same sandbox
+        arguments[SANDBOX_ARGUMENT] = provisioner.rules
+    restore_launch_arguments(km, arguments)
     return provisioner

@@ -100,11 +100,8 @@ class ExecutionRecord:
 
     @classmethod
     def load(cls, directory: Path, *, running_ok: bool = False) -> ExecutionRecord:
-        """Return the record stored in `directory`.
-
-        One that was still running is now `lost`, unless `running_ok` (its kernel is being
-        taken back, and decides).
-        """
+        """Return the record stored in `directory`; one still running is now `lost`, unless
+        `running_ok` (its kernel is being taken back, and decides)."""
         meta = read_record_meta(directory)
         record = cls(directory, meta, rich=RichOutputs.read_index(directory))
         if not record.final and not running_ok:
@@ -376,7 +373,7 @@ class ExecutionRecord:
         meta = self.meta
         now = time.time()
         finished = meta["finished"]
-        return Execution(
+        summary = Execution(
             kernel_id=meta["kernel_id"],
             number=self.number,
             state=self.state,
@@ -397,3 +394,6 @@ class ExecutionRecord:
             streams=self.stream_sizes(),
             rich=list(self.rich.entries),
         )
+        if "sandbox_failure" in meta:  # the rule the cell ran into in its kernel's sandbox
+            summary["sandbox_failure"] = meta["sandbox_failure"]
+        return summary

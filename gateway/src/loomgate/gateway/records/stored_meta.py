@@ -19,6 +19,7 @@ from loomgate.shared.wire import (
     InputRequest,
     Lifetime,
     Sandbox,
+    SandboxFailure,
     SetupPart,
     SetupResult,
     Source,
@@ -50,6 +51,7 @@ class KernelStart(TypedDict):
     cwd: str | None
     # When loomgate began recording a kernel it did not start; None for one it started.
     attached: float | None
+    sandbox: Sandbox | None  # the profile it runs under; None for one loomgate did not start
 
 
 class _KernelMetaBase(TypedDict):
@@ -76,7 +78,7 @@ class KernelMeta(_KernelMetaBase, total=False):
 
 def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:
     """Return the kernel.json of a kernel that starts now (its keys in the order of old)."""
-    return KernelMeta(
+    meta = KernelMeta(
         id=start["id"],
         name=start["name"],
         lifetime=start["lifetime"],
@@ -87,6 +89,10 @@ def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:
         ended=None,
         last_number=0,
     )
+    sandbox = start.get("sandbox")
+    if sandbox is not None:  # absent otherwise: the file keeps the shape older gateways read
+        meta["sandbox"] = sandbox
+    return meta
 
 
 def read_kernel_meta(directory: Path) -> KernelMeta:
@@ -104,6 +110,7 @@ class RecordDetails(TypedDict, total=False):
     input: InputRequest | None
     died: Death | None
     note: str | None
+    sandbox_failure: SandboxFailure
 
 
 class _RecordMetaBase(TypedDict):
@@ -133,6 +140,8 @@ class RecordMeta(_RecordMetaBase, total=False):
     streams: dict[StreamName, StreamSize]
     # When output last arrived, as of the last save (the live value is the record's own).
     last_output: float
+    # The sandbox rule the cell ran into, when its kernel is confined and it did.
+    sandbox_failure: SandboxFailure
 
 
 def new_record_meta(
@@ -181,3 +190,5 @@ def note_details(meta: RecordMeta, details: RecordDetails) -> None:
         meta["died"] = details["died"]
     if "note" in details:
         meta["note"] = details["note"]
+    if "sandbox_failure" in details:
+        meta["sandbox_failure"] = details["sandbox_failure"]

@@ -15,11 +15,11 @@ from loomgate.gateway.sandbox.profiles import (
     ALWAYS_HIDDEN,
     BUILT_IN,
     SandboxProfile,
-    parse_size,
     written_path_problem,
 )
 from loomgate.gateway.sandbox.toml_lines import TomlLines
 from loomgate.shared.paths import config_dir
+from loomgate.shared.sizes import parse_size
 
 __all__ = [
     "SANDBOX_FILE",

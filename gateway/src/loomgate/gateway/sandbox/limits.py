@@ -33,6 +33,8 @@ class KernelLimits:
     groups: dict[str, Path] = field(default_factory=dict)  # controller -> the kernel's cgroup
     rlimits: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (soft, hard)
     prefix: list[str] = field(default_factory=list)  # argv in front of the entry (systemd-run)
+    # The memory limit's kills before this start: a kernel's cgroup lives through its restarts.
+    oom_kills: int = 0
 
     @classmethod
     def create(
@@ -58,6 +60,7 @@ class KernelLimits:
             except OSError:
                 limits.remove()
                 raise
+            limits.oom_kills = limits.memory_kills()
         return limits
 
     @property
@@ -96,14 +99,20 @@ class KernelLimits:
         if pids is not None:
             write(pids / "pids.max", rules.processes)
 
-    def memory_killed(self) -> bool:
-        """Return whether the memory limit has killed a process of this kernel (ask before
-        remove(): the count goes with the cgroup)."""
+    def memory_kills(self) -> int:
+        """Return how many processes of this kernel's cgroup the memory limit has killed."""
         memory = self.groups.get("memory")
         if self.mechanism == "cgroup v1" and memory is not None:
-            return counter(memory / "memory.oom_control", "oom_kill") > 0
+            return counter(memory / "memory.oom_control", "oom_kill")
         if self.mechanism == "cgroup v2" and memory is not None:
-            return counter(memory / "memory.events", "oom_kill") > 0
+            return counter(memory / "memory.events", "oom_kill")
+        return 0
+
+    def memory_killed(self) -> bool:
+        """Return whether the memory limit has killed a process of this kernel since this start
+        (ask before remove(): the count goes with the cgroup)."""
+        if self.mechanism in ("cgroup v1", "cgroup v2"):
+            return self.memory_kills() > self.oom_kills
         if self.mechanism == "systemd scope":
             return systemctl(self.prefix, "show", "--property=Result", "--value", self.unit) == (
                 "oom-kill"
@@ -143,6 +152,7 @@ class KernelLimits:
             "groups": {controller: str(path) for controller, path in self.groups.items()},
             "rlimits": {name: list(pair) for name, pair in self.rlimits.items()},
             "prefix": list(self.prefix),
+            "oom_kills": self.oom_kills,
         }
 
     @classmethod
@@ -154,6 +164,7 @@ class KernelLimits:
             groups={str(c): Path(p) for c, p in data.get("groups", {}).items()},
             rlimits={str(n): (int(p[0]), int(p[1])) for n, p in data.get("rlimits", {}).items()},
             prefix=[str(part) for part in data.get("prefix", [])],
+            oom_kills=int(data.get("oom_kills", 0)),
         )
 
 

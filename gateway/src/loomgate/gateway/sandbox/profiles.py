@@ -4,12 +4,12 @@ concrete for one kernel."""
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
+from loomgate.shared.sizes import GiB, MiB
 from loomgate.shared.wire import SandboxRule as Rule
 
 __all__ = [
@@ -26,16 +26,10 @@ __all__ = [
     "SandboxRulesError",
     "at_least_as_strict",
     "concrete_path",
-    "format_size",
     "lies_inside",
-    "parse_size",
     "session_runtime_dirs",
 ]
 
-KiB = 1024
-MiB = KiB * 1024
-GiB = MiB * 1024
-TiB = GiB * 1024
 
 # Never readable under any profile but `none`; a profile cannot take one out. Home-relative
 # ones start with `~/`. A path that does not exist here is kept: it may appear later, and on
@@ -175,7 +169,15 @@ class SandboxProfile:
             [concrete_path(p, cwd=where, home=home) for p in (*ALWAYS_HIDDEN, *self.hidden)]
             + [resolved(p) for p in (*private, *runtime)]
         )
-        writable = outermost([concrete_path(p, cwd=where, home=home) for p in self.writable])
+        writable = outermost(
+            [
+                concrete_path(p, cwd=where, home=home)
+                for p in self.writable
+                # Started in the home dir or `/` (as MCP hosts may start servers), a kernel
+                # writes only its temp dir, rather than failing to start (see check_rules()).
+                if not (p == CWD and lies_inside(resolved(home), where))
+            ]
+        )
         check_rules(self.name, cwd=where, home=resolved(home), writable=writable, hidden=hidden)
         return SandboxRules(
             self.name, True, writable, hidden, self.network, self.memory, self.processes
@@ -344,51 +346,3 @@ def at_least_as_strict(a: SandboxRules, b: SandboxRules) -> bool:
 def limit_within(a: int | None, b: int | None) -> bool:
     """Return whether limit `a` is no looser than limit `b` (None: no limit)."""
     return b is None or (a is not None and a <= b)
-
-
-# Binary units (K, KiB: 1024) and the SI ones spelled with a B (KB: 1000), any case.
-SIZE_UNITS: Mapping[str, int] = MappingProxyType(
-    {
-        "": 1,
-        "b": 1,
-        **{f"{p}": 1024**n for n, p in enumerate("kmgt", 1)},
-        **{f"{p}ib": 1024**n for n, p in enumerate("kmgt", 1)},
-        **{f"{p}b": 1000**n for n, p in enumerate("kmgt", 1)},
-    }
-)
-SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
-SIZE_EXAMPLES = "e.g. '4GiB', '512MiB', '2G' or a number of bytes"
-
-
-def parse_size(value: str | int) -> int:
-    """Return the bytes a size stands for: `4294967296`, `"4GiB"`, `"512MiB"`, `"2G"` (binary),
-    `"4GB"` (SI, 4×10⁹), `"1.5GiB"`; ValueError with a sentence if it is not a positive size."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"{value!r} is not a size: write {SIZE_EXAMPLES}")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"size {value} is not positive: write {SIZE_EXAMPLES}")
-        return value
-    match = SIZE.fullmatch(value)
-    if match is None:
-        raise ValueError(f"{value!r} is not a size: write {SIZE_EXAMPLES}")
-    number, unit = match.groups()
-    factor = SIZE_UNITS.get(unit.lower())
-    if factor is None:
-        raise ValueError(
-            f"{value!r} has an unknown unit {unit!r}: use B, KiB, MiB, GiB, TiB (or K, M, G, T), "
-            "or KB, MB, GB, TB for powers of 1000"
-        )
-    size = int(float(number) * factor) if "." in number else int(number) * factor
-    if size <= 0:
-        raise ValueError(f"size {value!r} is not positive: write {SIZE_EXAMPLES}")
-    return size
-
-
-def format_size(size: int) -> str:
-    """Return `size` bytes for people: "4 GiB", "1.5 GiB", "512 MiB", "100 bytes"."""
-    for unit, factor in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if size >= factor:
-            text = f"{size / factor:.2f}".rstrip("0").rstrip(".")
-            return f"{text} {unit}"
-    return f"{size} byte" if size == 1 else f"{size} bytes"

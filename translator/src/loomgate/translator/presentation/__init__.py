@@ -72,7 +72,6 @@ from loomgate.translator.presentation.refusals import (
     unexpected_failure,
 )
 from loomgate.translator.presentation.sandboxes import (
-    format_size,
     sandbox_lines,
     sandbox_rule_line,
     sandbox_summary,
@@ -91,7 +90,6 @@ __all__ = [
     "connected_note",
     "dismissed_dialog_note",
     "format_elapsed",
-    "format_size",
     "gap_note",
     "image_over_count",
     "image_over_size",

@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 from loomgate.shared import wire
+from loomgate.shared.sizes import format_size
 
 # How a profile with no confinement is named (docs/protocol.md: `profile` "none").
 UNCONFINED = "none"
 NOT_SANDBOXED = "not sandboxed by loomgate"
-GIB = 1 << 30
-MIB = 1 << 20
-
-
-def format_size(size: int) -> str:
-    """Return a memory limit as the person writes one: 4 GiB, 512 MiB, 1.5 GiB."""
-    if size >= GIB:
-        value = size / GIB
-        return f"{value:.0f} GiB" if size % GIB == 0 else f"{value:.1f} GiB"
-    if size >= MIB:
-        value = size / MIB
-        return f"{value:.0f} MiB" if size % MIB == 0 else f"{value:.1f} MiB"
-    return f"{size:,} bytes"
 
 
 def format_processes(count: int) -> str:

@@ -1,0 +1,214 @@
+"""One confined kernel process: its directory, its limits, the command that starts it inside its
+sandbox, and the sandbox's init, which is what gets signalled and killed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.sandbox import bubblewrap, entry
+from loomgate.gateway.sandbox.limits import REMOVE_TIMEOUT, KernelLimits
+from loomgate.gateway.sandbox.mechanism import SandboxUnavailable, probe
+from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.shared import wire
+from loomgate.shared.sizes import format_size
+
+IPC_PREFIX = "k"  # ZMQ ipc sockets of a kernel without network: k-1 … k-5 in its ipc dir
+INIT_TIMEOUT = 10.0  # how long a start waits for bubblewrap to name its init
+MEMORY_KILL = "killed: memory limit"  # how the death of a kernel its memory limit ended begins
+
+
+def kernel_dirs_root() -> Path:
+    """Return the directory that holds every confined kernel's own (short: ipc socket paths
+    must fit in 107 bytes), created private to this user."""
+    root = Path(tempfile.gettempdir()) / f"loomgate-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    status = root.lstat()
+    if root.is_symlink() or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        raise SandboxUnavailable(
+            f"{root} is not a private directory of this user; remove it and start again"
+        )
+    return root
+
+
+class SandboxLaunch:
+    """A confined kernel's sandbox: rules, directory, limits and (once started) its init."""
+
+    def __init__(
+        self,
+        rules: SandboxRules,
+        directory: Path,
+        limits: KernelLimits,
+        mechanism: str,
+        init: ProcessIdentity | None = None,
+    ) -> None:
+        self.rules = rules
+        self.directory = directory
+        self.limits = limits
+        self.mechanism = mechanism
+        self.init = init
+
+    @classmethod
+    def prepare(cls, rules: SandboxRules, kernel_id: str) -> SandboxLaunch:
+        """Return the sandbox for a start of kernel `kernel_id` (SandboxUnavailable when this
+        machine cannot enforce `rules`)."""
+        mechanism = probe()
+        mechanism.check(rules)
+        directory = kernel_dirs_root() / kernel_id[:13]
+        bubblewrap.prepare_kernel_dir(directory)
+        limits = KernelLimits.create(kernel_id, rules)
+        return cls(rules, directory, limits, mechanism.describe(rules))
+
+    @property
+    def ipc_prefix(self) -> str | None:
+        """Return where ZMQ's ipc sockets go when the kernel has no network (else None: tcp)."""
+        if self.rules.network:
+            return None
+        return str(bubblewrap.ipc_dir(self.directory) / IPC_PREFIX)
+
+    def command(
+        self,
+        kernel_cmd: Sequence[str],
+        *,
+        cwd: Path,
+        connection_file: Path,
+        unset_env: Sequence[str],
+    ) -> list[str]:
+        """Return the command that starts `kernel_cmd` inside the sandbox."""
+        mechanism = probe()
+        assert mechanism.bwrap is not None  # prepare() checked it
+        bwrap = bubblewrap.command(
+            self.rules,
+            kernel_cmd,
+            bwrap=mechanism.bwrap,
+            cwd=cwd,
+            kernel_dir=self.directory,
+            connection_file=connection_file,
+            unset_env=unset_env,
+        )
+        plan = entry.Plan(
+            bubblewrap.info_file(self.directory),
+            self.limits.join_files,
+            self.limits.rlimits,
+            landlock=mechanism.landlock_scopes,
+        )
+        return [*self.limits.prefix, *entry.command(plan, bwrap)]
+
+    async def started(self) -> None:
+        """Note the sandbox's init once bubblewrap has named it."""
+        info = bubblewrap.info_file(self.directory)
+        pid = await asyncio.to_thread(entry.read_info, info, INIT_TIMEOUT)
+        self.init = ProcessIdentity.of(pid)
+
+    def alive(self) -> bool:
+        """Return whether the sandbox's init is still the process this launch started."""
+        return self.init is not None and self.init.is_alive()
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` into the sandbox: SIGKILL to its init (which ends everything in it),
+        any other signal to its init's process group (the kernel is in it)."""
+        if self.init is None or not self.init.is_alive():
+            return  # never signal a pid that now belongs to another process
+        with contextlib.suppress(ProcessLookupError):
+            if signum == signal.SIGKILL:
+                bubblewrap.kill(self.init.pid)
+            else:
+                os.killpg(self.init.pid, signum)
+
+    def ending(self) -> str | None:
+        """Return how the kernel ended when its sandbox ended it (None otherwise)."""
+        if self.limits.memory_killed() and self.rules.memory is not None:
+            return f"{MEMORY_KILL} {format_size(self.rules.memory)} reached"
+        return None
+
+    def wire(self) -> wire.Sandbox:
+        """Return the kernel's sandbox as its wire form shows it."""
+        return sandbox_wire(self.rules, self.mechanism)
+
+    def remove(self, timeout: float = REMOVE_TIMEOUT) -> None:
+        """Remove the sandbox's directory and limits (the kernel has ended for good; blocks up
+        to `timeout` seconds while its last processes exit)."""
+        self.limits.remove(timeout)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return what a later gateway needs to take the kernel back."""
+        return {
+            "rules": rules_to_json(self.rules),
+            "directory": str(self.directory),
+            "limits": self.limits.to_json(),
+            "mechanism": self.mechanism,
+            "init": self.init.to_json() if self.init is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SandboxLaunch:
+        """Return the launch `to_json` described."""
+        init = data.get("init")
+        return cls(
+            rules_from_json(data["rules"]),
+            Path(data["directory"]),
+            KernelLimits.from_json(data["limits"]),
+            str(data["mechanism"]),
+            ProcessIdentity.from_json(init) if init else None,
+        )
+
+
+def rules_to_json(rules: SandboxRules) -> dict[str, Any]:
+    """Return `rules` as JSON values."""
+    return {
+        "profile": rules.profile,
+        "confined": rules.confined,
+        "writable": [str(path) for path in rules.writable],
+        "hidden": [str(path) for path in rules.hidden],
+        "network": rules.network,
+        "memory": rules.memory,
+        "processes": rules.processes,
+    }
+
+
+def rules_from_json(data: dict[str, Any]) -> SandboxRules:
+    """Return the rules `rules_to_json` described."""
+    return SandboxRules(
+        profile=str(data["profile"]),
+        confined=bool(data["confined"]),
+        writable=tuple(Path(path) for path in data["writable"]),
+        hidden=tuple(Path(path) for path in data["hidden"]),
+        network=bool(data["network"]),
+        memory=data["memory"],
+        processes=data["processes"],
+    )
+
+
+def rules_from_wire(sandbox: wire.Sandbox) -> SandboxRules:
+    """Return the rules a kernel's wire form shows (confined when a mechanism enforces them)."""
+    return SandboxRules(
+        profile=sandbox["profile"],
+        confined=bool(sandbox["mechanism"]),
+        writable=tuple(Path(path) for path in sandbox["writable"]),
+        hidden=tuple(Path(path) for path in sandbox["hidden"]),
+        network=sandbox["network"],
+        memory=sandbox["memory"],
+        processes=sandbox["processes"],
+    )
+
+
+def sandbox_wire(rules: SandboxRules, mechanism: str) -> wire.Sandbox:
+    """Return a kernel's rules as its wire form shows them."""
+    return wire.Sandbox(
+        profile=rules.profile,
+        writable=[str(path) for path in rules.writable],
+        hidden=[str(path) for path in rules.hidden],
+        network=rules.network,
+        memory=rules.memory,
+        processes=rules.processes,
+        mechanism=mechanism,
+    )
