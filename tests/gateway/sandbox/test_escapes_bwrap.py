@@ -403,3 +403,27 @@ def test_the_info_file_is_out_of_the_sandboxs_reach(world: World) -> None:
     assert result["rmtree"] != "removed" and world.kernel_dir.is_dir()
     assert json.loads(info.read_text())["child-pid"] > 0  # as bwrap wrote it
     assert ipc.exists()
+
+
+def test_git_hooks_and_config_in_the_working_dir_stay_read_only(world: World) -> None:
+    """A hook or a config written from inside would run outside at the person's next commit."""
+    for part in ("hooks", "objects"):
+        (world.cwd / ".git" / part).mkdir(parents=True)
+    (world.cwd / ".git" / "config").write_text("[core]\n")
+    payload = (
+        "import json, sys\n"
+        "def attempt(path):\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        return 'written'\n"
+        "    except OSError as e:\n"
+        "        return e.strerror\n"
+        "print(json.dumps({p: attempt(p) for p in json.loads(sys.argv[1])}))"
+    )
+    git = world.cwd / ".git"
+    paths = [git / "hooks" / "pre-commit", git / "config", git / "objects" / "ok", git / "HEAD"]
+    result = run(world, payload, [str(p) for p in paths])
+    assert result[str(paths[0])] == result[str(paths[1])] == "Read-only file system"
+    assert result[str(paths[2])] == result[str(paths[3])] == "written"  # commits still work
+    assert (git / "config").read_text() == "[core]\n"
+    assert not (git / "hooks" / "pre-commit").exists()

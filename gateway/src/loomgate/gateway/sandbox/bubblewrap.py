@@ -35,6 +35,7 @@ ISOLATION = (
     "--new-session",
 )
 TMP = Path("/tmp")
+GIT_GUARDED = (".git/hooks", ".git/config")  # in a writable dir: kept read-only
 PROC_READ_ONLY = (Path("/proc/sys"), Path("/proc/sysrq-trigger"))
 HIDDEN_DIR_MODE = "0000"  # listing or entering it: PermissionError
 PASSAGE_DIR_MODE = "0111"  # a hidden dir on the way to the kernel's own files: enter, not list
@@ -111,6 +112,10 @@ def command(
     argv += ["--perms", "1777", "--tmpfs", str(TMP)]
     for path in existing(rules.writable):
         argv += ["--bind", str(path), str(path)]
+        # What git runs for you later (hooks, and config that names programs) stays read-only:
+        # written from inside, it would run outside the sandbox at your next commit.
+        for guarded in existing(path / part for part in GIT_GUARDED):
+            argv += ["--ro-bind", str(guarded), str(guarded)]
     tmpfs: list[Path] = []
     for path in outermost(existing([*rules.hidden, kernel_dir])):
         argv += hide(path, own, empty, tmpfs)
