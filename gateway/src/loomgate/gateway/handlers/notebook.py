@@ -20,6 +20,7 @@ from loomgate.gateway.handlers.answers import Answer
 from loomgate.gateway.handlers.call import Call
 from loomgate.gateway.handlers.kernels import note_sessions
 from loomgate.gateway.records.store import RecordStore
+from loomgate.shared import wire
 
 CELLS_PER_TURN = 100  # cells built before the loop serves others (a long export holds no one)
 
@@ -64,4 +65,4 @@ async def export_notebook(call: Call) -> Answer:
         if len(cells) % CELLS_PER_TURN == 0:
             await asyncio.sleep(0)
     metadata = notebook_metadata(store, notebook_spec(call, store), selection, max_lines)
-    return 200, {"nbformat": 4, "nbformat_minor": 5, "metadata": metadata, "cells": cells}
+    return 200, wire.Notebook(nbformat=4, nbformat_minor=5, metadata=metadata, cells=cells)

@@ -48,6 +48,7 @@ from loomgate.translator.presentation.kernels import (
     started_note,
     stopped_note,
 )
+from loomgate.translator.presentation.notebooks import notebook_path_refusal, saved_note
 from loomgate.translator.presentation.reads import (
     read_on,
     render_read,
@@ -91,6 +92,7 @@ __all__ = [
     "kernel_label",
     "no_notebook_kernel",
     "not_waiting_for_input",
+    "notebook_path_refusal",
     "nothing_run_yet",
     "nothing_to_interrupt",
     "omission_line",
@@ -111,6 +113,7 @@ __all__ = [
     "render_unattached",
     "replaced_note",
     "reset_note",
+    "saved_note",
     "search_scope",
     "serving",
     "several_kernels",
