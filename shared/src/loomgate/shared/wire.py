@@ -193,6 +193,16 @@ class RichBundle(RichEntry):
     metadata: dict[str, object]
 
 
+class Notebook(TypedDict):
+    """A kernel's records as an nbformat 4 notebook (docs/protocol.md maps record to cell);
+    its cells and metadata are nbformat's, with loomgate's under their `loomgate` keys."""
+
+    nbformat: int
+    nbformat_minor: int
+    metadata: dict[str, Any]
+    cells: list[dict[str, Any]]
+
+
 class ColouredTraceback(TypedDict):
     """An execution's traceback as the kernel coloured it (ANSI escapes kept)."""
 

@@ -61,7 +61,11 @@ def http_method(route: Route, endpoint: Endpoint) -> object:
 
     async def handle(self: LoomHandler, **path: str) -> None:
         status, body = await answered(self.call(route.name, path), endpoint)
-        self.reply(body, status)
+        if route.file is not None and status == 200:
+            self.set_status(status)
+            self.finish(route.file.text(body), set_content_type=route.file.media_type)
+        else:
+            self.reply(body, status)
 
     handle.__doc__ = endpoint.__doc__
     return web.authenticated(authorized(handle))

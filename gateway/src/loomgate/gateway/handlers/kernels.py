@@ -30,6 +30,7 @@ CAPABILITIES = [
     "rich",
     "long_poll",
     "setup",
+    "notebook",
 ]
 
 

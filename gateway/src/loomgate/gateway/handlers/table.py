@@ -5,17 +5,27 @@ per route from it (handlers/routes.py); the rpc websocket dispatches its calls b
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
 from tornado import web
 
-from loomgate.gateway.handlers import executions, kernels
+from loomgate.gateway.export.notebook import MEDIA_TYPE, notebook_file
+from loomgate.gateway.handlers import executions, kernels, notebook
 from loomgate.gateway.handlers.answers import Endpoint
 from loomgate.gateway.monitor import tool_calls
 
 SEGMENT = re.compile(r"\{(\w+)\}")  # a path argument in a route's name: {ref}
+
+
+@dataclass(frozen=True)
+class FileAnswer:
+    """A route whose HTTP answer is a file: its media type, and its text from the answer's
+    JSON (the rpc websocket carries the JSON as it is)."""
+
+    media_type: str
+    text: Callable[[Mapping[str, object]], str]
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,7 @@ class Route:
     handler: str
     endpoints: Mapping[str, Endpoint]
     monitor_readable: bool = False  # whether the monitor credential may GET it (monitor/access)
+    file: FileAnswer | None = None  # over HTTP, its answer is that file; refusals stay JSON
     pattern: str = field(init=False)  # the name as tornado's regex, `[^/]+` per argument
     segments: tuple[str | None, ...] = field(init=False, repr=False)  # None: an argument
     arguments: tuple[str, ...] = field(init=False, repr=False)
@@ -110,6 +121,13 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "kernels/{ref}/search", "SearchHandler", {"GET": executions.search}, monitor_readable=True
+    ),
+    Route(
+        "kernels/{ref}/notebook",
+        "NotebookHandler",
+        {"GET": notebook.export_notebook},
+        monitor_readable=True,
+        file=FileAnswer(MEDIA_TYPE, notebook_file),
     ),
     Route(
         "tool-calls",

@@ -139,6 +139,9 @@ class LoomKernel:
         reply = await channels.confirm(timeout, alive=self._process_running)
         implementation = str(reply["content"].get("implementation", ""))
         self.implementation = self.store.meta["implementation"] = implementation
+        language_info = reply["content"].get("language_info")
+        if isinstance(language_info, dict):
+            self.store.meta["language_info"] = language_info  # the notebook export's
         if isinstance(self.km.provisioner, ResidentProvisioner):
             if self.launch["cwd"] is None and self.km.provisioner.cwd is not None:
                 self.launch = ResidentLaunch(
@@ -168,6 +171,8 @@ class LoomKernel:
 
     def process_stopping(self, *, restart: bool) -> None:
         """End the running execution (killed by a reset or stop) and drop the channels."""
+        if restart and self.phase != "restarting":  # after a death, the restarter's restart
+            self.store.note_restart("reset")
         self._set_phase("restarting" if restart else "dead")
         if restart:
             self.events.kernel(self.id, "restarting", self.model())
@@ -178,6 +183,7 @@ class LoomKernel:
         """Mark the running execution `died` (the process exited on its own)."""
         reason = process_ending(self.km)
         self.log.warning("Kernel %s died: %s", self.id, reason)
+        self.store.note_restart("died", reason)
         self.executions.process_died(reason, restarting=restarting)
         phase: Literal["restarting", "dead"] = "restarting" if restarting else "dead"
         self._set_phase(phase)

@@ -299,8 +299,8 @@ class KernelRegistry:
         sandbox: str | None = None,
         stricter_only: bool = False,
     ) -> tuple[LoomKernel, bool]:
-        """Return the live kernel called `name`, else a newly started one under profile `sandbox`
-        (else the default; a model's `stricter_only` refuses a looser one), and whether it is new."""
+        """Return the live kernel called `name`, else a new one under profile `sandbox` (else the
+        default; a model's `stricter_only` refuses a looser one), and whether it is new."""
         checked = check_name_and_lifetime(name, lifetime)
         if name is not None:
             existing = self.find_live_by_name(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Literal
 
 from loomgate.gateway.errors import StorageFailed
 from loomgate.gateway.records.record import ExecutionRecord, os_error_reason
@@ -12,6 +13,7 @@ from loomgate.gateway.records.stored_meta import (
     KERNEL_FILE,
     KernelMeta,
     KernelStart,
+    Restart,
     new_kernel_meta,
     read_kernel_meta,
 )
@@ -176,6 +178,12 @@ class RecordStore:
         if self.meta.get("paths", []) != paths:
             self.meta["paths"] = paths
             self.save()
+
+    def note_restart(self, cause: Literal["reset", "died"], reason: str | None = None) -> None:
+        """Note that the kernel's state is lost here (a reset, or its process died)."""
+        restart = Restart(after=self.last_number, time=time.time(), cause=cause, reason=reason)
+        self.meta["restarts"] = [*self.meta.get("restarts", []), restart]
+        self.save()
 
     def note_pending(self, reason: str | None) -> None:
         """Note why a kernel left running by an earlier gateway is not taken back yet (None once

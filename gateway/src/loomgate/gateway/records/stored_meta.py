@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from loomgate.shared.wire import (
     Death,
@@ -39,6 +39,16 @@ class KeptSetup(TypedDict):
 
     parts: list[SetupPart]
     results: list[SetupResult]
+
+
+class Restart(TypedDict):
+    """A time the kernel's state was lost: a reset (or a restart through Jupyter's API), or its
+    process dying; `after` is the highest execution number given out before it."""
+
+    after: int
+    time: float
+    cause: Literal["reset", "died"]
+    reason: str | None  # how the process ended, for a death
 
 
 class KernelStart(TypedDict):
@@ -74,6 +84,8 @@ class KernelMeta(_KernelMetaBase, total=False):
     paths: list[str]  # the Jupyter session paths (notebooks, consoles) that use it
     setup: KeptSetup
     sandbox: Sandbox | None  # the profile it runs under; absent: from before sandboxes
+    language_info: dict[str, object]  # as its kernel_info reply gave it, once it answered
+    restarts: list[Restart]  # absent: none yet, or from before restarts were noted
 
 
 def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:

@@ -13,6 +13,7 @@ from typing import Any
 from loomgate.shared.wire import SEARCH_MODES, STREAMS
 from loomgate.translator.cli import kernel_commands
 from loomgate.translator.cli.errors import UsageError
+from loomgate.translator.cli.export import export_notebook
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL
 from loomgate.translator.cli.monitor import show_monitor
 from loomgate.translator.cli.run import run_command
@@ -96,6 +97,34 @@ def parser() -> argparse.ArgumentParser:
     kernels.add_argument(
         "--all", action="store_true", help="also stopped kernels, whose records stay readable"
     )
+    export = commands.add_parser(
+        "export", help="write a kernel's executions as a Jupyter notebook (.ipynb)"
+    )
+    export.add_argument(
+        "--kernel",
+        help=f"kernel name, id prefix, or a notebook open in your Jupyter (default: "
+        f"{DEFAULT_KERNEL!r}); stopped kernels too, while their records are kept",
+    )
+    export.add_argument("-o", "--output", help="the .ipynb file to write (default: stdout)")
+    export.add_argument(
+        "--executions", help='execution numbers "a:b", or "-10:" for the last ten (default: all)'
+    )
+    export.add_argument(
+        "--source",
+        choices=("loomgate", "other"),
+        help="only cells sent through loomgate, or only those of other Jupyter clients",
+    )
+    export.add_argument(
+        "--client",
+        dest="ran_by",
+        help='only cells this client ran: "cli", "conversation" (every one) or '
+        '"conversation 3f2a9b"',
+    )
+    export.add_argument(
+        "--max-lines",
+        type=int,
+        help="lines of one cell's output kept, as its head and tail (default 10,000)",
+    )
     stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
     stop.add_argument("kernel", help="kernel name or id prefix")
     monitor = commands.add_parser(
@@ -163,12 +192,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def attached_ranges(argv: list[str]) -> list[str]:
-    """Return `argv` with a `--lines` range that starts with a minus (`-20:`) attached to it
-    (`--lines=-20:`): argparse would take it for an option."""
+    """Return `argv` with a `--lines` or `--executions` range that starts with a minus
+    (`-20:`) attached to it (`--lines=-20:`): argparse would take it for an option."""
     out: list[str] = []
     for word in argv:
-        if out and out[-1] == "--lines" and word[:1] == "-" and word[1:2].isdigit():
-            out[-1] = f"--lines={word}"
+        ranged = out and out[-1] in ("--lines", "--executions")
+        if ranged and word[:1] == "-" and word[1:2].isdigit():
+            out[-1] = f"{out[-1]}={word}"
         else:
             out.append(word)
     return out
@@ -190,6 +220,7 @@ COMMANDS: dict[str, Command] = {
     "kernels": kernel_commands.show_kernels,
     "stop": kernel_commands.stop,
     "monitor": show_monitor,
+    "export": export_notebook,
 }
 
 

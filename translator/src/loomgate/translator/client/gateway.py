@@ -262,6 +262,28 @@ class GatewayClient(GatewaySession):
         )
         return data
 
+    async def notebook(
+        self,
+        ref: str,
+        *,
+        executions: str | None = None,
+        source: wire.Source | None = None,
+        client: str | None = None,
+        max_lines: int | None = None,
+    ) -> wire.Notebook:
+        """Return the kernel's records as a notebook: the executions numbered in `executions`
+        (`a:b`, `-N:` the last N), run by `source` and by `client` (a label, or its first word),
+        each output beyond `max_lines` lines kept as its head and tail."""
+        params = {
+            "executions": executions,
+            "source": source,
+            "client": client,
+            "max_lines": max_lines,
+        }
+        return await self.request_as(
+            wire.Notebook, "GET", f"kernels/{quoted(ref)}/notebook", params=params
+        )
+
     # -- the monitor -------------------------------------------------------------------------
 
     async def report_tool_calls(self, calls: list[ToolCallReport]) -> None:

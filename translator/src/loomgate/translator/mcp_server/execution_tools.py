@@ -31,17 +31,21 @@ from loomgate.translator.mcp_server.tool_registry import (
     conversation_of,
     tool,
 )
+from loomgate.translator.notebook_file import NotebookPathRefused, inside
+from loomgate.translator.notebook_file import save_notebook as save_notebook_file
 from loomgate.translator.output_view import SearchPage, leading
 from loomgate.translator.presentation import (
     busy_refusal,
     kernel_gone_refusal,
     not_waiting_for_input,
+    notebook_path_refusal,
     nothing_to_interrupt,
     read_on,
     render_execution_status,
     render_kernel,
     render_read,
     render_search,
+    saved_note,
     search_scope,
 )
 
@@ -238,23 +242,45 @@ async def send_input(
     return await follower.follow(ctx, client, ref, response, deadline=time.monotonic() + INPUT_WAIT)
 
 
+SaveNotebookArg = Annotated[
+    str | None,
+    Field(
+        description="also save the kernel's cells and outputs as a notebook at this path in the "
+        'working directory, e.g. "session.ipynb"'
+    ),
+]
+
+
 @tool
 async def status(
-    ctx: Context, execution: ExecutionArg = None, kernel: KernelArg = None
+    ctx: Context,
+    execution: ExecutionArg = None,
+    kernel: KernelArg = None,
+    save_notebook: SaveNotebookArg = None,
 ) -> Annotated[CallToolResult, StatusResult]:
-    """Show the kernel's state, or one execution's lifecycle and output sizes."""
+    """Show the kernel's state, or one execution's lifecycle and output sizes (save_notebook:
+    also save the session as an .ipynb)."""
     conversation = conversation_of(ctx)
     structured = conversation.settings.structured
     client, ref = await conversation.kernel_ref(kernel)
+    saved = ""
+    if save_notebook is not None:
+        try:
+            path = inside(save_notebook, conversation.settings.cwd)
+            notebook = await client.notebook(ref)
+            save_notebook_file(path, notebook)
+        except NotebookPathRefused as refused:
+            raise ToolFailure(notebook_path_refusal(refused, "model")) from None
+        saved = saved_note(notebook, save_notebook) + "\n\n"
     kernel_model = await client.get_kernel(ref)
     info = KernelInfo.of(kernel_model, client.label)
     if execution is None:
-        text = render_kernel(kernel_model, gateway=client.label)
+        text = saved + render_kernel(kernel_model, gateway=client.label)
         if kernel_model["last_execution"]:
             latest = (await client.execution(ref, "current"))["execution"]
             text += "\n\n" + render_execution_status(latest, kernel_model.get("sandbox"))
         return tool_result([text_block(text)], StatusResult(kernel=info), structured=structured)
     record = (await client.execution(ref, execution))["execution"]
     model = StatusResult.of(info, record)
-    content = [text_block(render_execution_status(record, kernel_model.get("sandbox")))]
+    content = [text_block(saved + render_execution_status(record, kernel_model.get("sandbox")))]
     return tool_result(content, model, structured=structured)

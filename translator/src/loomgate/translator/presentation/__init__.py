@@ -48,6 +48,7 @@ from loomgate.translator.presentation.kernels import (
     started_note,
     stopped_note,
 )
+from loomgate.translator.presentation.notebooks import notebook_path_refusal, saved_note
 from loomgate.translator.presentation.reads import (
     read_on,
     render_read,
@@ -100,6 +101,7 @@ __all__ = [
     "looser_sandbox_refusal",
     "no_notebook_kernel",
     "not_waiting_for_input",
+    "notebook_path_refusal",
     "nothing_run_yet",
     "nothing_to_interrupt",
     "omission_line",
@@ -124,6 +126,7 @@ __all__ = [
     "sandbox_mismatch",
     "sandbox_rule_line",
     "sandbox_summary",
+    "saved_note",
     "search_scope",
     "serving",
     "several_kernels",

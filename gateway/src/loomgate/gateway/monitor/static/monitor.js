@@ -218,10 +218,21 @@ async function selectKernel(id) {
   history.replaceState(null, "", location.pathname + location.search + "#" + id);
   const kernel = state.kernels.get(id);
   $("kernel-title").textContent = kernel ? (kernel.name || id.slice(0, 8)) : id;
+  showDownload(id, kernel);
   $("executions").replaceChildren();
   $("search-results").hidden = true;
   renderKernels();
   await loadExecutions();
+}
+
+// The selected kernel's records as a notebook file (the token rides in the link: a download
+// cannot send a header).
+function showDownload(id, kernel) {
+  const link = $("download");
+  const query = TOKEN ? "?token=" + encodeURIComponent(TOKEN) : "";
+  link.href = `${API}/kernels/${encodeURIComponent(id)}/notebook${query}`;
+  link.download = ((kernel && kernel.name) || id.slice(0, 8)) + ".ipynb";
+  link.hidden = false;
 }
 
 // -- executions -------------------------------------------------------------------------------
