@@ -123,7 +123,14 @@ def gate(tmp_path: Path) -> Gate:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """A gateway shared by the session's tests (each test uses its own kernels)."""
     # Prewarmed kernels on: most conversation kernels of the suite are claimed from the pool.
-    process = GatewayProcess(tmp_path_factory.mktemp("gateway") / "state", prewarm=1).start()
+    # Started before any test's own config dir: it gets one of its own (kernels unconfined).
+    config = tmp_path_factory.mktemp("gateway-config") / "loomgate"
+    config.mkdir()
+    (config / "sandbox.toml").write_text(UNCONFINED)
+    env = {"XDG_CONFIG_HOME": str(config.parent)}
+    process = GatewayProcess(
+        tmp_path_factory.mktemp("gateway") / "state", prewarm=1, env=env
+    ).start()
     try:
         yield process
     finally:

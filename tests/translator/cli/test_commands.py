@@ -361,8 +361,9 @@ async def test_run_starts_a_named_kernel_with_the_users_setup(
         status, out, err = await loomgate(
             env, "run", "--kernel", "fresh-work", "import shutil\nshutil.rmtree('/x')"
         )
-        assert err.split("\n")[:2] == [
+        assert err.split("\n")[:3] == [
             f"starting kernel 'fresh-work' on {gateway.url} …",
+            "sandbox: none",  # the suite's gateways default to none
             "startup.py failed; the kernel is usable without it:",
         ]
         assert "RuleBlock: shutil.rmtree is blocked here" in out
