@@ -73,6 +73,7 @@ TARGETS = (
             "translator/presentation/reads.py",
             "translator/presentation/kernels.py",
             "translator/presentation/refusals.py",
+            "translator/presentation/sandboxes.py",
             "translator/output_view.py",
         ),
         (
@@ -82,6 +83,26 @@ TARGETS = (
             "tests/translator/test_cell_text.py",
             "tests/translator/test_presentation_cells.py",
             "tests/translator/test_presentation_reads.py",
+            "tests/translator/test_presentation_sandboxes.py",
+        ),
+    ),
+    Target(
+        "sandbox policy",
+        (
+            "gateway/sandbox/profiles.py",
+            "gateway/sandbox/config.py",
+            "gateway/sandbox/toml_lines.py",
+            "gateway/sandbox/environment.py",
+            "gateway/sandbox/rule_failures.py",
+            "shared/sizes.py",
+        ),
+        (
+            "tests/gateway/sandbox/test_profiles.py",
+            "tests/gateway/sandbox/test_config.py",
+            "tests/gateway/sandbox/test_toml_lines.py",
+            "tests/gateway/sandbox/test_environment.py",
+            "tests/gateway/sandbox/test_rule_failures.py",
+            "tests/shared/test_sizes.py",
         ),
     ),
     Target(

@@ -199,7 +199,7 @@ class ResidentProvisioner(LocalProvisioner):
     async def send_signal(self, signum: int) -> None:
         """Signal the kernel's process group, only if the pid is still that kernel (inside a
         sandbox: its init's, which SIGKILL ends with everything in it)."""
-        if self.sandbox is not None:
+        if self.sandbox is not None and self.sandbox.has_init:
             self.sandbox.signal(signum)
             return
         if not self.taken_back:
@@ -217,7 +217,7 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def kill(self, restart: bool = False) -> None:
         """Kill the kernel (its process group; a sandbox's init)."""
-        if self.sandbox is not None:
+        if self.sandbox is not None and self.sandbox.has_init:
             self.sandbox.signal(signal.SIGKILL)
             return
         if not self.taken_back:
@@ -227,7 +227,7 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def terminate(self, restart: bool = False) -> None:
         """Terminate the kernel (its process group; in a sandbox, its init's)."""
-        if self.sandbox is not None:
+        if self.sandbox is not None and self.sandbox.has_init:
             self.sandbox.signal(signal.SIGTERM)
             return
         if not self.taken_back:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap, entry
+from loomgate.gateway.sandbox import bubblewrap, entry, macos
 from loomgate.gateway.sandbox.limits import REMOVE_TIMEOUT, KernelLimits
 from loomgate.gateway.sandbox.mechanism import SandboxUnavailable, probe
 from loomgate.gateway.sandbox.profiles import SandboxRules
@@ -64,7 +64,10 @@ class SandboxLaunch:
         mechanism.check(rules)
         directory = kernel_dirs_root() / kernel_id[:13]
         bubblewrap.prepare_kernel_dir(directory)
-        limits = KernelLimits.create(kernel_id, rules)
+        if mechanism.system == "Darwin":  # no limits there (check() refused any)
+            limits = KernelLimits(kernel_id, "none")
+        else:
+            limits = KernelLimits.create(kernel_id, rules)
         return cls(rules, directory, limits, mechanism.describe(rules))
 
     @property
@@ -84,6 +87,8 @@ class SandboxLaunch:
     ) -> list[str]:
         """Return the command that starts `kernel_cmd` inside the sandbox."""
         mechanism = probe()
+        if mechanism.system == "Darwin":
+            return self.macos_command(kernel_cmd, connection_file)
         assert mechanism.bwrap is not None  # prepare() checked it
         bwrap = bubblewrap.command(
             self.rules,
@@ -102,8 +107,20 @@ class SandboxLaunch:
         )
         return [*self.limits.prefix, *entry.command(plan, bwrap)]
 
+    def macos_command(self, kernel_cmd: Sequence[str], connection_file: Path) -> list[str]:
+        """Return sandbox-exec's command for `kernel_cmd` (untested on macOS here): the kernel
+        is the process itself, signalled as any kernel is."""
+        temp = self.directory / "tmp"
+        temp.mkdir(mode=0o700, exist_ok=True)
+        text = macos.sbpl_profile(
+            self.rules, temp_dir=temp, kernel_dir=self.directory, readable=[connection_file]
+        )
+        return macos.sandbox_exec_command(text, ["/usr/bin/env", f"TMPDIR={temp}", *kernel_cmd])
+
     async def started(self) -> None:
-        """Note the sandbox's init once bubblewrap has named it."""
+        """Note the sandbox's init once bubblewrap has named it (sandbox-exec has none)."""
+        if probe().system == "Darwin":
+            return
         info = bubblewrap.info_file(self.directory)
         pid = await asyncio.to_thread(entry.read_info, info, INIT_TIMEOUT)
         self.init = ProcessIdentity.of(pid)
@@ -111,6 +128,12 @@ class SandboxLaunch:
     def alive(self) -> bool:
         """Return whether the sandbox's init is still the process this launch started."""
         return self.init is not None and self.init.is_alive()
+
+    @property
+    def has_init(self) -> bool:
+        """Return whether signals go to the sandbox's init (bubblewrap's) rather than the
+        launched process (sandbox-exec's kernel is that process)."""
+        return self.mechanism.startswith("bubblewrap")
 
     def signal(self, signum: int) -> None:
         """Send `signum` into the sandbox: SIGKILL to its init (which ends everything in it),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loomgate.gateway.sandbox import landlock
 from loomgate.gateway.sandbox.bubblewrap import ISOLATION
+from loomgate.gateway.sandbox.macos import SANDBOX_EXEC
 from loomgate.gateway.sandbox.profiles import SandboxRules
 
 __all__ = [
@@ -61,10 +62,8 @@ class Mechanism:
         if not rules.confined:
             return
         if self.system == "Darwin":
-            raise SandboxUnavailable(
-                "on macOS kernels are confined by sandbox-exec (the macos profile), not by "
-                "bubblewrap: this Linux mechanism does not apply"
-            )
+            self.check_macos(rules)
+            return
         if self.system != "Linux":
             raise SandboxUnavailable(
                 f"sandboxed kernels need Linux (bubblewrap) or macOS (sandbox-exec); this "
@@ -84,10 +83,24 @@ class Mechanism:
             )
         limits_mechanism(self.limits, rules)
 
+    def check_macos(self, rules: SandboxRules) -> None:
+        """Raise SandboxUnavailable unless sandbox-exec can enforce `rules` (no limits: macOS
+        has no per-kernel memory or process limit loomgate can set)."""
+        if not Path(SANDBOX_EXEC).exists():
+            raise SandboxUnavailable(f"{SANDBOX_EXEC} is missing: {OR_NONE}")
+        if rules.memory is not None or rules.processes is not None:
+            raise SandboxUnavailable(
+                f"profile {rules.profile!r} sets a memory or process limit, which loomgate "
+                "cannot enforce on macOS: set memory = false and processes = false in "
+                f"sandbox.toml, {OR_NONE}"
+            )
+
     def describe(self, rules: SandboxRules) -> str:
         """Return how `rules` are enforced here, e.g. "bubblewrap, landlock scopes, cgroup v1"."""
         if not rules.confined:
             return "not confined"
+        if self.system == "Darwin":
+            return "sandbox-exec"
         parts = ["bubblewrap"]
         if self.landlock_scopes:
             parts.append("landlock scopes")

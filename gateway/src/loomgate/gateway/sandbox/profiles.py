@@ -4,6 +4,7 @@ concrete for one kernel."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -120,8 +121,10 @@ def default_processes(cpus: int | None) -> int:
 
 
 # Computed once, at import: the machine does not change under a running gateway.
-DEFAULT_MEMORY: int = default_memory(physical_memory())
-DEFAULT_PROCESSES: int = default_processes(os.cpu_count())
+# On macOS no per-kernel limit can be set (sandbox-exec has none): the built-ins set none there.
+LIMITED = sys.platform != "darwin"
+DEFAULT_MEMORY: int | None = default_memory(physical_memory()) if LIMITED else None
+DEFAULT_PROCESSES: int | None = default_processes(os.cpu_count()) if LIMITED else None
 
 
 class SandboxRulesError(ValueError):
