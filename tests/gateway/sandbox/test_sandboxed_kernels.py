@@ -430,7 +430,7 @@ async def test_the_process_limit_holds_a_fork_loop(http: httpx.AsyncClient, smal
     assert output_texts(after) == ["still here"]
 
 
-async def test_interrupt_input_reset_and_images_work_inside(
+async def test_interrupt_input_setup_reset_and_images_work_inside(
     http: httpx.AsyncClient, place: Place
 ) -> None:
     r = await http.post(KERNELS, json={"sandbox": "strict", "cwd": str(place.project)})
@@ -461,12 +461,37 @@ async def test_interrupt_input_reset_and_images_work_inside(
             f"display(Image(data=__import__('base64').b64decode({PNG!r})))",
         )
         assert image["rich"] and image["rich"][0]["mimetypes"][0] == "image/png"
+        examples = Path(__file__).parents[3] / "examples"
+        parts = [
+            {"name": "startup.py", "code": "import json\nready = 'set up'"},
+            {"name": "inspectors.py", "code": (examples / "inspectors.py").read_text()},
+        ]
+        setup = await http.put(f"{KERNELS}/{kernel_id}/setup", json={"parts": parts, "wait": 30})
+        assert setup.status_code == 200, setup.text
+        assert [r["state"] for r in setup.json()["setup"]["results"]] == ["ok", "ok"]
         reset = await http.post(f"{KERNELS}/{kernel_id}/reset")
         assert reset.status_code == 200, reset.text
         assert reset.json()["kernel"]["sandbox"]["profile"] == "strict"
+        again = await run(http, kernel_id, "print(ready)")  # the setup ran again after the reset
+        assert output_texts(again) == ["set up"]
         after = await run(
             http, kernel_id, "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=3)"
         )
         assert after["sandbox_failure"]["rule"] == "network"
     finally:
         await http.delete(f"{KERNELS}/{kernel_id}")
+
+
+async def test_a_kernel_of_the_stock_jupyter_api_keeps_its_kernelspec_as_it_is(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    r = await http.post("/api/kernels", json={"name": "python3"})
+    assert r.status_code == 201, r.text
+    kernel_id = r.json()["id"]
+    try:
+        kernel = (await http.get(f"{KERNELS}/{kernel_id}")).json()["kernel"]
+        assert kernel["sandbox"]["profile"] == "none"  # sandbox.toml's jupyter_api: none
+        execution = await run(http, kernel_id, reads(place.secrets["ssh key"])["python"])
+        assert output_texts(execution) == ["SECRET", ""]
+    finally:
+        await http.delete(f"/api/kernels/{kernel_id}")
