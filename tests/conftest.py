@@ -17,6 +17,7 @@ from tests.support import (
     gateways,
     imports,
     jupyter_lab,
+    sandboxed_gateways,
     terminals,
     translators,
     upstreams,
@@ -26,13 +27,14 @@ from tests.support.gateways import GatewayProcess
 from tests.support.jupyter_lab import JupyterServerProcess
 
 # Fixtures that start processes, and modules whose use in a test module means it starts some.
-PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "lab"})
+PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "lab", "sandboxed"})
 SPAWNING_MODULES = (
     subprocess,
     browser,
     gateways,
     imports,
     jupyter_lab,
+    sandboxed_gateways,
     terminals,
     translators,
     upstreams,

@@ -1,19 +1,19 @@
-"""A gateway that answers from a script, in the test's own process and event loop: for what a
-translator sends and how it reads answers a real gateway does not give yet (a sandbox refused,
-a kernel started under a profile)."""
+"""A gateway that answers from a script, in the test's own process and event loop, for the one
+answer no real gateway of this version gives: that of a gateway from before sandboxes, which
+ignores the profile a kernel is asked to run under and starts it unconfined. Everything else a
+translator is tested against is a real gateway (tests/support/gateways.py)."""
 
 from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from tornado import httpserver, web
 
-from loomgate.shared import wire
 from tests.support.wire_values import kernel
 
 TOKEN = "scripted-token"
@@ -22,27 +22,23 @@ Answer = tuple[int, object]
 Route = Callable[[dict[str, Any]], Answer]
 
 
-def info(**fields: Any) -> dict[str, Any]:
-    """Return a gateway's info answer (sandboxes on, `workspace` the default) with `fields`."""
-    base = {
-        "service": "loomgate",
-        "version": "0",
-        "mode": "gateway",
-        "protocol": 1,
-        "capabilities": [],
-        "pid": 1,
-        "started": 0.0,
-        "kernel_specs": ["python3"],
-        "default_kernel_spec": "python3",
-        "conversation_grace_seconds": 600.0,
-        "prewarm": 0,
-        "prewarmed": [],
-        "upstream": None,
-        "upstream_error": None,
-        "sandbox_default": "workspace",
-        "sandbox_profiles": ["none", "strict", "workspace"],
-    }
-    return base | fields
+# The info answer of a gateway from before sandboxes: it names no profiles and no default.
+INFO: dict[str, Any] = {
+    "service": "loomgate",
+    "version": "0",
+    "mode": "gateway",
+    "protocol": 1,
+    "capabilities": [],
+    "pid": 1,
+    "started": 0.0,
+    "kernel_specs": ["python3"],
+    "default_kernel_spec": "python3",
+    "conversation_grace_seconds": 600.0,
+    "prewarm": 0,
+    "prewarmed": [],
+    "upstream": None,
+    "upstream_error": None,
+}
 
 
 def refusal(status: int, code: str, message: str) -> Answer:
@@ -50,9 +46,10 @@ def refusal(status: int, code: str, message: str) -> Answer:
     return status, {"error": code, "message": message}
 
 
-def created(sandbox: wire.Sandbox | None, **fields: Any) -> Answer:
-    """Return the answer of a kernel started (201) under `sandbox`."""
-    return 201, {"kernel": kernel(sandbox=sandbox, **fields), "created": True}
+def started_unconfined(body: dict[str, Any]) -> Answer:
+    """Answer a request for a kernel as a gateway from before sandboxes does: started (201),
+    whatever profile `body` asked for, with no sandbox."""
+    return 201, {"kernel": kernel(sandbox=None), "created": True}
 
 
 @dataclass
@@ -62,10 +59,6 @@ class ScriptedGateway:
     routes: dict[str, Route]
     url: str = ""
     requests: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-
-    def bodies(self, route: str) -> list[dict[str, Any]]:
-        """Return the bodies sent to `route` ("METHOD path"), in order."""
-        return [body for method, path, body in self.requests if f"{method} {path}" == route]
 
 
 def not_found(body: dict[str, Any]) -> Answer:
@@ -103,10 +96,10 @@ class _Handler(web.RequestHandler):
 
 
 @asynccontextmanager
-async def scripted_gateway(routes: dict[str, Route]) -> AsyncIterator[ScriptedGateway]:
-    """Yield a scripted gateway listening on a free loopback port (GET info answers `info()`
+async def scripted_gateway(routes: Mapping[str, Route]) -> AsyncIterator[ScriptedGateway]:
+    """Yield a scripted gateway listening on a free loopback port (GET info answers `INFO`
     unless routed; an unrouted GET of a kernel is 404; anything else unrouted is 200 {})."""
-    script = ScriptedGateway({"GET info": lambda body: (200, info()), **routes})
+    script = ScriptedGateway({"GET info": lambda body: (200, INFO), **routes})
     app = web.Application([(r"/api/loomgate/(.*)", _Handler, {"script": script})])
     server = httpserver.HTTPServer(app)
     sock = socket.socket()

@@ -1,34 +1,27 @@
 """connect's sandbox argument and the replies that carry a kernel's sandbox, through the real
-in-memory MCP client: against a gateway that answers from a script where the real gateway does
-not confine kernels yet (what is sent, a refusal, a profile ignored), else the real one."""
+in-memory MCP client of a translator of a real gateway whose kernels are sandboxed; a gateway
+from before sandboxes (which ignores the profile) answers from a script."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
+from tests.support.cells import KERNELS
+from tests.support.gateways import client
 from tests.support.mcp_clients import ERAS, conversation, text
-from tests.support.scripted_gateway import (
-    TOKEN,
-    Answer,
-    Route,
-    ScriptedGateway,
-    created,
-    info,
-    refusal,
-    scripted_gateway,
-)
-from tests.support.wire_values import execution, failure, kernel, sandbox
-
-STRICT = sandbox(profile="strict", network=False)
+from tests.support.sandboxed_gateways import SandboxedGateway
+from tests.support.scripted_gateway import TOKEN, Answer, scripted_gateway, started_unconfined
+from tests.support.wire_values import kernel
 
 
 @pytest.fixture(autouse=True)
@@ -39,24 +32,37 @@ def no_jupyter_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
 
 
-def client_of(url: str, era: str, tmp_path: Path) -> Client:
+def client_of(url: str, era: str, cwd: Path, token: str = TOKEN) -> Client:
     """Return an in-memory MCP client of a translator bound to the gateway at `url`."""
-    settings = Settings(
-        gateway=url, autostart=False, cwd=str(tmp_path), env={"LOOMGATE_TOKEN": TOKEN}
-    )
+    settings = Settings(gateway=url, autostart=False, cwd=str(cwd), env={"LOOMGATE_TOKEN": token})
     return Client(build_server(settings), mode=era)
 
 
 @asynccontextmanager
-async def translator_of(
-    routes: dict[str, Route], tmp_path: Path
-) -> AsyncIterator[tuple[ScriptedGateway, Client]]:
-    """Yield a scripted gateway answering `routes` and an MCP client of a translator of it."""
+async def translator_of(place: SandboxedGateway) -> AsyncIterator[tuple[Client, httpx.AsyncClient]]:
+    """Yield an MCP client of a translator of the sandboxed gateway, working in its project, and
+    an HTTP client of that gateway."""
+    gateway = place.gateway
     async with (
-        scripted_gateway(routes) as gateway,
-        client_of(gateway.url, "legacy", tmp_path) as mcp,
+        client_of(gateway.url, "legacy", place.project, gateway.token) as mcp,
+        client(gateway) as http,
     ):
-        yield gateway, mcp
+        yield mcp, http
+
+
+async def live_kernels(http: httpx.AsyncClient) -> list[str]:
+    """Return the ids of the gateway's live kernels (stopped ones stay listed)."""
+    r = await http.get(KERNELS)
+    assert r.status_code == 200, r.text
+    return [k["id"] for k in r.json()["kernels"] if k["alive"]]
+
+
+async def kernel_named(http: httpx.AsyncClient, ref: str) -> dict[str, Any]:
+    """Return the gateway's kernel `ref` (a name or an id)."""
+    r = await http.get(f"{KERNELS}/{ref}")
+    assert r.status_code == 200, r.text
+    found: dict[str, Any] = r.json()["kernel"]
+    return found
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -72,41 +78,37 @@ async def test_connect_offers_a_sandbox_argument(era: str, tmp_path: Path) -> No
         assert profile in description
 
 
-async def test_connect_asks_for_the_profile_and_never_to_widen(tmp_path: Path) -> None:
-    async with translator_of({"POST kernels": lambda body: created(STRICT)}, tmp_path) as (
-        gateway,
-        mcp,
-    ):
+async def test_connect_starts_a_kernel_under_a_stricter_profile(
+    sandboxed: SandboxedGateway,
+) -> None:
+    async with translator_of(sandboxed) as (mcp, http):
         reply = await mcp.call_tool("connect", {"kernel": "lab", "sandbox": "strict"})
+        started = await kernel_named(http, "lab")
     assert not reply.is_error, text(reply)
     assert text(reply) == (
-        "Created kernel lab on " + gateway.url + " (2 executions so far); "
+        f"Created kernel lab on {sandboxed.gateway.url} (0 executions so far); "
         "sandbox: strict (no network)."
     )
     assert reply.structured_content is not None
     assert reply.structured_content["kernel"]["sandbox"] == "strict"
-    [body] = gateway.bodies("POST kernels")
-    assert (body["name"], body["sandbox"], body["stricter_only"]) == ("lab", "strict", True)
+    assert (started["lifetime"], started["sandbox"]["profile"]) == ("persistent", "strict")
+    assert started["sandbox"]["network"] is False
+    assert started["sandbox"]["writable"] == [str(sandboxed.project)]
 
 
-async def test_the_conversation_kernel_gets_the_gateways_default(tmp_path: Path) -> None:
-    def submit(body: dict[str, Any]) -> Answer:
-        return 201, {"execution": execution(kernel_id=kernel()["id"]), "returned": "final"}
-
-    routes = {
-        "POST kernels": lambda body: created(sandbox()),
-        f"POST kernels/{kernel()['id']}/executions": submit,
-    }
-    async with translator_of(routes, tmp_path) as (gateway, mcp):
-        reply = await mcp.call_tool("run_cell", {"code": "x"})
+@pytest.mark.parametrize("default", ["workspace", "strict"])
+async def test_the_conversation_kernel_gets_the_gateways_default(
+    default: str, sandboxed: SandboxedGateway
+) -> None:
+    with sandboxed.default(default):
+        async with translator_of(sandboxed) as (mcp, http):
+            reply = await mcp.call_tool("run_cell", {"code": "1 + 1"})
+            listing = await mcp.call_tool("list_kernels", {})
+            assert listing.structured_content is not None
+            current = await kernel_named(http, listing.structured_content["current"])
     assert not reply.is_error, text(reply)
-    [body] = gateway.bodies("POST kernels")
-    assert "sandbox" not in body and body["stricter_only"] is True
-    assert body["lifetime"] == "conversation"
-
-
-def forbidden(body: dict[str, Any]) -> Answer:
-    return refusal(403, "forbidden", "the profile none is looser than the default workspace")
+    assert text(reply).endswith("2"), text(reply)
+    assert (current["lifetime"], current["sandbox"]["profile"]) == ("conversation", default)
 
 
 @pytest.mark.parametrize(
@@ -117,23 +119,22 @@ def forbidden(body: dict[str, Any]) -> Answer:
     ],
 )
 async def test_a_looser_profile_is_refused_saying_the_person_decides(
-    default: str, than: str, tmp_path: Path
+    default: str, than: str, sandboxed: SandboxedGateway
 ) -> None:
-    routes: dict[str, Callable[[dict[str, Any]], Answer]] = {
-        "POST kernels": forbidden,
-        "GET info": lambda body: (200, info(sandbox_default=default)),
-    }
-    async with translator_of(routes, tmp_path) as (gateway, mcp):
-        reply = await mcp.call_tool("connect", {"kernel": "lab", "sandbox": "none"})
+    with sandboxed.default(default):
+        async with translator_of(sandboxed) as (mcp, http):
+            reply = await mcp.call_tool("connect", {"kernel": "lab", "sandbox": "none"})
+            live = await live_kernels(http)
     assert reply.is_error
     assert text(reply) == (
         f"The sandbox profile none is looser than {than}; only the person can widen a "
         "kernel's sandbox (`loomgate run --kernel lab --sandbox none`, or sandbox.toml)."
     )
-    assert gateway.bodies("POST kernels")[0]["stricter_only"] is True
+    assert live == []  # no kernel started
 
 
 async def test_a_gateway_that_ignores_the_profile_gets_its_kernel_stopped(tmp_path: Path) -> None:
+    # Only a gateway from before sandboxes answers a profile with an unconfined kernel.
     stopped: list[str] = []
 
     def stop(body: dict[str, Any]) -> Answer:
@@ -141,10 +142,13 @@ async def test_a_gateway_that_ignores_the_profile_gets_its_kernel_stopped(tmp_pa
         return 200, {"kernel": kernel(state="gone", alive=False)}
 
     routes = {
-        "POST kernels": lambda body: created(None),  # it started the kernel unconfined
+        "POST kernels": started_unconfined,
         f"DELETE kernels/{kernel()['id']}": stop,
     }
-    async with translator_of(routes, tmp_path) as (gateway, mcp):
+    async with (
+        scripted_gateway(routes) as gateway,
+        client_of(gateway.url, "legacy", tmp_path) as mcp,
+    ):
         reply = await mcp.call_tool("connect", {"kernel": "lab", "sandbox": "strict"})
         listing = await mcp.call_tool("status", {})
     assert reply.is_error
@@ -156,11 +160,17 @@ async def test_a_gateway_that_ignores_the_profile_gets_its_kernel_stopped(tmp_pa
     assert listing.is_error and "Nothing has run in this conversation yet" in text(listing)
 
 
-async def test_a_kernel_running_under_another_profile_is_not_taken(tmp_path: Path) -> None:
-    routes = {"GET kernels/lab": lambda body: (200, {"kernel": kernel(sandbox=sandbox())})}
-    async with translator_of(routes, tmp_path) as (gateway, mcp):
+async def test_a_kernel_running_under_another_profile_is_not_taken(
+    sandboxed: SandboxedGateway,
+) -> None:
+    async with translator_of(sandboxed) as (mcp, http):
+        r = await http.post(
+            KERNELS, json={"name": "lab", "sandbox": "workspace", "cwd": str(sandboxed.project)}
+        )
+        assert r.status_code == 201, r.text
         refused = await mcp.call_tool("connect", {"kernel": "lab", "sandbox": "strict"})
         same = await mcp.call_tool("connect", {"kernel": "lab", "sandbox": "workspace"})
+        live = await live_kernels(http)
     assert refused.is_error
     assert text(refused) == (
         "The kernel lab runs under the sandbox profile workspace, fixed for its life; "
@@ -169,39 +179,44 @@ async def test_a_kernel_running_under_another_profile_is_not_taken(tmp_path: Pat
     )
     assert not same.is_error
     assert text(same) == (
-        f"Connected to kernel lab on {gateway.url} (2 executions so far); sandbox: workspace."
+        f"Connected to kernel lab on {sandboxed.gateway.url} (0 executions so far); "
+        "sandbox: workspace."
     )
-    assert gateway.bodies("POST kernels") == []
+    assert live == [r.json()["kernel"]["id"]]  # none started
 
 
-async def test_status_and_run_cell_say_which_rule_a_cell_broke(tmp_path: Path) -> None:
-    kernel_id = kernel()["id"]
-    broken = execution(
-        kernel_id=kernel_id,
-        state="error",
-        error={"name": "OSError", "value": "[Errno 30] Read-only file system: '/etc/x'"},
-        sandbox_failure=failure("read_only", "/etc/x"),
-    )
+def escapes(place: SandboxedGateway) -> list[tuple[str, str, str]]:
+    """Return cells that break a rule of workspace, each with the rule and the reply's line."""
+    token = place.gateway.state_dir / "token"
+    outside = place.root / "outside.txt"  # the person may write there; the kernel may not
+    return [
+        (
+            f"open({str(token)!r}).read()",
+            "hidden",
+            f"{token} is hidden from this kernel by its sandbox (workspace).",
+        ),
+        (
+            f"open({str(outside)!r}, 'w')",
+            "read_only",
+            f"Sandbox (workspace): {outside} is not writable from this kernel; it may write in "
+            f"{place.project} and its own /tmp.",
+        ),
+    ]
 
-    def answered(body: dict[str, Any]) -> Answer:
-        return 200, {"execution": broken, "returned": "final"}
 
-    routes = {
-        "POST kernels": lambda body: created(sandbox()),
-        f"POST kernels/{kernel_id}/executions": answered,
-        f"GET kernels/{kernel_id}/executions/5": answered,
-        f"GET kernels/{kernel_id}": lambda body: (200, {"kernel": kernel(sandbox=sandbox())}),
-    }
-    line = (
-        "Sandbox (workspace): /etc/x is not writable from this kernel; it may write in "
-        "/home/p/proj and its own /tmp."
-    )
-    async with translator_of(routes, tmp_path) as (_, mcp):
-        ran = await mcp.call_tool("run_cell", {"code": "open('/etc/x', 'w')"})
-        status = await mcp.call_tool("status", {"execution": 5})
+@pytest.mark.parametrize("escape", [0, 1], ids=["hidden", "read_only"])
+async def test_status_and_run_cell_say_which_rule_a_cell_broke(
+    escape: int, sandboxed: SandboxedGateway
+) -> None:
+    code, rule, line = escapes(sandboxed)[escape]
+    async with translator_of(sandboxed) as (mcp, _):
+        ran = await mcp.call_tool("run_cell", {"code": code})
+        assert ran.structured_content is not None
+        number = ran.structured_content["execution"]
+        status = await mcp.call_tool("status", {"execution": number})
+    assert ran.structured_content["state"] == "error", text(ran)
     assert text(ran).split("\n")[-1] == line
-    assert ran.structured_content is not None
-    assert ran.structured_content["sandbox_rule"] == "read_only"
+    assert ran.structured_content["sandbox_rule"] == rule
     assert line in text(status).split("\n")
 
 

@@ -1,0 +1,399 @@
+"""Sandbox benchmark, side by side in one run: kernels under the profiles none, workspace, strict.
+
+Run: `uv run --frozen python -m bench.sandbox_bench [--rounds 5] [--big-rounds 3] [--out F.md]`
+
+On one gateway whose default profile is none, each kernel asking for its profile: kernel start
+(POST kernels → idle, prewarm off) with the memory of each kernel just started (its own RSS,
+and that of bubblewrap's monitor and the sandbox's init, named by its resident.json);
+run_cell("1+1") as the gateway's submit, one kernel per profile, interleaved in blocks; a cell
+printing 1,000,000 lines. Then two gateways with a pool (`--prewarm 1`), default none and
+default workspace: a new kernel claimed from the pool, each pool full before a claim. The sides
+take turns, and every figure counts only once what was timed found what it should (the profile
+asked for, `2`, 1,000,000 stdout lines in the record, the pool's own kernel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.gateway_bench import BIG_CELL, BLOCK, interleave, publish
+from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from tests.support.cells import output_texts
+from tests.support.gateways import GatewayProcess, child_pids
+
+API = "/api/loomgate/kernels"
+PROFILES = ("none", "workspace", "strict")
+POOL_TIMEOUT = 120.0
+# Issue 27's goals: what each comparison is held to, and the figure's limit.
+GOALS = {
+    "start": ("≤ +50 ms", 50.0),
+    "pool": ("no slower than none", 1.0),
+    "run_cell": ("≤ 1.03×", 1.03),
+    "big": ("≤ 1.03×", 1.03),
+}
+
+
+@dataclass
+class Figures:
+    """One gateway's figures by profile: start (ms), memory (MiB), run_cell (ms), big cell (s)."""
+
+    starts: dict[str, list[float]]
+    memory: dict[str, list[dict[str, float]]]
+    cells: dict[str, list[float]]
+    big: dict[str, list[float]]
+
+
+def gateway_in(root: Path, name: str, default: str, prewarm: int = 0) -> GatewayProcess:
+    """Return a (not started) gateway whose state and config lie in `root`/`name`, outside the
+    host's /tmp (which a sandbox replaces), with `default` as its default profile."""
+    config = root / name / "config"
+    (config / "loomgate").mkdir(parents=True)
+    (config / "loomgate" / "sandbox.toml").write_text(f'default = "{default}"\n')
+    env = {"XDG_CONFIG_HOME": str(config)}
+    return GatewayProcess(root / name / "state", env=env, prewarm=prewarm)
+
+
+def status_kib(pid: int, key: str) -> int:
+    """Return a /proc/PID/status (or smaps_rollup) figure in KiB."""
+    source = "smaps_rollup" if key == "Pss:" else "status"
+    for line in Path(f"/proc/{pid}/{source}").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} for process {pid}")
+
+
+def processes_of(gateway: GatewayProcess, kernel_id: str) -> dict[str, int]:
+    """Return the pids of a kernel's processes by role: `kernel`, and for a sandboxed one
+    `monitor` (bubblewrap outside, the provisioner's identity) and `init` (the sandbox's pid 1),
+    each checked to be what its role says."""
+    resident = json.loads((gateway.state_dir / "kernels" / kernel_id / RESIDENT_FILE).read_text())
+    provisioner = resident["provisioner"]
+    identity = provisioner["identity"]["pid"]
+    sandbox = provisioner.get("sandbox")
+    if not sandbox:
+        assert b"ipykernel" in Path(f"/proc/{identity}/cmdline").read_bytes()
+        return {"kernel": identity}
+    init = sandbox["init"]["pid"]
+    [kernel] = [
+        pid for pid in child_pids(init) if b"ipykernel" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    for pid in (identity, init):
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap", pid
+    return {"kernel": kernel, "monitor": identity, "init": init}
+
+
+def memory_of(gateway: GatewayProcess, kernel_id: str) -> dict[str, float]:
+    """Return a kernel's memory in MiB: its own RSS, and the RSS and PSS its sandbox adds."""
+    pids = processes_of(gateway, kernel_id)
+    rss = {role: status_kib(pid, "VmRSS:") / 1024 for role, pid in pids.items()}
+    added = sum(status_kib(pid, "Pss:") for role, pid in pids.items() if role != "kernel")
+    return {"monitor": 0.0, "init": 0.0, **rss, "added_pss": added / 1024}
+
+
+async def started(http: httpx.AsyncClient, profile: str, cwd: Path) -> dict[str, Any]:
+    """Start a kernel under `profile` working in `cwd`, return it once idle (checked)."""
+    r = await http.post(API, json={"sandbox": profile, "cwd": str(cwd)})
+    assert r.status_code == 201, r.text
+    kernel: dict[str, Any] = r.json()["kernel"]
+    while kernel["state"] != "idle":
+        assert kernel["alive"], kernel
+        await asyncio.sleep(0.005)
+        kernel = (await http.get(f"{API}/{kernel['id']}")).json()["kernel"]
+    assert kernel["sandbox"]["profile"] == profile, kernel["sandbox"]
+    return kernel
+
+
+def rotated(names: tuple[str, ...], turn: int) -> list[str]:
+    """Return `names` starting at a different one each turn, so no side always goes first."""
+    return [names[(turn + i) % len(names)] for i in range(len(names))]
+
+
+def spread(values: list[float], unit: str = "ms", digits: int = 0, sign: str = "") -> str:
+    """Return a median with the range (`sign` "+": differences, shown signed)."""
+    lo, mid, hi = (
+        f"{v:{sign}.{digits}f}" for v in (min(values), statistics.median(values), max(values))
+    )
+    return f"{mid} {unit} ({lo}{' to ' if sign else '–'}{hi})"
+
+
+def ratios(values: list[float]) -> str:
+    """Return the median ratio with the range."""
+    return spread(values, "×", 3).replace(" ×", "×")
+
+
+async def kernel_starts(
+    gateway: GatewayProcess, http: httpx.AsyncClient, cwd: Path, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[dict[str, float]]]]:
+    """Return each profile's start times (ms) and its kernels' memory, the profiles in turn."""
+    times: dict[str, list[float]] = {p: [] for p in PROFILES}
+    memory: dict[str, list[dict[str, float]]] = {p: [] for p in PROFILES}
+    for turn in range(rounds + 1):  # the first turn warms the page cache and is not counted
+        for profile in rotated(PROFILES, turn):
+            began = time.perf_counter()
+            kernel = await started(http, profile, cwd)
+            took = (time.perf_counter() - began) * 1000
+            if turn:
+                times[profile].append(took)
+                memory[profile].append(memory_of(gateway, kernel["id"]))
+            r = await http.delete(f"{API}/{kernel['id']}")
+            assert r.status_code == 200, r.text
+    return times, memory
+
+
+async def run_cells(
+    http: httpx.AsyncClient, kernels: dict[str, str], iterations: int
+) -> dict[str, list[float]]:
+    """Return run_cell("1+1") latencies (ms) per profile, interleaved in blocks."""
+
+    def run_on(kernel_id: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            r = await http.post(
+                f"{API}/{kernel_id}/executions", json={"code": "1+1", "wait": 60, "head": 20}
+            )
+            execution = r.json()["execution"]
+            assert execution["state"] == "completed", execution
+            assert output_texts(execution) == ["2"], execution["output"]
+
+        return run
+
+    return await interleave({p: run_on(k) for p, k in kernels.items()}, iterations)
+
+
+def block_ratios(samples: dict[str, list[float]], profile: str) -> list[float]:
+    """Return, for each turn of blocks, `profile`'s block median over none's."""
+    blocks = len(samples["none"]) // BLOCK
+    return [
+        statistics.median(samples[profile][i * BLOCK : (i + 1) * BLOCK])
+        / statistics.median(samples["none"][i * BLOCK : (i + 1) * BLOCK])
+        for i in range(blocks)
+    ]
+
+
+async def big_cells(
+    http: httpx.AsyncClient, kernels: dict[str, str], rounds: int
+) -> dict[str, list[float]]:
+    """Return the 1,000,000-line cell's wall time (s) per profile, the profiles in turn."""
+    seconds: dict[str, list[float]] = {p: [] for p in PROFILES}
+    for turn in range(rounds):
+        for profile in rotated(PROFILES, turn):
+            began = time.perf_counter()
+            r = await http.post(
+                f"{API}/{kernels[profile]}/executions", json={"code": BIG_CELL, "wait": 3600}
+            )
+            took = time.perf_counter() - began
+            execution = r.json()["execution"]
+            assert execution["state"] == "completed", execution
+            assert execution["streams"]["stdout"]["lines"] == 1_000_000, execution["streams"]
+            seconds[profile].append(took)
+    return seconds
+
+
+async def pooled_pid(http: httpx.AsyncClient, other_than: int | None) -> int:
+    """Return the pid of the gateway's prewarmed kernel once one is ready (not `other_than`)."""
+    deadline = time.monotonic() + POOL_TIMEOUT
+    while time.monotonic() < deadline:
+        info = (await http.get("/api/loomgate/info")).json()
+        if ready := [k["pid"] for k in info["prewarmed"] if k["pid"] != other_than]:
+            return int(ready[0])
+        await asyncio.sleep(0.05)
+    raise AssertionError("no prewarmed kernel became ready")
+
+
+async def pool_claims(
+    gateways: dict[str, GatewayProcess], clients: dict[str, httpx.AsyncClient], rounds: int
+) -> dict[str, list[float]]:
+    """Return the time (ms) of a new kernel claimed from each gateway's pool, in turn; every
+    pool is full before each claim, so no kernel starts meanwhile."""
+    times: dict[str, list[float]] = {name: [] for name in gateways}
+    claimed: dict[str, int | None] = dict.fromkeys(gateways)
+    for turn in range(rounds + 1):  # the first turn warms up and is not counted
+        for name in rotated(tuple(gateways), turn):
+            ready = {n: await pooled_pid(clients[n], claimed[n]) for n in gateways}
+            began = time.perf_counter()
+            r = await clients[name].post(API, json={})
+            took = (time.perf_counter() - began) * 1000
+            assert r.status_code == 201, r.text
+            kernel = r.json()["kernel"]
+            assert kernel["sandbox"]["profile"] == name, kernel["sandbox"]
+            pids = processes_of(gateways[name], kernel["id"]).values()
+            assert ready[name] in pids, f"{name}: not the pool's kernel"
+            claimed[name] = ready[name]
+            if turn:
+                times[name].append(took)
+            await clients[name].delete(f"{API}/{kernel['id']}")
+    return times
+
+
+async def measure_one_gateway(root: Path, project: Path, args: argparse.Namespace) -> Figures:
+    """Return the start, memory, run_cell and big-cell figures of one gateway (default none)."""
+    gateway = gateway_in(root, "main", "none")
+    try:
+        gateway.start()
+        async with httpx.AsyncClient(
+            base_url=gateway.url, headers=gateway.headers, timeout=3600
+        ) as http:
+            starts, memory = await kernel_starts(gateway, http, project, args.rounds)
+            kernels = {p: (await started(http, p, project))["id"] for p in PROFILES}
+            cells = await run_cells(http, kernels, args.iterations)
+            big = await big_cells(http, kernels, args.big_rounds)
+            for kernel_id in kernels.values():
+                await http.delete(f"{API}/{kernel_id}")
+    finally:
+        gateway.stop()
+    return Figures(starts, memory, cells, big)
+
+
+async def measure_pools(root: Path, rounds: int) -> dict[str, list[float]]:
+    """Return pool claim times (ms) of a gateway with default none and one with workspace."""
+    gateways = {p: gateway_in(root, f"pool-{p}", p, prewarm=1) for p in ("none", "workspace")}
+    clients: dict[str, httpx.AsyncClient] = {}
+    try:
+        for name, gateway in gateways.items():
+            gateway.start()
+            clients[name] = httpx.AsyncClient(
+                base_url=gateway.url, headers=gateway.headers, timeout=600
+            )
+        return await pool_claims(gateways, clients, rounds)
+    finally:
+        for c in clients.values():
+            await c.aclose()
+        for gateway in gateways.values():
+            gateway.stop()
+
+
+def load() -> str:
+    """Return the machine's load averages (1, 5, 15 min)."""
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def verdict(goal: str, figure: float) -> str:
+    """Return a goal and whether the run's `figure` met it."""
+    text, limit = GOALS[goal]
+    return f"{text}: {'met' if figure <= limit else 'missed'}"
+
+
+def paired(samples: dict[str, list[float]], side: str) -> list[float]:
+    """Return `side`'s figure over none's, round by round."""
+    return [s / n for s, n in zip(samples[side], samples["none"], strict=True)]
+
+
+def ratio_rows(
+    samples: dict[str, list[float]],
+    show: Callable[[list[float]], str],
+    per_turn: Callable[[dict[str, list[float]], str], list[float]],
+    goal: str,
+) -> list[str]:
+    """Return table rows: each side's figure, and each side but none over none's in the same
+    turn, with the goal."""
+    rows = [f"| none | {show(samples['none'])} | | |"]
+    for side in samples:
+        if side != "none":
+            turns = per_turn(samples, side)
+            rows.append(
+                f"| {side} | {show(samples[side])} | {ratios(turns)} | "
+                f"{verdict(goal, statistics.median(turns))} |"
+            )
+    return rows
+
+
+def report(
+    args: argparse.Namespace, figures: Figures, pools: dict[str, list[float]], loads: str
+) -> list[str]:
+    """Return the Markdown report."""
+    starts, memory = figures.starts, figures.memory
+    lines = [
+        "# Sandboxed kernels beside unconfined ones (one run)",
+        "",
+        f"Load averages (1, 5, 15 min): {loads}. Medians, ranges in brackets.",
+        "",
+        f"## Kernel start, prewarm off ({args.rounds} rounds, the profiles in turn)",
+        "",
+        "| profile | POST kernels → idle | − none, same round | goal |",
+        "|---|---|---|---|",
+        f"| none | {spread(starts['none'])} | | |",
+    ]
+    for profile in PROFILES[1:]:
+        diffs = [s - n for s, n in zip(starts[profile], starts["none"], strict=True)]
+        of_medians = statistics.median(starts[profile]) - statistics.median(starts["none"])
+        lines.append(
+            f"| {profile} | {spread(starts[profile])} | {spread(diffs, sign='+')}; of the medians "
+            f"{of_medians:+.0f} ms | {verdict('start', of_medians)} |"
+        )
+    lines += [
+        "",
+        f"## A new kernel from the pool (`--prewarm 1`, {args.rounds} claims each, in turn)",
+        "",
+        "| gateway's default | POST kernels → created | / none, same round | goal |",
+        "|---|---|---|---|",
+        *ratio_rows(pools, lambda v: spread(v, digits=1), paired, "pool"),
+        "",
+        f'## run_cell("1+1") through the gateway\'s submit ({args.iterations} each, blocks of '
+        f"{BLOCK} in turn)",
+        "",
+        "| profile | latency | / none, block by block | goal |",
+        "|---|---|---|---|",
+        *ratio_rows(figures.cells, lambda v: spread(v, digits=1), block_ratios, "run_cell"),
+        "",
+        f"## A cell printing 1,000,000 lines ({args.big_rounds} rounds, the profiles in turn)",
+        "",
+        "| profile | wall time | / none, same round | goal |",
+        "|---|---|---|---|",
+        *ratio_rows(figures.big, lambda v: spread(v, "s", 2), paired, "big"),
+        "",
+        f"## Memory of a kernel just started (RSS; {args.rounds} kernels per profile)",
+        "",
+        "| profile | the kernel | bubblewrap's monitor | the sandbox's init "
+        "| added by the sandbox: RSS, PSS |",
+        "|---|---|---|---|---|",
+    ]
+    for profile in PROFILES:
+        values = {key: [m[key] for m in memory[profile]] for key in memory[profile][0]}
+        added = [m["monitor"] + m["init"] for m in memory[profile]]
+        lines.append(
+            f"| {profile} | {spread(values['kernel'], 'MiB', 1)} | "
+            f"{spread(values['monitor'], 'MiB', 1)} | {spread(values['init'], 'MiB', 1)} | "
+            f"{spread(added, 'MiB', 1)}, {spread(values['added_pss'], 'MiB', 1)} |"
+        )
+    return lines
+
+
+async def main() -> None:
+    """Run every part and print (and optionally write) the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="kernel starts and pool claims")
+    parser.add_argument("--iterations", type=int, default=200, help='run_cell("1+1") calls')
+    parser.add_argument("--big-rounds", type=int, default=3, help="1,000,000-line cells")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    out = args.out.resolve() if args.out else None
+    root = Path("/var/tmp") / f"loomgate-sandbox-bench-{uuid.uuid4().hex[:8]}"
+    project = root / "project"
+    project.mkdir(parents=True)
+    here = Path.cwd()
+    os.chdir(project)  # the gateways' own directory: where a pool's kernels work
+    try:
+        before = load()
+        figures = await measure_one_gateway(root, project, args)
+        pools = await measure_pools(root, args.rounds)
+        loads = f"{before} at the start, {load()} at the end"
+    finally:
+        os.chdir(here)
+        shutil.rmtree(root, ignore_errors=True)
+    publish(report(args, figures, pools, loads), out)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

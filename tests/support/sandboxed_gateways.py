@@ -1,0 +1,73 @@
+"""A real gateway whose kernels run under the shipped default profile (workspace): its state,
+config and the project its kernels work in lie outside the host's /tmp, which every sandbox
+replaces with its own; its default can be changed for a while, and its kernels are stopped."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.support.cells import KERNELS
+from tests.support.gateways import GatewayProcess
+
+SHIPPED_DEFAULT = "workspace"
+
+
+@dataclass
+class SandboxedGateway:
+    """A started gateway, the directory holding its state and config, and its kernels' project."""
+
+    gateway: GatewayProcess
+    root: Path
+
+    @property
+    def project(self) -> Path:
+        """Return the directory its kernels work in (writable under workspace and strict)."""
+        return self.root / "project"
+
+    @property
+    def config_file(self) -> Path:
+        """Return its sandbox.toml, which it reads again when the file changes."""
+        return self.root / "config" / "loomgate" / "sandbox.toml"
+
+    @contextmanager
+    def default(self, profile: str) -> Iterator[None]:
+        """Make `profile` the gateway's default for new kernels while inside."""
+        self.config_file.write_text(f'default = "{profile}"\n')
+        try:
+            yield
+        finally:
+            self.config_file.write_text(f'default = "{SHIPPED_DEFAULT}"\n')
+
+    def stop_kernels(self) -> None:
+        """Stop every kernel the gateway runs (tests share it, and reuse kernel names)."""
+        with httpx.Client(base_url=self.gateway.url, headers=self.gateway.headers) as http:
+            listed = http.get(KERNELS, timeout=30)
+            assert listed.status_code == 200, listed.text
+            for kernel in listed.json()["kernels"]:
+                if kernel["alive"]:
+                    http.delete(f"{KERNELS}/{kernel['id']}", timeout=60)
+
+
+@contextmanager
+def sandboxed_gateway() -> Iterator[SandboxedGateway]:
+    """Yield a started gateway with the shipped default profile, under /var/tmp; stopped with
+    its kernels, its directory removed."""
+    root = Path("/var/tmp") / f"loomgate-sandbox-{uuid.uuid4().hex[:8]}"
+    (root / "project").mkdir(parents=True)
+    (root / "config" / "loomgate").mkdir(parents=True)
+    gateway = GatewayProcess(root / "state", env={"XDG_CONFIG_HOME": str(root / "config")})
+    place = SandboxedGateway(gateway, root)
+    place.config_file.write_text(f'default = "{SHIPPED_DEFAULT}"\n')
+    try:
+        gateway.start()
+        yield place
+    finally:
+        gateway.stop()
+        shutil.rmtree(root, ignore_errors=True)
