@@ -28,6 +28,9 @@ def jupyter_environment(home: Path) -> dict[str, str]:
         "JUPYTER_CONFIG_DIR": str(home / "jupyter-config"),
         "JUPYTER_RUNTIME_DIR": str(home / "jupyter-runtime"),
         "JUPYTER_DATA_DIR": str(home / "jupyter-data"),
+        # The person's dir (these temporary ones) before the environment's: Jupyter otherwise
+        # reads a virtual environment's own first, which the tests must not change.
+        "JUPYTER_PREFER_ENV_PATH": "0",
         "LOOMGATE_STATE_DIR": str(home / "loomgate-state"),
         "XDG_CONFIG_HOME": str(home / "config"),
     }

@@ -81,17 +81,6 @@ async def test_state_across_runs_and_exit_codes(gateway: GatewayProcess, tmp_pat
     assert (status, out) == (0, "stopped default\n")
 
 
-async def test_monitor_of_a_gateway_elsewhere_is_refused(
-    gateway: GatewayProcess, tmp_path: Path
-) -> None:
-    status, out, err = await loomgate(cli_env(gateway, tmp_path), "monitor", "--no-browser")
-    assert (status, out) == (2, "")
-    assert err == (
-        "loomgate: loomgate monitor opens the local gateway's page; the monitor token of a "
-        "gateway given by URL is in the gateway.json of its state dir (monitor_token)\n"
-    )
-
-
 async def test_usage_and_connection_errors_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "LOOMGATE_URL": "http://127.0.0.1:1", "LOOMGATE_TOKEN": "x"}
     status, _, err = await loomgate(env, "run", "1")

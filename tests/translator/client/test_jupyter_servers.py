@@ -12,6 +12,7 @@ import pytest
 from loomgate.translator.client import jupyter_servers
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.jupyter_servers import (
+    enabled_config,
     is_enabled,
     is_notebook_path,
     read_runtime_file,
@@ -111,16 +112,59 @@ def test_what_only_a_notebook_path_can_mean(ref: str, notebook: bool) -> None:
     assert is_notebook_path(ref) is notebook
 
 
-def test_enable_and_disable_write_jupyters_own_config(tmp_path: Path) -> None:
-    assert not is_enabled(tmp_path)
-    path = set_enabled(True, tmp_path)
-    assert path == tmp_path / "jupyter_server_config.d" / "loomgate.gateway.json"
-    assert json.loads(path.read_text()) == {
-        "ServerApp": {"jpserver_extensions": {"loomgate.gateway": True}}
-    }
-    assert is_enabled(tmp_path)
-    set_enabled(False, tmp_path)
-    assert not is_enabled(tmp_path)
+def shipped(directory: Path, enabled: bool) -> None:
+    """List the extension in `directory` as the package ships it (or Jupyter's enable left it)."""
+    file = directory / "jupyter_server_config.d" / "loomgate.gateway.json"
+    file.parent.mkdir(parents=True)
+    file.write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"loomgate.gateway": enabled}}})
+    )
+
+
+@pytest.mark.parametrize(
+    ("order", "listed", "written"),
+    [
+        # Nothing lists it yet: the person's config dir alone.
+        (("person", "env", "system"), {}, {"person"}),
+        # A virtual environment's dir comes first (Jupyter's default in one) and lists it
+        # disabled, as the package ships it: written there too, or it would decide.
+        (("env", "person", "system"), {"env": False}, {"env", "person"}),
+        (("env", "person", "system"), {"env": True}, {"env", "person"}),
+        # After the person's dir: the person's decides, the environment's is left as it is.
+        (("person", "env", "system"), {"env": False}, {"person"}),
+        # A dir before the person's that does not list it is left alone.
+        (("env", "person", "system"), {"system": False}, {"person"}),
+    ],
+)
+def test_enable_and_disable_write_where_jupyter_decides(
+    tmp_path: Path, order: tuple[str, ...], listed: dict[str, bool], written: set[str]
+) -> None:
+    path = [tmp_path / name for name in order]
+    person = tmp_path / "person"
+    for name, state in listed.items():
+        shipped(tmp_path / name, state)
+    for enabled in (True, False, True):
+        files = set(set_enabled(enabled, path, person))
+        assert files == {
+            tmp_path / n / "jupyter_server_config.d" / "loomgate.gateway.json" for n in written
+        }
+        for file in files:
+            assert json.loads(file.read_text()) == {
+                "ServerApp": {"jpserver_extensions": {"loomgate.gateway": enabled}}
+            }
+        assert is_enabled(path) is enabled
+        assert enabled_config(path) == tmp_path / order[min(order.index(n) for n in written)] / (
+            "jupyter_server_config.d/loomgate.gateway.json"
+        )
+
+
+def test_nothing_listed_is_not_enabled(tmp_path: Path) -> None:
+    assert not is_enabled([tmp_path / "person", tmp_path / "env"])
+    shipped(tmp_path / "env", False)
+    assert not is_enabled([tmp_path / "person", tmp_path / "env"])
+    assert enabled_config([tmp_path / "person", tmp_path / "env"]) == (
+        tmp_path / "env" / "jupyter_server_config.d" / "loomgate.gateway.json"
+    )
 
 
 async def test_a_server_that_does_not_answer_holds_up_nothing(

@@ -42,6 +42,7 @@ from loomgate.shared.paths import (
     read_token_file,
     state_dir,
     write_gateway_file,
+    write_port_file,
     write_token_file,
 )
 
@@ -117,6 +118,8 @@ class LoomgateServerApp(ServerApp):
             monitor_token=self.identity_provider.monitor_token,  # type: ignore[attr-defined]
         )
         write_gateway_file(Path(self.loomgate_state_dir), info)
+        # Kept after a stop: autostart and `loomgate gateway start` use it until another is chosen.
+        write_port_file(Path(self.loomgate_state_dir), self.port)
         self.log.info(
             "loomgate gateway %s listening on %s; Ctrl-C or SIGTERM stop it and leave the "
             "kernels running for the next start (`loomgate gateway stop` ends them)",

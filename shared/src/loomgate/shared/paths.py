@@ -16,6 +16,7 @@ LOG_FILE = "gateway.log"  # the gateway's own log
 DAEMON_LOG = "gateway.stdout.log"  # what an autostarted gateway prints before its log is open
 TOKEN_FILE = "token"  # the local gateway's token, kept across restarts (clients need nothing new)
 MONITOR_TOKEN_FILE = "monitor_token"  # its read-only monitor token, kept likewise
+PORT_FILE = "port"  # the port it last listened on, kept after a stop: the next start's
 
 
 class _GatewayFileBase(TypedDict):
@@ -115,3 +116,17 @@ def write_token_file(directory: Path, token: str, name: str = TOKEN_FILE) -> Non
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(token + "\n")
     tmp.replace(path)
+
+
+def read_port_file(directory: Path) -> int | None:
+    """Return the port the state dir's gateway last listened on (None: none kept, or unreadable)."""
+    kept = read_token_file(directory, PORT_FILE)
+    if kept is None or not kept.isdigit():
+        return None
+    port = int(kept)
+    return port if 0 < port < 65536 else None
+
+
+def write_port_file(directory: Path, port: int) -> None:
+    """Keep `port` in the state dir as the one the gateway starts on until another is chosen."""
+    write_token_file(directory, str(port), PORT_FILE)

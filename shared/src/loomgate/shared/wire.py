@@ -404,6 +404,13 @@ class Info(TypedDict):
     sandbox_profiles: list[str]
 
 
+class MonitorAccess(TypedDict):
+    """The read-only token that opens a gateway's monitor page (None: it has none, as a Jupyter
+    server's extension has not); answered only to the full token."""
+
+    monitor_token: str | None
+
+
 class PooledKernel(TypedDict):
     """A prewarmed kernel: started, idle, no one's yet (it is in no kernel list)."""
 

@@ -21,8 +21,10 @@ from loomgate.shared.paths import (
     MONITOR_TOKEN_FILE,
     GatewayFile,
     read_gateway_file,
+    read_port_file,
     read_token_file,
     state_dir,
+    write_port_file,
     write_token_file,
 )
 from loomgate.translator.cli.errors import UsageError
@@ -64,7 +66,8 @@ def control_gateway(args: argparse.Namespace) -> int:
             f"{target.name} gateway start`"
         )
     if args.action == "install-service":
-        return install_service(directory, args.port, print_only=args.print)
+        port = args.port or read_port_file(directory)
+        return install_service(directory, port, print_only=args.print)
     info = read_gateway_file(directory)
     running = info if info is not None and process_alive(info["pid"]) else None
     if args.action == "status":
@@ -121,7 +124,7 @@ def control_gateway(args: argparse.Namespace) -> int:
         print(f"a gateway is already running at {running['url']} (pid {running['pid']})")
         return 0
     if args.foreground:
-        command = gateway_command(port=args.port or None, state_dir=directory)
+        command = gateway_command(port=args.port or read_port_file(directory), state_dir=directory)
         os.execv(command[0], command)
     return asyncio.run(start_in_background(args.port, args.no_autostart, target))
 
@@ -160,6 +163,8 @@ async def start_in_background(
     if target is None or not target.upstream:
         target = select_gateway(None, {})
         if port:
+            # Kept: later starts, autostart included, use it until another is chosen.
+            write_port_file(state_dir(), port)
             target = dataclasses.replace(target, url=f"http://{DEFAULT_HOST}:{port}")
     client = await open_client(target, autostart=True)
     await client.aclose()

@@ -106,13 +106,24 @@ async def client_with_kernel(
 async def jupyter_command(args: argparse.Namespace) -> int:
     """Enable, disable or report loomgate's extension in the person's Jupyter; return 0."""
     if args.action in ("enable", "disable"):
-        path = set_enabled(args.action == "enable")
-        verb = "enabled" if args.action == "enable" else "disabled"
-        print(f"loomgate's Jupyter server extension is {verb} in {path}.")
+        enable = args.action == "enable"
+        try:
+            written = set_enabled(enable)
+        except OSError as e:
+            raise UsageError(
+                f"cannot write {e.filename} ({e.strerror}), which Jupyter reads before your own "
+                f"config; run `jupyter server extension {args.action} loomgate.gateway` as "
+                "its owner"
+            ) from None
+        verb = "enabled" if enable else "disabled"
         print(
-            "Restart running Jupyter servers for it to take effect; loomgate must be installed "
-            "in the environment that runs them."
+            f"loomgate's Jupyter server extension is {verb} in {' and '.join(map(str, written))}."
         )
+        restart = "Restart running Jupyter servers for it to take effect"
+        if enable:
+            print(f"{restart}; loomgate must be installed in the environment that runs them.")
+        else:
+            print(f"{restart}.")
         return 0
     state = "enabled" if is_enabled() else "not enabled"
     print(f"loomgate's Jupyter server extension: {state} ({enabled_config()})")

@@ -128,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
     stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
     stop.add_argument("kernel", help="kernel name or id prefix")
     monitor = commands.add_parser(
-        "monitor", help="print (and open) the read-only monitor page of the local gateway"
+        "monitor", help="print (and open) the address of the gateway's read-only monitor page"
     )
     monitor.add_argument("--no-browser", action="store_true", help="only print its address")
     jupyter = commands.add_parser(

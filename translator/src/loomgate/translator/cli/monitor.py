@@ -1,35 +1,41 @@
-"""`loomgate monitor`: the address of the local gateway's read-only monitor page, opened."""
+"""`loomgate monitor`: the address of a gateway's read-only monitor page, opened."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from loomgate.shared.paths import read_gateway_file, state_dir
 from loomgate.translator.cli.errors import UsageError
+from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 
 MONITOR_PATH = "/loomgate/monitor"
 
 
-def monitor_url(client: GatewayClient) -> str:
-    """Return the monitor page's address with the read-only token (local gateways only)."""
-    if not client.local:
+async def monitor_url(client: GatewayClient) -> str:
+    """Return the monitor page's address with the read-only token, which the gateway gives to
+    a client holding its full token (local or given by URL)."""
+    try:
+        access = await client.monitor_access()
+    except GatewayError as e:
+        if e.status != 404:
+            raise
         raise UsageError(
-            "loomgate monitor opens the local gateway's page; the monitor token of a gateway "
-            "given by URL is in the gateway.json of its state dir (monitor_token)"
-        )
-    info = read_gateway_file(state_dir())
-    if info is None or "monitor_token" not in info or info["url"] != client.url:
+            f"the gateway at {client.url} does not give its monitor token (it predates that); "
+            "restart it (loomgate gateway restart) with this version"
+        ) from None
+    token = access["monitor_token"]
+    if token is None:
         raise UsageError(
-            "this gateway has no monitor token; restart it (loomgate gateway restart) to get one"
+            f"{client.url} has no monitor token (a Jupyter server's loomgate extension has "
+            f"none); open {client.url}{MONITOR_PATH} where you are logged in to it"
         )
-    return f"{client.url}{MONITOR_PATH}?token={info['monitor_token']}"
+    return f"{client.url}{MONITOR_PATH}?token={token}"
 
 
 async def show_monitor(client: GatewayClient, args: argparse.Namespace) -> int:
     """Print the monitor's address and open it in a browser where there is one."""
-    url = monitor_url(client)
+    url = await monitor_url(client)
     print(url, flush=True)
     if not args.no_browser:
         import webbrowser  # here: only this command needs it

@@ -132,6 +132,10 @@ class GatewayClient(GatewaySession):
         )
         return data
 
+    async def monitor_access(self) -> wire.MonitorAccess:
+        """Return the token that opens the gateway's monitor page (refused to a monitor token)."""
+        return await self.request_as(wire.MonitorAccess, "GET", "monitor")
+
     async def shutdown(self, *, keep_kernels: bool) -> None:
         """Ask the gateway to stop once it has answered, ending its kernels or keeping them."""
         await self.request("POST", "shutdown", body={"kernels": "keep" if keep_kernels else "stop"})

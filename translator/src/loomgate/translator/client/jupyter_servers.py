@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import sys
@@ -182,25 +183,60 @@ async def find_in_servers(
     return [match for match in found if match is not None]
 
 
-def enabled_config(directory: Path | None = None) -> Path:
-    """Return the Jupyter config file that enables loomgate's extension for this person."""
-    return (directory or config_dir()) / EXTENSION_CONFIG
+def config_path() -> list[Path]:
+    """Return the dirs Jupyter reads its config from, the one that decides first: jupyter_core's
+    search path where Jupyter is installed beside loomgate, else the person's config dir."""
+    if importlib.util.find_spec("jupyter_core") is None:
+        return [config_dir()]
+    from jupyter_core.paths import jupyter_config_path  # only where Jupyter is installed
+
+    return [Path(directory) for directory in jupyter_config_path()]
 
 
-def set_enabled(enabled: bool, directory: Path | None = None) -> Path:
-    """Enable or disable loomgate's extension for the person's Jupyter servers, as `jupyter
-    server extension enable --user` records it; return the file written."""
-    path = enabled_config(directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    config = {"ServerApp": {"jpserver_extensions": {EXTENSION: enabled}}}
-    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    return path
-
-
-def is_enabled(directory: Path | None = None) -> bool:
-    """Return whether the person's Jupyter config enables loomgate's extension."""
+def listed_state(directory: Path) -> bool | None:
+    """Return whether `directory`'s config lists loomgate's extension enabled (None: not listed)."""
     try:
-        config = json.loads(enabled_config(directory).read_text(encoding="utf-8"))
+        config = json.loads((directory / EXTENSION_CONFIG).read_text(encoding="utf-8"))
         return bool(config["ServerApp"]["jpserver_extensions"][EXTENSION])
     except (OSError, ValueError, KeyError, TypeError):
-        return False
+        return None
+
+
+def enabled_config(path: list[Path] | None = None) -> Path:
+    """Return the config file that decides whether loomgate's extension is on: the first on
+    Jupyter's path that lists it, else the person's own."""
+    deciding = next((d for d in path or config_path() if listed_state(d) is not None), None)
+    return (deciding or config_dir()) / EXTENSION_CONFIG
+
+
+def set_enabled(
+    enabled: bool, path: list[Path] | None = None, person: Path | None = None
+) -> list[Path]:
+    """Enable or disable loomgate's extension for the person's Jupyter servers; return the
+    files written.
+
+    It is recorded in the person's config dir, as `jupyter server extension enable --user`
+    records it, and in every dir Jupyter reads before that one which lists the extension: the
+    environment's own (where the package ships it disabled and Jupyter's own `enable` writes
+    by default) comes first inside a virtual environment, and would decide otherwise.
+    OSError when one of those cannot be written.
+    """
+    path = path or config_path()
+    person = person or config_dir()
+    before = path[: path.index(person)] if person in path else path
+    targets = [d for d in before if listed_state(d) is not None] + [person]
+    config = {"ServerApp": {"jpserver_extensions": {EXTENSION: enabled}}}
+    written = []
+    for directory in targets:
+        file = directory / EXTENSION_CONFIG
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        written.append(file)
+    return written
+
+
+def is_enabled(path: list[Path] | None = None) -> bool:
+    """Return whether the person's Jupyter config enables loomgate's extension (the first dir
+    on Jupyter's path that lists it decides)."""
+    states = (listed_state(directory) for directory in path or config_path())
+    return next((state for state in states if state is not None), False)

@@ -28,7 +28,13 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from loomgate.shared.paths import DAEMON_LOG, DEFAULT_PORT, ensure_private_dir, read_gateway_file
+from loomgate.shared.paths import (
+    DAEMON_LOG,
+    DEFAULT_PORT,
+    ensure_private_dir,
+    read_gateway_file,
+    read_port_file,
+)
 from loomgate.shared.paths import state_dir as default_state_dir
 from loomgate.translator.client.errors import GatewayError, Timeout, Unreachable
 from loomgate.translator.client.gateway import GatewayClient
@@ -228,14 +234,20 @@ def gateway_command(
 def daemon_address(directory: Path, target: GatewayTarget) -> tuple[str, int]:
     """Return the host and port a gateway started for `target` listens on.
 
-    A gateway that died without cleaning up left its gateway.json: unless `target` names an
-    address of its own, the new one starts at that one, where its clients look for it.
+    Unless `target` names an address of its own, the new one starts on the port the state
+    dir's gateway last listened on (kept after a clean stop, `loomgate gateway start --port`
+    changes it), or at the address of a gateway that died without cleaning up, where its
+    clients look for it.
     """
     if target.upstream:
         return "127.0.0.1", 0  # any free port: clients find it through its gateway.json
-    died = read_gateway_file(directory) if target.url == LOCAL_URL else None
+    if target.url != LOCAL_URL:
+        parts = urlsplit(target.url)
+        return parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORT
+    died = read_gateway_file(directory)
     parts = urlsplit(died["url"] if died is not None else target.url)
-    return parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORT
+    kept = read_port_file(directory)
+    return parts.hostname or "127.0.0.1", kept or parts.port or DEFAULT_PORT
 
 
 async def listening(host: str, port: int) -> bool:
