@@ -35,7 +35,7 @@ from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, 
 from loomgate.gateway.kernels.messages import claim_content
 from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
 from loomgate.gateway.kernels.provisioner import process_ending, remove_kernel_files, sandbox_of
-from loomgate.gateway.kernels.references import find_store
+from loomgate.gateway.kernels.references import find_store, gone
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.take_back import TakeBack
 from loomgate.gateway.records.store import RecordStore, probe_writable
@@ -272,11 +272,7 @@ class KernelRegistry:
         store = self.resolve_store(ref)
         kernel = self.live.get(store.kernel_id)
         if kernel is None:
-            label = store.meta.get("name") or store.kernel_id[:8]
-            raise Unavailable(
-                f"kernel {label} is no longer running (its records are still readable)",
-                kernel_id=store.kernel_id,
-            )
+            raise gone(store, time.time())
         return kernel
 
     def resolve_store(self, ref: str) -> RecordStore:
