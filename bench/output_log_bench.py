@@ -45,11 +45,17 @@ def chunks(data: bytes) -> list[bytes]:
 
 
 def timed_search(log: LineLog, matcher: Matcher) -> float:
-    """Return the seconds one search over the whole log takes."""
+    """Return the seconds one search over the whole log takes, once its one match is checked:
+    the line holding NEEDLE, with two lines of context either side."""
     began = time.perf_counter()
     result = search_log(log, matcher, context=2)
     elapsed = time.perf_counter() - began
-    assert result.matches >= 1
+    assert result.matches == 1 and not result.truncated, result
+    [group] = result.groups
+    needle_line = LINES * 3 // 4 + 1  # numbered from 1
+    assert [hit.number for hit in group] == list(range(needle_line - 2, needle_line + 3)), group
+    [hit] = [hit for hit in group if hit.marker == "M"]
+    assert hit.number == needle_line and hit.text.endswith(f" {NEEDLE}"), hit
     return elapsed
 
 
@@ -73,7 +79,8 @@ def main() -> None:
             began = time.perf_counter()
             lines = log.read(lo, hi)
             reads.append(time.perf_counter() - began)
-        assert len(lines) == 20
+        assert [line.number for line in lines] == list(range(lo + 1, hi + 1)), lines[:2]
+        assert all(line.text.startswith(f"step {line.number - 1:>7} ") for line in lines)
 
         size = f"{len(pieces):,} chunks, {log.byte_size / 1e6:.1f} MB"
         rows = [

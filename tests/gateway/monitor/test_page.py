@@ -286,3 +286,45 @@ async def test_the_page_follows_the_systems_colour_scheme(gateway: GatewayProces
                 "getComputedStyle(document.body).backgroundColor"
             )
         assert backgrounds == {"light": "rgb(255, 255, 255)", "dark": "rgb(13, 17, 23)"}
+
+
+async def test_the_page_opens_on_the_top_kernel_and_shows_tables_as_laid_out(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    fresh_gateway.start()
+    async with httpx.AsyncClient(
+        base_url=fresh_gateway.url, headers=fresh_gateway.headers, timeout=120
+    ) as http:
+        first = (await http.post(f"{API}/kernels", json={"name": "first"})).json()["kernel"]
+        second = (await http.post(f"{API}/kernels", json={"name": "second"})).json()["kernel"]
+        assert (await http.get(f"{API}/kernels")).json()["kernels"][0]["id"] == first["id"]
+        await run(http, "second", "1 + 1")  # the most recent activity: the top of the list
+        async with Client(stdio(fresh_gateway)) as mcp:
+            listing = await mcp.call_tool("list_kernels", {})
+            assert not listing.is_error
+        async with page_at(monitor_url(fresh_gateway), width=1000) as page:
+            top = page.locator("#kernels li").first
+            await expect(top).to_have_attribute("data-kernel", second["id"], timeout=SEEN)
+            await expect(top).to_have_class("selected")
+            await expect(card(page, 1).locator("pre.code")).to_have_text("1 + 1")
+
+            summary = page.locator('#tool-calls li[data-tool="list_kernels"] .summary')
+            await expect(summary).to_contain_text("second", timeout=SEEN)
+            await expect(summary).to_have_class("summary table")
+            style = await summary.evaluate(
+                "(e) => { const s = getComputedStyle(e);"
+                " return [s.whiteSpace, s.fontFamily, s.overflowX]; }"
+            )
+            assert style[0] == "pre" and "monospace" in style[1] and style[2] == "auto", style
+            # Each row of the table on one line: the box scrolls rather than the rows wrap.
+            rows = (await summary.inner_text()).split("\n")
+            line_height = await summary.evaluate(
+                "(e) => parseFloat(getComputedStyle(e).lineHeight)"
+            )
+            height = await summary.evaluate("(e) => e.clientHeight")
+            assert height <= line_height * len(rows) + 1, (height, line_height, rows)
+            widths = await summary.evaluate("(e) => [e.scrollWidth, e.clientWidth]")
+            pane = await page.locator("#tools-pane").evaluate("(e) => e.clientWidth")
+            assert widths[1] <= pane, (widths, pane)  # the pane keeps its width
+        await http.delete(f"{API}/kernels/{first['id']}")
+        await http.delete(f"{API}/kernels/{second['id']}")

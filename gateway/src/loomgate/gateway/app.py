@@ -66,6 +66,22 @@ class RedactToken(logging.Filter):
         return True
 
 
+class UntrueLines(logging.Filter):
+    """Drop the lines jupyter_server logs that are not true of the gateway: Ctrl-C stops it and
+    leaves the kernels running (the gateway's own line says so), with no confirmation."""
+
+    UNTRUE = frozenset(
+        {
+            "Use Control-C to stop this server and shut down all kernels"
+            " (twice to skip confirmation).",
+        }
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Return False for a line of UNTRUE."""
+        return not (isinstance(record.msg, str) and record.msg in self.UNTRUE)
+
+
 class GatewayLogFile(logging.Handler):
     """The gateway's log file, opened for each line and closed again.
 
@@ -314,6 +330,11 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.ServerApp.jpserver_extensions = {"loomgate.gateway": True}
     config.ServerApp.identity_provider_class = "loomgate.gateway.auth.LoomIdentityProvider"
     config.ServerApp.tornado_settings = {"log_function": log_request}
+    # Merged into traitlets' logging configuration of the application's logger.
+    config.LoomgateServerApp.logging_config = {
+        "filters": {"untrue": {"()": "loomgate.gateway.app.UntrueLines"}},
+        "loggers": {LoomgateServerApp.__name__: {"filters": ["untrue"]}},
+    }
     config.KernelRestarter.time_to_dead = 0.5
     # Kernels that outlive the gateway, and are taken back by the next one.
     config.KernelProvisionerFactory.default_provisioner_name = PROVISIONER_NAME

@@ -42,6 +42,7 @@ class LoomHandler(APIHandler):
 
     auth_resource = "kernels"
     monitor_readable = False  # whether the monitor credential may GET it (monitor/access.py)
+    refusal: str | None = None  # the refusal's code when the answer is one (for the access log)
 
     def call(self, route: str, path: Mapping[str, str]) -> Call:
         """Return the call this request makes on `route` with the path's arguments."""
@@ -61,6 +62,9 @@ def http_method(route: Route, endpoint: Endpoint) -> object:
 
     async def handle(self: LoomHandler, **path: str) -> None:
         status, body = await answered(self.call(route.name, path), endpoint)
+        code = body.get("error")
+        if status >= 400 and isinstance(code, str) and code != "internal":
+            self.refusal = code
         if route.file is not None and status == 200:
             self.set_status(status)
             self.finish(route.file.text(body), set_content_type=route.file.media_type)

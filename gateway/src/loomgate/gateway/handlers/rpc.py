@@ -26,7 +26,7 @@ from jupyter_server.auth.utils import HTTP_METHOD_TO_AUTH_ACTION
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import ensure_async
-from tornado import web
+from tornado import version_info, web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from loomgate.gateway.errors import BadRequest
@@ -37,6 +37,11 @@ from loomgate.shared import wire
 from loomgate.shared.echo import echo
 
 MAX_MESSAGE_BYTES = 64 << 20  # a cell's source, at most
+# tornado pings the client this often (seconds); a client whose pong does not come back in
+# PING_TIMEOUT is gone. Before tornado 6.5 the timeout counted from the last pong, so it had to
+# span a few pings; from 6.5 it counts from each ping and may not exceed the interval.
+PING_INTERVAL = 30.0
+PING_TIMEOUT = PING_INTERVAL if version_info >= (6, 5) else 3 * PING_INTERVAL
 AUTH_RESOURCE = "kernels"
 EXECUTIONS = BY_NAME["kernels/{ref}/executions"]
 EXECUTION = BY_NAME["kernels/{ref}/executions/{selector}"]
@@ -149,11 +154,23 @@ class RpcHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
             raise web.HTTPError(403)
         await super().get(*args, **kwargs)
 
+    @property
+    def ping_interval(self) -> float:
+        """Return how often tornado pings the client, in seconds (WebSocketMixin's value is
+        milliseconds, which tornado would read as seconds, and warn of at the first upgrade)."""
+        return PING_INTERVAL
+
+    @property
+    def ping_timeout(self) -> float:
+        """Return how long tornado waits for a pong before it closes the websocket (seconds)."""
+        return PING_TIMEOUT
+
     def open(self, *args: Any, **kwargs: Any) -> None:
-        """Switch Nagle off: each answer is one frame, wanted at once."""
+        """Switch Nagle off: each answer is one frame, wanted at once. tornado's pings keep the
+        websocket alive (not WebSocketMixin's timer, which reads `ping_interval` in ms)."""
         self.set_nodelay(True)
         self._answering: set[asyncio.Task[None]] = set()
-        super().open(*args, **kwargs)
+        WebSocketHandler.open(self, *args, **kwargs)
 
     def on_message(self, message: str | bytes) -> None:
         """Answer the call in a task of its own (a long poll must not hold the others)."""

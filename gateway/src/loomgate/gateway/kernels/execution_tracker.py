@@ -46,6 +46,9 @@ CELL_START_TIMEOUT = 30.0
 EARLY_INTERRUPT = 0.5
 INTERRUPT_RECHECK = 0.5
 INTERRUPT_REPEATS = 5
+# Requests that ask about a kernel rather than use it (a take back's and a client's probes): the
+# IOPub status they cause is not the kernel's activity.
+PROBES = frozenset({"kernel_info_request", "comm_info_request"})
 FAILURE_LINES = 40  # the last stderr lines of a confined kernel's cell read for a rule it broke
 
 
@@ -329,7 +332,8 @@ class ExecutionTracker:
         msg_type = msg["header"]["msg_type"]
         parent_id = msg["parent_header"].get("msg_id", "")
         content = msg["content"]
-        self.last_activity = time.time()
+        if msg["parent_header"].get("msg_type") not in PROBES:
+            self.last_activity = time.time()
         if msg_type == "status":
             record = self._recent.get(parent_id)
             idle = content.get("execution_state") == "idle"

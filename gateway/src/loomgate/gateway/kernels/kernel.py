@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Unavailable
@@ -121,6 +122,12 @@ class LoomKernel:
         if running is not None:
             self.executions.follow_after_gap(running)
         self._ready()
+
+    def show_activity_to_jupyter(self) -> None:
+        """Give jupyter_server's model (`/api/kernels`, the culler) the kernel's last activity
+        as loomgate knows it (a kernel taken back would show the moment it was taken back)."""
+        when = datetime.fromtimestamp(self.executions.last_activity, timezone.utc)
+        self.km.last_activity = when
 
     async def take_back_channels(self) -> None:
         """Take the process back after its channels dropped (it ran on); the running

@@ -19,6 +19,7 @@ from loomgate.gateway.errors import Refusal
 from loomgate.gateway.jupyter_internals import HookedKernelManager
 from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
+from loomgate.gateway.kernels.provisioner import remove_kernel_files
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 
 if TYPE_CHECKING:
@@ -55,8 +56,10 @@ class LoomKernelManager(HookedKernelManager):
         self.registry.process_stopping(self, restart=restart)
 
     def process_gone(self) -> None:
-        """Tell the registry the process is gone for good."""
+        """Tell the registry the process is gone for good, and remove its connection file and
+        log, whoever started it (jupyter_client removes only a connection file it wrote)."""
         self.registry.process_gone(self)
+        remove_kernel_files(self.connection_file)
 
 
 def session_path(env: dict[str, str], root_dir: str) -> str:

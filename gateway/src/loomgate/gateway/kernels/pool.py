@@ -23,6 +23,7 @@ from loomgate.gateway.errors import Refusal
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.kernels.provisioner import remove_kernel_files
 from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
 from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
 from loomgate.gateway.sandbox.launch import SandboxLaunch
@@ -95,6 +96,7 @@ class KernelPool:
                 ended += 1
             if sandbox is not None:
                 sandbox.remove(timeout=LEFTOVER_REMOVE_TIMEOUT)
+            remove_kernel_files(state["connection_file"])
             shutil.rmtree(child, ignore_errors=True)
         return ended
 

@@ -10,6 +10,7 @@ later gateway, signals and polls it by pid only while the pid still belongs to t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ PROVISIONER_NAME = "loomgate-resident"
 # ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.
 PARENT_VARIABLE = "JPY_PARENT_PID"
 SANDBOX_ARGUMENT = "loom_sandbox"  # the start argument that carries a kernel's SandboxRules
+DEATH_LOG = "kernel.log"  # a dead kernel's own output, kept beside its records (and gone with them)
 
 
 class ResidentProvisioner(LocalProvisioner):
@@ -129,8 +131,7 @@ class ResidentProvisioner(LocalProvisioner):
     def _output_log(self) -> Path:
         """Return where the kernel's own stdout and stderr go: beside its connection file."""
         assert self.parent is not None
-        connection_file = Path(self.parent.connection_file)
-        return connection_file.with_name(connection_file.stem + ".log")
+        return output_log_of(Path(self.parent.connection_file))
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -242,6 +243,27 @@ class ResidentProvisioner(LocalProvisioner):
             self.identity = None
         if self.sandbox is not None and not restart:
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
+
+
+def output_log_of(connection_file: Path) -> Path:
+    """Return the log of a kernel's own output: its connection file's name, ending `.log`."""
+    return connection_file.with_name(connection_file.stem + ".log")
+
+
+def remove_kernel_files(connection_file: str, keep_log_in: Path | None = None) -> None:
+    """Remove an ended kernel's connection file (it holds the kernel's key) and its output log;
+    with `keep_log_in` (a kernel that died: its last words), move the log there instead."""
+    if not connection_file:
+        return
+    connection = Path(connection_file)
+    log = output_log_of(connection)
+    with contextlib.suppress(OSError):
+        connection.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        if keep_log_in is not None and log.exists() and keep_log_in.is_dir():
+            log.replace(keep_log_in / DEATH_LOG)
+        else:
+            log.unlink(missing_ok=True)
 
 
 def exit_reason(returncode: int | None) -> str:

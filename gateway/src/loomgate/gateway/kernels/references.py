@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from loomgate.gateway.errors import Ambiguous, BadRequest, NotFound
+from loomgate.gateway.errors import Ambiguous, BadRequest, NotFound, Unavailable
 from loomgate.gateway.kernels.notebooks import serving
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.echo import echo
@@ -41,3 +41,29 @@ def find_store(ref: str, stores: dict[str, RecordStore], live: Mapping[str, obje
         f"no kernel named {echo(ref)}, with an id starting {echo(ref)}, "
         f"or serving a notebook {echo(ref)}"
     )
+
+
+def gone(store: RecordStore, now: float) -> Unavailable:
+    """Return the refusal of a request that needs the kernel of `store`, which is gone: when
+    and how it ended, and that its records stay readable."""
+    meta = store.meta
+    label = f"named {meta['name']}" if meta.get("name") else store.kernel_id[:8]
+    ended, reason = meta.get("ended"), meta.get("end_reason")
+    if ended is None:  # left running by an earlier gateway, not taken back (yet)
+        how = f"not running: {reason}" if reason else "not running"
+    elif reason:
+        how = f"ended {ago(now - ended)}: {reason}"
+    else:
+        how = f"stopped {ago(now - ended)}"
+    return Unavailable(
+        f"no kernel {label} ({how}; its records are still readable)", kernel_id=store.kernel_id
+    )
+
+
+def ago(seconds: float) -> str:
+    """Return how long ago something happened, in the largest whole unit ("3 s ago")."""
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if unit == 'day' and count > 1 else ''} ago"
+    return f"{max(0, int(seconds))} s ago"

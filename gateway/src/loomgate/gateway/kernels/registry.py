@@ -34,8 +34,8 @@ from loomgate.gateway.kernels.launch_options import (
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, kernel_id_of
 from loomgate.gateway.kernels.messages import claim_content
 from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
-from loomgate.gateway.kernels.provisioner import process_ending, sandbox_of
-from loomgate.gateway.kernels.references import find_store
+from loomgate.gateway.kernels.provisioner import process_ending, remove_kernel_files, sandbox_of
+from loomgate.gateway.kernels.references import find_store, gone
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.take_back import TakeBack
 from loomgate.gateway.records.store import RecordStore, probe_writable
@@ -263,6 +263,7 @@ class KernelRegistry:
     def _process_dead(self, kernel: LoomKernel) -> None:
         kernel.process_died(restarting=False)
         self.process_gone(kernel.km, process_ending(kernel.km))
+        remove_kernel_files(kernel.km.connection_file, keep_log_in=kernel.store.directory)
 
     # -- lookup -------------------------------------------------------------------------------
 
@@ -271,11 +272,7 @@ class KernelRegistry:
         store = self.resolve_store(ref)
         kernel = self.live.get(store.kernel_id)
         if kernel is None:
-            label = store.meta.get("name") or store.kernel_id[:8]
-            raise Unavailable(
-                f"kernel {label} is no longer running (its records are still readable)",
-                kernel_id=store.kernel_id,
-            )
+            raise gone(store, time.time())
         return kernel
 
     def resolve_store(self, ref: str) -> RecordStore:

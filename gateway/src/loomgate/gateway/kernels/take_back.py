@@ -21,7 +21,11 @@ from loomgate.gateway.jupyter_internals import register_taken_back_kernel, resto
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel import LoomKernel
 from loomgate.gateway.kernels.manager_protocol import KernelMap
-from loomgate.gateway.kernels.provisioner import SANDBOX_ARGUMENT, ResidentProvisioner
+from loomgate.gateway.kernels.provisioner import (
+    SANDBOX_ARGUMENT,
+    ResidentProvisioner,
+    remove_kernel_files,
+)
 from loomgate.gateway.kernels.resident import ResidentError, ResidentState
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.wire import Death
@@ -73,13 +77,17 @@ class TakeBack:
             if provisioner.sandbox is not None:
                 await asyncio.to_thread(provisioner.sandbox.remove)
             self.ended_while_away(store, "the kernel process ended while the gateway was down")
+            remove_kernel_files(state["connection_file"], keep_log_in=store.directory)
             return
         km = provisioner.parent
         assert km is not None
         kernel = LoomKernel(km, store, self.events, self.log, state["launch"])
         self.live[kernel.id] = kernel
+        running = store.running_when_left()
+        # Its activity is its records' last, not the probes, seeding and setup of taking it back.
+        last_activity = kernel.executions.last_activity = store.last_activity()
         try:
-            await kernel.take_back(store.running_when_left(), TAKE_BACK_TIMEOUT)
+            await kernel.take_back(running, TAKE_BACK_TIMEOUT)
         except Exception as e:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
@@ -96,6 +104,8 @@ class TakeBack:
         await km.post_start_kernel()  # jupyter_client's restarter and control socket
         assert isinstance(self.mkm, MappingKernelManager)  # a local kernel's map
         await register_taken_back_kernel(self.mkm, kernel.id, km)
+        kernel.executions.last_activity = last_activity
+        kernel.show_activity_to_jupyter()
         self.wire_up(kernel)
         self.log.info("Took back kernel %s (pid %s)", kernel.id, pid)
 

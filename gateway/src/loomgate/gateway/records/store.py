@@ -158,6 +158,16 @@ class RecordStore:
             stale.end_unseen("lost", "the gateway stopped while this execution ran")
         return unfinished[-1] if unfinished else None
 
+    def last_activity(self) -> float:
+        """Return when the kernel was last active as its records know it: its creation, a
+        restart, or its latest execution's start, output or end (what a gateway that takes
+        the kernel back shows, rather than the moment it took it back)."""
+        times = [self.meta["created"], *(r["time"] for r in self.meta.get("restarts", []))]
+        latest = self.latest()
+        if latest is not None:
+            times += [latest.meta["started"], latest.last_output, latest.meta["finished"] or 0.0]
+        return max(times)
+
     def reopen(self) -> None:
         """Note that the kernel is live again (attached once more on its upstream): its
         records and numbering go on."""

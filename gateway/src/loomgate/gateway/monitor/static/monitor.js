@@ -180,16 +180,22 @@ async function loadKernels() {
   renderKernels();
   if (!state.selected || !state.kernels.has(state.selected)) {
     const wanted = location.hash.slice(1);
-    const first = state.kernels.has(wanted) ? wanted : kernels.length ? kernels[0].id : null;
+    const top = byActivity([...state.kernels.values()])[0];  // the top of the list shown
+    const first = state.kernels.has(wanted) ? wanted : top ? top.id : null;
     if (first) await selectKernel(first);
   }
+}
+
+// Kernels as the list shows them: the most recently active first.
+function byActivity(kernels) {
+  return kernels.sort((a, b) => (b.last_activity || 0) - (a.last_activity || 0));
 }
 
 let shownKernels = "";
 
 function renderKernels() {
   const list = $("kernels");
-  const kernels = [...state.kernels.values()].sort((a, b) => (b.last_activity || 0) - (a.last_activity || 0));
+  const kernels = byActivity([...state.kernels.values()]);
   // Redrawn only when something it shows changed (activity is shown to the second).
   const shown = JSON.stringify([state.selected, Math.floor(Date.now() / 1000), kernels.map((k) =>
     [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0), sandboxText(k)])]);
@@ -451,6 +457,12 @@ async function loadToolCalls() {
   for (const call of tool_calls) showToolCall(call);
 }
 
+// A summary laid out in columns (list_kernels' table): two lines or more with a gap of at
+// least two spaces between words. Shown as it is laid out: monospace, unwrapped, scrolled.
+function isTable(text) {
+  return text.split("\n").filter((line) => /\S {2,}\S/.test(line)).length >= 2;
+}
+
 function showToolCall(call) {
   if (call.id <= state.toolCallsSeen) return;
   state.toolCallsSeen = call.id;
@@ -459,7 +471,7 @@ function showToolCall(call) {
     el("div", {}, el("span", { class: "tool", text: call.tool }), " ",
       el("span", { class: "muted", text: `${elapsed(call.duration)} · ${call.conversation}${call.client ? " (" + call.client + ")" : ""}` })),
     args ? el("div", { class: "args", text: args }) : null,
-    el("div", { class: "summary", text: call.summary }));
+    el("div", { class: isTable(call.summary) ? "summary table" : "summary", text: call.summary }));
   $("tool-calls").prepend(item);
   while ($("tool-calls").children.length > 500) $("tool-calls").lastChild.remove();
 }
