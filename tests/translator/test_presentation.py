@@ -197,7 +197,17 @@ def test_render_running(record: dict, last: list, expected: list) -> None:
         (read(), "In [3] stdout is empty."),
         (
             read(total=50, range="100:120"),
-            "In [3] stdout has 50 lines; lines 100:120 are past the end.",
+            "In [3] stdout has 50 lines; lines 100:120 are past its end. "
+            'read_output(execution=3, stream="stdout", lines="-20:") reads its last 20 lines.',
+        ),
+        (
+            read(total=1, range="5:"),
+            "In [3] stdout has 1 line; lines 5: are past its end. "
+            'read_output(execution=3, stream="stdout", lines="-1:") reads its last line.',
+        ),
+        (
+            read(total=50, range="100:120", state="running"),
+            "In [3] stdout has 50 lines so far (still running); lines 100:120 are not written yet.",
         ),
         (
             read(
@@ -494,7 +504,7 @@ def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
 )
 def test_a_gone_kernel_says_why(kernel: wire.Kernel, last_lines: list[str]) -> None:
     first, *rest = render_kernel(kernel, gateway="local").split("\n")
-    assert first == "Kernel lab [cccccccc] on local: gone, persistent, python3"
+    assert first == "Kernel lab [cccccccc] on local: stopped, persistent, python3"
     assert rest == last_lines
 
 

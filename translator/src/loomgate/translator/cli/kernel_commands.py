@@ -11,6 +11,7 @@ import sys
 
 from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
+from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.client.errors import Conflict
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.startup_files import StartupFiles
@@ -18,6 +19,7 @@ from loomgate.translator.output_view import OutputLimits
 from loomgate.translator.presentation import (
     cell_text,
     kernel_label,
+    past_the_end,
     render_kernels,
     render_read,
     render_search,
@@ -68,6 +70,9 @@ async def show_output(client: GatewayClient, args: argparse.Namespace) -> int:
     response = await client.read(
         kernel, "latest" if args.execution is None else args.execution, args.stream, args.lines
     )
+    refusal = past_the_end(response, "person")
+    if refusal is not None:
+        raise UsageError(refusal)
     print(json.dumps(response, indent=2) if args.json else render_read(response, audience="person"))
     return 0
 

@@ -50,6 +50,7 @@ from loomgate.translator.presentation.kernels import (
 )
 from loomgate.translator.presentation.notebooks import notebook_path_refusal, saved_note
 from loomgate.translator.presentation.reads import (
+    past_the_end,
     read_on,
     render_read,
     render_search,
@@ -71,6 +72,7 @@ from loomgate.translator.presentation.refusals import (
     stopped_kernel_refusal,
     unconfined_refusal,
     unexpected_failure,
+    unknown_kernel_refusal,
 )
 from loomgate.translator.presentation.sandboxes import (
     sandbox_lines,
@@ -106,6 +108,7 @@ __all__ = [
     "nothing_to_interrupt",
     "omission_line",
     "output_line",
+    "past_the_end",
     "progress_message",
     "read_call",
     "read_on",
@@ -138,5 +141,6 @@ __all__ = [
     "stopped_note",
     "unconfined_refusal",
     "unexpected_failure",
+    "unknown_kernel_refusal",
     "unstored_note",
 ]
