@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
 from loomgate.shared.events import Event
+from loomgate.shared.paths import read_gateway_file
 from loomgate.translator.client.errors import (
     AuthFailed,
     GatewayError,
@@ -31,6 +32,7 @@ from loomgate.translator.client.event_stream import decode_events
 from loomgate.translator.client.https_transport import BrokenStream, HttpsTransport
 from loomgate.translator.client.plain_http import PlainHttpPool
 from loomgate.translator.client.rpc import RpcTransport, import_websockets, is_rpc_method
+from loomgate.translator.client.target import TokenSource
 from loomgate.translator.client.transport import (
     IS_IT_RUNNING,
     EventTransport,
@@ -59,6 +61,10 @@ EVENT_READ_TIMEOUT = 30.0
 # (a submit and one follow) never pays for its import and upgrade, a conversation does once, off
 # its first cells' path.
 HOT_CALLS_BEFORE_RPC = 3
+# A refused token from a gateway.json is read again: a gateway restarted with a new one
+# (`loomgate gateway rotate-token`) writes it just after it starts listening.
+RENEW_WAIT = 5.0
+RENEW_POLL = 0.05
 
 
 def answer_as(shape: type[T], data: dict[str, Any]) -> T:
@@ -91,8 +97,12 @@ class GatewaySession:
         name: str | None = None,
         local: bool = False,
         request_timeout: float = READ_TIMEOUT,
+        token_source: TokenSource | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.token_source = token_source
+        self._token = token
+        self._token_lock = asyncio.Lock()
         self.request_timeout = request_timeout
         self.name = name
         self.local = local
@@ -186,16 +196,54 @@ class GatewaySession:
 
         `hot` marks the calls a conversation makes per cell (submit, follow): once a client has
         made HOT_CALLS_BEFORE_RPC of them it is a long-lived one, and its rpc opens in the
-        background (later requests travel over it once it is open).
+        background (later requests travel over it once it is open). A refused token read from a
+        gateway.json is read again, and the request sent once more with a new one (a refused
+        request never ran).
         """
         query = {key: str(value) for key, value in drop_none(params or {}).items()}
         timeout = self.request_timeout if read_timeout is None else read_timeout
-        try:
-            transport = await self._transport_for(method, hot)
-            status, data = await transport.call(method, path, query, body, timeout)
-        except TransportFailure as e:
-            raise self._transport_error(e, timeout) from e
-        return self._decode(status, data, method, path)
+        for attempt in (0, 1):
+            token = self._token
+            try:
+                transport = await self._transport_for(method, hot)
+                status, data = await transport.call(method, path, query, body, timeout)
+            except TransportFailure as e:
+                raise self._transport_error(e, timeout) from e
+            try:
+                return self._decode(status, data, method, path)
+            except AuthFailed:
+                if attempt or not await self.renew_token(token):
+                    raise
+        raise AssertionError("unreachable")
+
+    async def renew_token(self, refused: str) -> bool:
+        """Take the token the gateway.json it came from names now, after `refused` was refused
+        (waiting up to RENEW_WAIT s for a restarting gateway to write it); return whether there
+        is another token to try."""
+        directory = self.token_source.gateway_file_dir if self.token_source else None
+        if directory is None:
+            return False
+        async with self._token_lock:
+            if self._token != refused:
+                return True  # another request has renewed it meanwhile
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + RENEW_WAIT
+            while True:
+                info = read_gateway_file(directory)
+                renewed = info is not None and info["token"] != refused
+                if renewed and info is not None and info["url"].rstrip("/") == self.url:
+                    self._use_token(info["token"])
+                    log.info("%s has a new token (gateway.json); using it", self.where)
+                    return True
+                if loop.time() > deadline:
+                    return False
+                await asyncio.sleep(RENEW_POLL)
+
+    def _use_token(self, token: str) -> None:
+        """Send `token` from now on: on HTTP, the event stream and the next rpc upgrade."""
+        self._token = token
+        self._headers["Authorization"] = f"token {token}"
+        self._http.use_headers(self._headers)
 
     async def request_as(
         self,
@@ -223,7 +271,12 @@ class GatewaySession:
         if self._rpc is not None:
             # It was open and closed (the gateway restarted, say): open it again now, so that a
             # gateway that is gone is reported as refused, which the caller may retry.
-            rpc = await self._open_rpc()
+            try:
+                rpc = await self._open_rpc()
+            except TransportFailure as e:
+                if e.kind != "token":
+                    raise
+                return self._http  # whose answer says the token was refused, and renews it
             return rpc if rpc is not None else self._http
         if hot:
             self._hot_calls += 1
@@ -298,10 +351,11 @@ class GatewaySession:
         if isinstance(data, dict) and isinstance(data.get("error"), str) and "message" in data:
             raise refusal(data, status)
         if status in (401, 403):
+            source = self.token_source
+            if source is None:
+                raise AuthFailed(f"{self.where} refused the token it was given", status=status)
             raise AuthFailed(
-                f"{self.where} refused the token; check LOOMGATE_TOKEN / token_env "
-                "for this gateway",
-                status=status,
+                f"{self.where} refused the token {source.named}; {source.advice}", status=status
             )
         if status in (404, 405):
             if isinstance(data, dict) and "reason" in data:
@@ -336,10 +390,18 @@ class GatewaySession:
             }
         )
         try:
-            async with self._http.stream("events", query, EVENT_READ_TIMEOUT) as stream:
-                if stream.status != 200:
-                    self._decode(stream.status, await stream.json(), "GET", "events")
-                yield decode_events(stream.lines())
+            for attempt in (0, 1):
+                token = self._token
+                async with self._http.stream("events", query, EVENT_READ_TIMEOUT) as stream:
+                    if stream.status != 200:
+                        try:
+                            self._decode(stream.status, await stream.json(), "GET", "events")
+                        except AuthFailed:
+                            if attempt or not await self.renew_token(token):
+                                raise
+                            continue  # the new token opens the stream (a hold keeps on)
+                    yield decode_events(stream.lines())
+                    return
         except TransportFailure as e:
             raise self._transport_error(e, EVENT_READ_TIMEOUT) from e
         except BrokenStream as e:

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from loomgate.shared.paths import DEFAULT_HOST, DEFAULT_PORT
 
 JUPYTER_PREFIX = "jupyter:"  # the names of the person's running Jupyter servers: jupyter:PORT
 LOCAL_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"  # where the local gateway listens
+
+
+@dataclass(frozen=True)
+class TokenSource:
+    """Where a client's token came from: how a refusal names it ("the token {named}; {advice}"),
+    and for a gateway.json (which `loomgate gateway rotate-token` renews) the dir to read it
+    again from when the token is refused."""
+
+    named: str
+    advice: str
+    gateway_file_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,8 @@ class GatewayTarget:
     upstream: bool = False
     headers_env: str | None = None
     headers: str | None = field(default=None, repr=False)
+    # Where `token` came from, for its refusal (not part of which gateway it is).
+    token_source: TokenSource | None = field(default=None, compare=False)
 
 
 def is_url(value: str) -> bool:
