@@ -160,6 +160,25 @@ def test_only_head_known(audience: Audience, call: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("audience", "answer", "expected"),
+    [
+        ("model", None, 'Answer with send_input(value="…", execution=5), or interrupt().'),
+        ("person", None, "Answer with `loomgate input 5 TEXT`, or `loomgate interrupt`."),
+        ("person", "Answer with a line `--input`.", "Answer with a line `--input`."),
+    ],
+)
+def test_a_cell_waiting_for_input_says_how_each_reader_answers(
+    audience: Audience, answer: str | None, expected: str
+) -> None:
+    waiting = execution(
+        number=5, state="awaiting_input", input={"prompt": "Name? ", "password": False}
+    )
+    lines = render_running(waiting, [], audience, answer).split("\n")
+    assert lines[0].startswith("In [5] is waiting for input (") and lines[0].endswith("'Name? '")
+    assert lines[-1] == expected
+
+
+@pytest.mark.parametrize(
     ("record", "last", "expected"),
     [
         (

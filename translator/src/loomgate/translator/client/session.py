@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
 from loomgate.shared.events import Event
-from loomgate.shared.paths import read_gateway_file
 from loomgate.translator.client.errors import (
     AuthFailed,
     GatewayError,
@@ -61,10 +60,6 @@ EVENT_READ_TIMEOUT = 30.0
 # (a submit and one follow) never pays for its import and upgrade, a conversation does once, off
 # its first cells' path.
 HOT_CALLS_BEFORE_RPC = 3
-# A refused token from a gateway.json is read again: a gateway restarted with a new one
-# (`loomgate gateway rotate-token`) writes it just after it starts listening.
-RENEW_WAIT = 5.0
-RENEW_POLL = 0.05
 
 
 def answer_as(shape: type[T], data: dict[str, Any]) -> T:
@@ -196,10 +191,8 @@ class GatewaySession:
 
         `hot` marks the calls a conversation makes per cell (submit, follow): once a client has
         made HOT_CALLS_BEFORE_RPC of them it is a long-lived one, and its rpc opens in the
-        background (later requests travel over it once it is open). A refused token read from a
-        gateway.json is read again, and the request sent once more with a new one (a refused
-        request never ran).
-        """
+        background (later requests travel over it once it is open). A refused token is renewed
+        from its source (a gateway.json) once, and the request sent again (it never ran)."""
         query = {key: str(value) for key, value in drop_none(params or {}).items()}
         timeout = self.request_timeout if read_timeout is None else read_timeout
         for attempt in (0, 1):
@@ -217,27 +210,18 @@ class GatewaySession:
         raise AssertionError("unreachable")
 
     async def renew_token(self, refused: str) -> bool:
-        """Take the token the gateway.json it came from names now, after `refused` was refused
-        (waiting up to RENEW_WAIT s for a restarting gateway to write it); return whether there
-        is another token to try."""
-        directory = self.token_source.gateway_file_dir if self.token_source else None
-        if directory is None:
-            return False
+        """Take the token its source names now, after `refused` was refused; return whether
+        there is another token to try."""
         async with self._token_lock:
             if self._token != refused:
                 return True  # another request has renewed it meanwhile
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + RENEW_WAIT
-            while True:
-                info = read_gateway_file(directory)
-                renewed = info is not None and info["token"] != refused
-                if renewed and info is not None and info["url"].rstrip("/") == self.url:
-                    self._use_token(info["token"])
-                    log.info("%s has a new token (gateway.json); using it", self.where)
-                    return True
-                if loop.time() > deadline:
-                    return False
-                await asyncio.sleep(RENEW_POLL)
+            source = self.token_source
+            token = await source.read_again(self.url, refused) if source else None
+            if token is None:
+                return False
+            self._use_token(token)
+            log.info("%s has a new token (gateway.json); using it", self.where)
+            return True
 
     def _use_token(self, token: str) -> None:
         """Send `token` from now on: on HTTP, the event stream and the next rpc upgrade."""

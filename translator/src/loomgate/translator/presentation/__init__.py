@@ -13,6 +13,7 @@ from loomgate.translator.presentation.audience import (
 )
 from loomgate.translator.presentation.cells import (
     RUNNING_TAIL,
+    answer_call,
     cell_header,
     cell_text,
     clipped_suffix,
@@ -21,6 +22,7 @@ from loomgate.translator.presentation.cells import (
     image_over_count,
     image_over_size,
     input_dialog_message,
+    input_ended_note,
     omission_line,
     output_line,
     progress_message,
@@ -85,6 +87,7 @@ __all__ = [
     "RUNNING_TAIL",
     "STATE_PHRASES",
     "Audience",
+    "answer_call",
     "attached_note",
     "busy_refusal",
     "cell_header",
@@ -97,6 +100,7 @@ __all__ = [
     "image_over_count",
     "image_over_size",
     "input_dialog_message",
+    "input_ended_note",
     "installed_note",
     "kernel_gone_refusal",
     "kernel_label",
