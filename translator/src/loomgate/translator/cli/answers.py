@@ -16,14 +16,18 @@ class Answers:
     gives way to Ctrl-C."""
 
     def __init__(self) -> None:
-        self.fd = sys.stdin.fileno()
-        self.terminal = os.isatty(self.fd)
         self._pending = bytearray()  # read past the line the last answer took (piped stdin)
         self.ended = False  # stdin is at its end: no answer will come from it
 
     async def answer(self, prompt: str, password: bool, cancelled: asyncio.Event) -> str | None:
         """Show `prompt` and return the line given for it (without its line end); None when
         stdin has ended or `cancelled` is set first (Ctrl-C)."""
+        try:
+            self.fd = sys.stdin.fileno()
+        except (OSError, ValueError):  # no stdin to read (closed, or not a file)
+            self.ended = True
+            return None
+        self.terminal = os.isatty(self.fd)
         with no_echo(self.fd, password and self.terminal):  # before the prompt shows
             sys.stdout.write(prompt)
             sys.stdout.flush()
