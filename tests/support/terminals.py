@@ -41,6 +41,10 @@ class Terminal:
                 raise TimeoutError(f"{pattern!r} not shown; the terminal shows:\n{self.screen}")
             self._read(min(0.1, max(0.0, deadline - time.monotonic())))
 
+    def type(self, text: str) -> None:
+        """Type `text` at the terminal (a line ends with "\n": the Enter key)."""
+        os.write(self.master, text.encode())
+
     def press_ctrl_c(self) -> None:
         """Type Ctrl-C: the terminal sends SIGINT to the foreground process group."""
         os.write(self.master, b"\x03")

@@ -160,6 +160,25 @@ def test_only_head_known(audience: Audience, call: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("audience", "answer", "expected"),
+    [
+        ("model", None, 'Answer with send_input(value="…", execution=5), or interrupt().'),
+        ("person", None, "Answer with `loomgate input 5 TEXT`, or `loomgate interrupt`."),
+        ("person", "Answer with a line `--input`.", "Answer with a line `--input`."),
+    ],
+)
+def test_a_cell_waiting_for_input_says_how_each_reader_answers(
+    audience: Audience, answer: str | None, expected: str
+) -> None:
+    waiting = execution(
+        number=5, state="awaiting_input", input={"prompt": "Name? ", "password": False}
+    )
+    lines = render_running(waiting, [], audience, answer).split("\n")
+    assert lines[0].startswith("In [5] is waiting for input (") and lines[0].endswith("'Name? '")
+    assert lines[-1] == expected
+
+
+@pytest.mark.parametrize(
     ("record", "last", "expected"),
     [
         (
@@ -197,7 +216,17 @@ def test_render_running(record: dict, last: list, expected: list) -> None:
         (read(), "In [3] stdout is empty."),
         (
             read(total=50, range="100:120"),
-            "In [3] stdout has 50 lines; lines 100:120 are past the end.",
+            "In [3] stdout has 50 lines; lines 100:120 are past its end. "
+            'read_output(execution=3, stream="stdout", lines="-20:") reads its last 20 lines.',
+        ),
+        (
+            read(total=1, range="5:"),
+            "In [3] stdout has 1 line; lines 5: are past its end. "
+            'read_output(execution=3, stream="stdout", lines="-1:") reads its last line.',
+        ),
+        (
+            read(total=50, range="100:120", state="running"),
+            "In [3] stdout has 50 lines so far (still running); lines 100:120 are not written yet.",
         ),
         (
             read(
@@ -494,7 +523,7 @@ def gone_kernel(ended: float | None, reason: str | None) -> wire.Kernel:
 )
 def test_a_gone_kernel_says_why(kernel: wire.Kernel, last_lines: list[str]) -> None:
     first, *rest = render_kernel(kernel, gateway="local").split("\n")
-    assert first == "Kernel lab [cccccccc] on local: gone, persistent, python3"
+    assert first == "Kernel lab [cccccccc] on local: stopped, persistent, python3"
     assert rest == last_lines
 
 

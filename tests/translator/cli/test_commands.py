@@ -377,3 +377,15 @@ async def test_a_stopped_kernel_is_listed_and_read_by_name(
     assert gone["state"] == "gone"
     status, out, _ = await loomgate(env, "output", "1", "--kernel", "cli-stopped")
     assert (status, out.split("\n")[1:3]) == (0, ["1│kept", ""])
+    status, out, _ = await loomgate(env, "kernels", "--all")
+    [row] = [line for line in out.split("\n") if line.split()[:1] == ["cli-stopped"]]
+    assert row.split()[3] == "stopped" and "gone" not in out  # name, id, spec, state
+    status, out, err = await loomgate(
+        env, "output", "1", "--kernel", "cli-stopped", "--lines", "5:"
+    )
+    assert (status, out, err) == (
+        2,
+        "",
+        "loomgate: In [1] combined has 1 line; lines 5: are past its end. "
+        "`loomgate output 1 --lines -1:` reads its last line.\n",
+    )

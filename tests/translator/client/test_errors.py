@@ -74,7 +74,7 @@ SESSION = GatewaySession("http://127.0.0.1:9", "s3cret", name="box")
         (404, {"error": "not_found", "message": "no kernel x"}, NotFound, "no kernel x"),
         (503, {"error": "unavailable", "message": "dead", "kernel_id": "k"}, Unavailable, "dead"),
         (401, None, AuthFailed, "refused the token"),
-        (403, {"reason": "Forbidden"}, AuthFailed, "LOOMGATE_TOKEN"),
+        (403, {"reason": "Forbidden"}, AuthFailed, "refused the token it was given"),
         (404, {"reason": "Not Found", "message": None}, NoExtension, ENABLE_HINT),
         (405, None, ProtocolError, "is not a loomgate gateway"),
         (502, None, Unreachable, "its proxy answered HTTP 502"),

@@ -24,6 +24,8 @@ from tests.support.holds import wait_for_holders
 from tests.support.mcp_clients import text
 from tests.support.translators import TRANSLATOR
 
+CLI = [TRANSLATOR[0], "-m", "loomgate.translator.cli"]
+
 
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -106,3 +108,86 @@ async def test_the_next_call_after_a_gateway_sigkill_succeeds(state: Path) -> No
         async with GatewayClient(revived["url"], revived["token"]) as watcher:
             await wait_for_holders(watcher, kernel, 1)  # the conversation's hold is back
         await mcp.call_tool("stop_kernel", {"kernel": kernel})
+
+
+async def test_a_rotated_token_is_read_again_and_the_conversation_goes_on(state: Path) -> None:
+    started = await open_local_client(
+        GatewayTarget(f"http://127.0.0.1:{free_port()}", None, True, None, True), autostart=True
+    )
+    await started.aclose()
+    translator = StdioServerParameters(
+        command=TRANSLATOR[0], args=[*TRANSLATOR[1:], *Settings().argv()], env=dict(os.environ)
+    )
+    async with Client(translator) as mcp:
+        # Enough cells for the rpc websocket to be open: it too must come back.
+        for code in ("x = 5", "x", "x"):
+            first = await mcp.call_tool("run_cell", {"code": code})
+        assert text(first).endswith("Out[3]: 5")
+        kernel = first.structured_content["kernel"]  # type: ignore[index]
+        before = read_gateway_file(state)
+        assert before is not None
+        rotated = await asyncio.create_subprocess_exec(
+            *CLI, "gateway", "rotate-token", env=dict(os.environ)
+        )
+        assert await asyncio.wait_for(rotated.wait(), 120) == 0
+        after = read_gateway_file(state)
+        assert after is not None and after["token"] != before["token"]
+        assert after["pid"] != before["pid"] and after["url"] == before["url"]
+
+        again = await mcp.call_tool("run_cell", {"code": "x + 1"})
+        assert not again.is_error, text(again)
+        assert text(again).endswith("Out[4]: 6")  # the same kernel, its variables kept
+        assert again.structured_content["kernel"] == kernel  # type: ignore[index]
+        listing = await mcp.call_tool("list_kernels", {})
+        assert not listing.is_error, text(listing)
+        async with GatewayClient(after["url"], after["token"]) as watcher:
+            await wait_for_holders(watcher, kernel, 1)  # the hold came back, with the new token
+            assert (await watcher.get_kernel(kernel))["alive"]
+        await mcp.call_tool("stop_kernel", {"kernel": kernel})
+
+
+async def test_a_refused_token_names_where_it_came_from(
+    state: Path, config_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = await open_local_client(
+        GatewayTarget(f"http://127.0.0.1:{free_port()}", None, True, None, True), autostart=True
+    )
+    url = started.url
+    await started.aclose()
+    (config_dir / "gateways.toml").write_text(
+        f'[gateways.lab]\nurl = "{url}"\ntoken_env = "LAB_TOKEN"\n\n'
+        f'[gateways.kept]\nurl = "{url}"\ntoken = "an-old-token"\n'
+    )
+    (config_dir / "gateways.toml").chmod(0o600)
+    cases = [
+        (
+            ["--gateway", url],
+            {"LOOMGATE_TOKEN": "wrong"},
+            "in LOOMGATE_TOKEN; set it to this gateway's token",
+        ),
+        (
+            ["--gateway", "lab"],
+            {"LAB_TOKEN": "wrong"},
+            f"in LAB_TOKEN (token_env of gateway 'lab' in {config_dir / 'gateways.toml'}); "
+            "set LAB_TOKEN to this gateway's token",
+        ),
+        (
+            ["--gateway", "kept"],
+            {},
+            f"of gateway 'kept' in {config_dir / 'gateways.toml'}; put this gateway's token there",
+        ),
+    ]
+    for args, env, said in cases:
+        run = await asyncio.create_subprocess_exec(
+            *CLI,
+            *args,
+            "kernels",
+            env={**os.environ, **env},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(run.communicate(), 120)
+        name = (
+            f"the gateway {args[1]!r} at {url}" if "://" not in args[1] else f"the gateway at {url}"
+        )
+        assert (run.returncode, err.decode()) == (2, f"loomgate: {name} refused the token {said}\n")

@@ -1,30 +1,76 @@
-"""The output schemas the tools publish (tools/list), pinned: a change to a result model or to the
-wire shapes it is built from cannot alter what hosts see without this test saying so."""
+"""The output schemas the tools publish (tools/list with --output-schemas), pinned: a change to a
+result model or to the wire shapes it is built from cannot alter what hosts see without this
+test saying so; and what the default tools/list costs a model, pinned to its budget."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.types import Tool
 
+from loomgate.translator.mcp_server import execution_tools, kernel_tools
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.mcp_clients import ERAS
 
-# tools/list as loomgate 0.x published it (computed with this test's client at b7c750d),
-# tool name -> outputSchema, in the order a host lists the tools.
+# tools/list with --output-schemas (computed with this test's client; compact since issue 28:
+# no titles or null defaults, nullable types as type lists), tool name -> outputSchema, in the
+# order a host lists the tools.
 PINNED = Path(__file__).parent / "data" / "output_schemas.json"
 
 
-async def published_schemas(era: str) -> dict[str, Any]:
-    """Return each tool's outputSchema as an in-memory SDK client lists it (no gateway needed)."""
-    settings = Settings(gateway="http://127.0.0.1:9", autostart=False, cwd="", env={})
+# What the default tools/list may cost a model: compact JSON, every tool.
+TOOLS_LIST_BUDGET = 8_000
+TOOL_MODULES = (execution_tools, kernel_tools)
+
+
+async def listed_tools(era: str, **options: Any) -> list[Tool]:
+    """Return the tools as an in-memory SDK client lists them (no gateway needed)."""
+    settings = Settings(gateway="http://127.0.0.1:9", autostart=False, cwd="", env={}, **options)
     async with Client(build_server(settings), mode=era) as client:
-        listed = await client.list_tools()
-    return {tool.name: tool.output_schema for tool in listed.tools}
+        return (await client.list_tools()).tools
+
+
+async def published_schemas(era: str) -> dict[str, Any]:
+    """Return each tool's outputSchema as listed with --output-schemas."""
+    return {tool.name: tool.output_schema for tool in await listed_tools(era, output_schemas=True)}
+
+
+def tool_functions() -> set[str]:
+    """Return the names of the tool functions the tool modules define (each wrapped by @tool)."""
+    return {
+        name
+        for module in TOOL_MODULES
+        for name, value in vars(module).items()
+        if inspect.iscoroutinefunction(value)
+        and getattr(value, "__wrapped__", None) is not None
+        and value.__module__ == module.__name__
+    }
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_default_tool_list_keeps_to_its_budget_with_every_tool(era: str) -> None:
+    tools = await listed_tools(era)
+    assert {tool.name for tool in tools} == tool_functions()
+    assert len(tools) == 11
+    listing = {
+        "tools": [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools]
+    }
+    size = len(json.dumps(listing, separators=(",", ":"), ensure_ascii=False))
+    assert size <= TOOLS_LIST_BUDGET, size
+    for tool in tools:
+        assert tool.output_schema is None, tool.name  # --output-schemas lists them
+        description = tool.description or ""
+        assert len(description) >= 60, tool.name  # says what it does, not just its name
+        assert "\n " not in description and not description.endswith(("\n", " ")), tool.name
+        assert "title" not in json.dumps(tool.input_schema), tool.name
+        for name, argument in tool.input_schema["properties"].items():
+            assert "type" in argument or "anyOf" in argument, (tool.name, name)
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -142,7 +142,13 @@ async def test_a_stopped_kernels_history_stays_reachable(connect_client: Any) ->
         assert old_id not in [k["id"] for k in live.structured_content["kernels"]]
         everything = await mcp.call_tool("list_kernels", {"include_stopped": True})
         [gone] = [k for k in everything.structured_content["kernels"] if k["id"] == old_id]
-        assert gone["state"] == "gone"
+        assert gone["state"] == "gone"  # the wire's word; every text says "stopped"
+        [row] = [line for line in text(everything).split("\n") if old_id[:8] in line]
+        assert row.split()[3] == "stopped", row  # name, id, spec, state
+        assert "gone" not in text(everything)
+        status = await mcp.call_tool("status", {"kernel": old_id[:8]})
+        assert f"[{old_id[:8]}] on " in text(status)
+        assert text(status).split("\n")[0].split(": ")[1].startswith("stopped, persistent")
         read = await mcp.call_tool("read_output", {"kernel": "kept-history", "execution": 1})
         assert text(read).split("\n")[1:] == ["1│from before"]
         found = await mcp.call_tool("search_output", {"kernel": "kept-history", "query": "before"})
@@ -160,3 +166,35 @@ async def test_a_stopped_kernels_history_stays_reachable(connect_client: Any) ->
         by_id = await mcp.call_tool("connect", {"kernel": short})
         assert by_id.is_error and text(by_id).startswith(f"kernel {short} was stopped;")
         await mcp.call_tool("stop_kernel", {"kernel": "kept-history"})
+
+
+async def test_a_kernel_name_that_runs_nothing_points_to_connect(connect_client: Any) -> None:
+    async with connect_client() as mcp:
+        result = await mcp.call_tool("run_cell", {"code": "1", "kernel": "insp-missing"})
+        assert result.is_error
+        assert text(result) == (
+            "no kernel named 'insp-missing', with an id starting 'insp-missing', or serving a "
+            "notebook 'insp-missing'. connect(kernel=\"insp-missing\") starts a persistent "
+            "kernel by that name; list_kernels() shows the running ones."
+        )
+        listing = await mcp.call_tool("list_kernels", {})
+        assert listing.structured_content["current"] is None  # nothing was started
+
+
+async def test_a_range_past_the_end_of_a_finished_cell_is_an_error(
+    connect_client: Any,
+) -> None:
+    async with conversation(connect_client) as mcp:
+        await mcp.call_tool("run_cell", {"code": "for i in range(50): print(i)"})
+        past = await mcp.call_tool("read_output", {"execution": 1, "lines": "100:120"})
+        assert (past.is_error, text(past)) == (
+            True,
+            "In [1] combined has 50 lines; lines 100:120 are past its end. "
+            'read_output(execution=1, lines="-20:") reads its last 20 lines.',
+        )
+        overlapping = await mcp.call_tool("read_output", {"execution": 1, "lines": "45:120"})
+        assert not overlapping.is_error
+        assert text(overlapping).split("\n")[0] == "In [1] combined, lines 45–50 of 50:"
+        await mcp.call_tool("run_cell", {"code": "pass"})
+        empty = await mcp.call_tool("read_output", {"execution": 2, "lines": "5:9"})
+        assert (empty.is_error, text(empty)) == (False, "In [2] combined is empty.")

@@ -111,6 +111,26 @@ async def test_full_output(connect_client: Any) -> None:
     async with conversation(connect_client) as mcp:
         result = await run(mcp, "for i in range(300): print(i)", full_output=True)
         assert text(result).split("\n")[1:] == [str(i) for i in range(300)]
+        assert result.structured_content["omitted_lines"] == 0
+
+
+async def test_full_output_keeps_to_the_reply_budget(connect_client: Any) -> None:
+    async with conversation(connect_client) as mcp:
+        code = "for i in range(100_000): print(f'line {i:06}')"  # 1.2 MB of output
+        result = await run(mcp, code, full_output=True, wait_seconds=60)
+        reply = text(result)
+        assert len(reply) <= 20_000 + 300, len(reply)
+        lines = reply.split("\n")
+        shown = len(lines) - 2  # the header and the omission line
+        assert lines[1:-1] == [f"line {i:06}" for i in range(shown)]
+        first = shown + 1
+        assert lines[-1] == (
+            f"… {100_000 - shown:,} lines omitted ({first:,}–100,000 of 100,000); "
+            f'read_output(execution=1, lines="{first}:100000") shows them …'
+        )
+        assert result.structured_content["omitted_lines"] == 100_000 - shown
+        rest = await mcp.call_tool("read_output", {"execution": 1, "lines": f"{first}:100000"})
+        assert text(rest).split("\n")[1] == f"{first}│line {first - 1:06}"
 
 
 async def test_search_across_all(connect_client: Any) -> None:
@@ -232,6 +252,30 @@ async def test_content_mode_has_no_structured_content(
         kernels = await mcp.call_tool("list_kernels", {})
         current = next(line for line in text(kernels).split("\n") if line.startswith("*"))
         await mcp.call_tool("stop_kernel", {"kernel": current.split()[2]})
+
+
+async def test_output_schemas_are_listed_on_request_and_fit_the_results(
+    connect_client: Any, settings: Settings
+) -> None:
+    with_schemas = Settings(**{**settings.__dict__, "output_schemas": True})
+    async with conversation(lambda **kw: connect_client(settings=with_schemas, **kw)) as mcp:
+        tools = await mcp.list_tools()
+        assert all(tool.output_schema is not None for tool in tools.tools)
+        # The SDK client validates each structuredContent against the listed (compact) schema.
+        result = await run(mcp, "print('x')\nNone")
+        assert result.structured_content["state"] == "completed"
+        read = await mcp.call_tool("read_output", {"execution": 1})
+        assert read.structured_content["lines"] == ["x"]
+        listing = await mcp.call_tool("list_kernels", {"include_stopped": True})
+        assert listing.structured_content["current"] is not None
+
+
+async def test_structured_results_without_listed_schemas(connect_client: Any) -> None:
+    async with conversation(connect_client) as mcp:
+        tools = await mcp.list_tools()
+        assert all(tool.output_schema is None for tool in tools.tools)
+        result = await run(mcp, "6 * 7")
+        assert result.structured_content["state"] == "completed"
 
 
 async def test_list_kernels_marks_current_and_connect(connect_client: Any) -> None:

@@ -57,7 +57,8 @@ class CellOutput:
         return max(0, self.total - len(self.head) - len(self.tail))
 
     def limits_to_keep_all(self) -> OutputLimits:
-        """Return limits under which every line of this output is shown (full_output=true)."""
+        """Return limits under which every line of this view is shown (full_output=true, whose
+        view the reply's budget has already cut)."""
         return OutputLimits(max_lines=max(2, 2 * self.total), max_chars=1 << 62)
 
 
@@ -82,6 +83,24 @@ def fit(
     if sum(len(x["text"]) + 1 for x in head_lines + tail_lines) > limits.max_chars:
         head_lines, tail_lines = within(head_lines, False), within(tail_lines, True)
     return head_lines, tail_lines
+
+
+def chars_of(lines: Sequence[wire.Line]) -> int:
+    """Return the characters `lines` take in a cell's text (each with its newline)."""
+    return sum(len(line["text"]) + 1 for line in lines)
+
+
+def lines_within(lines: Sequence[wire.Line], budget: int, least: int = 0) -> list[wire.Line]:
+    """Return the first of `lines` whose text fits in `budget` characters (at least `least` of
+    them: a reply shows one line even when it alone is over)."""
+    kept: list[wire.Line] = []
+    used = 0
+    for line in lines:
+        used += len(line["text"]) + 1
+        if used > budget and len(kept) >= least:
+            break
+        kept.append(line)
+    return kept
 
 
 def leading(lines: Sequence[wire.Line], budget: int) -> list[wire.Line]:

@@ -1,16 +1,19 @@
 """The shell commands that read and manage kernels, and the kernel each one acts on.
 
-output, search, wait, interrupt, reset, kernels and stop.
+output, search, wait, input, interrupt, reset, kernels and stop.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
 import sys
 
 from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
+from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.client.errors import Conflict
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.startup_files import StartupFiles
@@ -18,8 +21,11 @@ from loomgate.translator.output_view import OutputLimits
 from loomgate.translator.presentation import (
     cell_text,
     kernel_label,
+    not_waiting_for_input,
+    past_the_end,
     render_kernels,
     render_read,
+    render_running,
     render_search,
     render_setup,
     render_unattached,
@@ -68,6 +74,9 @@ async def show_output(client: GatewayClient, args: argparse.Namespace) -> int:
     response = await client.read(
         kernel, "latest" if args.execution is None else args.execution, args.stream, args.lines
     )
+    refusal = past_the_end(response, "person")
+    if refusal is not None:
+        raise UsageError(refusal)
     print(json.dumps(response, indent=2) if args.json else render_read(response, audience="person"))
     return 0
 
@@ -96,11 +105,47 @@ async def show_wait(client: GatewayClient, args: argparse.Namespace) -> int:
     execution = await finished(
         client, kernel, "current" if args.execution is None else args.execution
     )
+    return await print_cell(client, kernel, execution)
+
+
+async def print_cell(client: GatewayClient, kernel: str, execution: wire.Execution) -> int:
+    """Print an ended execution as the model would read it, or one waiting for input with how
+    to answer it; return the exit status (0 only for a completed cell)."""
+    if execution["state"] not in FINAL_STATES:
+        output = execution.get("output")
+        last = [*output["head"], *output["tail"]] if output else []
+        print(render_running(execution, last, "person"))
+        return 1
     sandbox = None
     if execution.get("sandbox_failure") is not None:  # its line names the limit or places
         sandbox = (await client.get_kernel(kernel)).get("sandbox")
     print(cell_text(execution, sandbox=sandbox))
     return 0 if execution["state"] == "completed" else 1
+
+
+async def show_input(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Answer the input() an execution waits in, then follow it as `wait` does."""
+    *selector, text = args.words
+    if len(selector) > 1:
+        raise UsageError("loomgate input takes [N] TEXT: an execution number, then the answer")
+    if selector and not selector[0].isdigit():
+        raise UsageError(f"{selector[0]!r} is not an execution number (loomgate input [N] TEXT)")
+    kernel = await existing_kernel(client, args.kernel)
+    if text == "-":  # the answer from stdin: a password stays off the command line
+        text = typed_answer()
+    try:
+        sent = await client.send_input(kernel, selector[0] if selector else "current", text)
+    except Conflict as e:
+        number, state = e.details.get("number"), e.details.get("state")
+        raise UsageError(not_waiting_for_input(number, state)) from None
+    return await print_cell(client, kernel, await finished(client, kernel, sent["number"]))
+
+
+def typed_answer() -> str:
+    """Return the answer given on stdin: typed without echo at a terminal, else its first line."""
+    if os.isatty(sys.stdin.fileno()):
+        return getpass.getpass("answer: ")
+    return sys.stdin.readline().removesuffix("\n")
 
 
 async def show_interrupt(client: GatewayClient, args: argparse.Namespace) -> int:

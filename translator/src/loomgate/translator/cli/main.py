@@ -31,8 +31,9 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="loomgate",
         description="Persistent Jupyter kernels from the shell.",
-        epilog="Exit status: 0 success, 1 the cell raised (or was interrupted), 2 a usage or "
-        "connection error, 3 `run` detached by a second Ctrl-C (the cell runs on).",
+        epilog="Exit status: 0 success, 1 the cell raised (or was interrupted, or `wait` left it "
+        "waiting for input), 2 a usage or connection error, 3 `run` detached by a second Ctrl-C "
+        "(the cell runs on).",
     )
     top.add_argument("--gateway", help="a gateways.toml name or a URL (default: local)")
     top.add_argument("--no-autostart", action="store_true", help="never start the local gateway")
@@ -49,7 +50,11 @@ def parser() -> argparse.ArgumentParser:
         return original_add_parser(name, parents=[common], **kwargs)
 
     commands.add_parser = add_parser  # type: ignore[method-assign]
-    run = commands.add_parser("run", help="run a cell and stream its output")
+    run = commands.add_parser(
+        "run",
+        help="run a cell and stream its output; its input() is answered from the terminal "
+        "(a password without echo) or piped stdin",
+    )
     run.add_argument("code", nargs="?", help="the cell, or - to read it from stdin")
     run.add_argument("--file", type=Path, help="read the cell from this file")
     run.add_argument(
@@ -80,10 +85,20 @@ def parser() -> argparse.ArgumentParser:
     search.add_argument("--max-matches", type=int, default=50)
     wait = commands.add_parser("wait", help="wait for an execution and show it")
     wait.add_argument("execution", nargs="?", help="execution number (default: running/latest)")
+    answer = commands.add_parser(
+        "input", help="answer the input() an execution waits in, then wait for it"
+    )
+    answer.add_argument(
+        "words",
+        nargs="+",
+        metavar="[N] TEXT",
+        help="the execution number (default: the running one) and the answer (- reads it from "
+        "stdin, without echo at a terminal: for a password)",
+    )
     commands.add_parser("interrupt", help="interrupt the running execution")
     commands.add_parser("reset", help="restart the kernel, keeping records and numbering")
     stream = commands.add_parser("stream", help="the delimiter-framed protocol on stdin/stdout")
-    for sub in (output, search, wait):
+    for sub in (output, search, wait, answer):
         sub.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
     stream.add_argument(
         "--kernel",
@@ -215,6 +230,7 @@ COMMANDS: dict[str, Command] = {
     "output": kernel_commands.show_output,
     "search": kernel_commands.show_search,
     "wait": kernel_commands.show_wait,
+    "input": kernel_commands.show_input,
     "interrupt": kernel_commands.show_interrupt,
     "reset": kernel_commands.show_reset,
     "kernels": kernel_commands.show_kernels,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -11,9 +12,10 @@ from pathlib import Path
 
 from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
+from loomgate.translator.cli.answers import Answers
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.kernel_commands import DEFAULT_KERNEL, set_up
-from loomgate.translator.client.errors import Busy, NotFound
+from loomgate.translator.client.errors import Busy, Conflict, NotFound
 from loomgate.translator.client.gateway import GatewayClient, runs_under
 from loomgate.translator.client.jupyter_servers import is_notebook_path
 from loomgate.translator.client.startup_files import is_theirs
@@ -21,6 +23,7 @@ from loomgate.translator.presentation import (
     busy_refusal,
     clipped_suffix,
     format_elapsed,
+    input_ended_note,
     no_notebook_kernel,
     output_line,
     sandbox_mismatch,
@@ -99,7 +102,8 @@ async def created_kernel(client: GatewayClient, name: str, sandbox: str | None) 
 
 
 async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
-    """Run the cell, printing its lines as they arrive; Ctrl-C interrupts, twice detaches."""
+    """Run the cell, printing its lines as they arrive and answering its input() from stdin;
+    Ctrl-C interrupts, twice detaches."""
     code = cell_source(args)
     kernel = await bound_kernel(client, args.kernel, getattr(args, "sandbox", None))
     try:
@@ -120,6 +124,7 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     printer = LinePrinter(number, live=not args.json)
+    answers = Answers()
     if printer.live:
         print(f"In [{number}]:", flush=True)  # the model's header; its elapsed time comes last
     try:
@@ -140,6 +145,9 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
             await printer.catch_up(client, kernel, final=execution["state"] in FINAL_STATES)
             if execution["state"] in FINAL_STATES:
                 break
+            request = execution["input"]
+            if execution["state"] == "awaiting_input" and request is not None:
+                await answer_input(client, kernel, number, request, answers, pressed)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     if args.json:
@@ -152,6 +160,31 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
             print(sandbox_rule_line(failure, sandbox))
         print(f"[{execution['state']} after {format_elapsed(execution['elapsed'])}]")
     return 0 if execution["state"] == "completed" else 1
+
+
+async def answer_input(
+    client: GatewayClient,
+    kernel: str,
+    number: int,
+    request: wire.InputRequest,
+    answers: Answers,
+    pressed: asyncio.Event,
+) -> None:
+    """Answer In [`number`]'s input() with a line from stdin; when stdin has ended, interrupt
+    the cell (as input() raises at the end of its input); Ctrl-C leaves it to the caller."""
+    if not answers.ended:
+        value = await answers.answer(request["prompt"], request["password"], pressed)
+        if pressed.is_set():
+            return
+        if value is not None:
+            # Conflict: answered elsewhere (`loomgate input`) meanwhile; it runs on.
+            with contextlib.suppress(Conflict):
+                await client.send_input(kernel, number, value)
+            return
+    print(input_ended_note(number), file=sys.stderr, flush=True)
+    with contextlib.suppress(Conflict):
+        await client.interrupt(kernel)
+        await client.left_input(kernel, number)
 
 
 class LinePrinter:

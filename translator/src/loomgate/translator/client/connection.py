@@ -8,7 +8,11 @@ from loomgate.shared.paths import read_gateway_file
 from loomgate.shared.paths import state_dir as default_state_dir
 from loomgate.translator.client.errors import AuthFailed
 from loomgate.translator.client.gateway import GatewayClient
-from loomgate.translator.client.local_gateway import open_local_client, upstream_state_dir
+from loomgate.translator.client.local_gateway import (
+    gateway_file,
+    open_local_client,
+    upstream_state_dir,
+)
 from loomgate.translator.client.session import READ_TIMEOUT
 from loomgate.translator.client.target import GatewayTarget
 
@@ -30,7 +34,10 @@ async def open_client(
             timeout=timeout,
             request_timeout=request_timeout,
         )
-    token = target.token or token_from_gateway_file(target.url, state_dir)
+    token, source = target.token, target.token_source
+    if token is None:
+        directory = state_dir or default_state_dir()
+        token, source = token_from_gateway_file(target.url, directory), gateway_file(directory)
     if token is None:
         hint = (
             f"add token_env to gateway {target.name!r} in gateways.toml"
@@ -44,6 +51,7 @@ async def open_client(
         verify=target.verify,
         name=target.name,
         request_timeout=request_timeout,
+        token_source=source,
     )
     try:
         await client.info()

@@ -239,6 +239,20 @@ class GatewayClient(GatewaySession):
         )
         return data["execution"]
 
+    async def left_input(self, ref: str, number: int) -> None:
+        """Return once execution `number` no longer waits for input (it was interrupted, say),
+        as the kernel's event stream tells: a long poll answers at once while it waits."""
+        async with self.event_stream(ref, hold=False) as events:
+            async for event in events:
+                if event["event"] == "hello":  # subscribed: no change after this is missed
+                    execution = (await self.execution(ref, number))["execution"]
+                    if execution["state"] != "awaiting_input":
+                        return
+                elif event["event"] == "execution":
+                    changed = event["execution"]
+                    if changed["number"] == number and changed["state"] != "awaiting_input":
+                        return
+
     async def search(
         self,
         ref: str,

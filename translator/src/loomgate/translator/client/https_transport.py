@@ -65,6 +65,12 @@ class HttpsTransport:
         self._connect_timeout = connect_timeout
         self._client: httpx.AsyncClient | None = None
 
+    def use_headers(self, headers: Mapping[str, str]) -> None:
+        """Send `headers` on every later request."""
+        self._headers = dict(headers)
+        if self._client is not None:
+            self._client.headers.update(self._headers)
+
     def _http(self) -> httpx.AsyncClient:
         """Return the httpx client, made on first use."""
         if self._client is None:

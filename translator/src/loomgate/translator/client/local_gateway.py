@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from loomgate.shared.paths import (
     DAEMON_LOG,
     DEFAULT_PORT,
+    GATEWAY_FILE,
     ensure_private_dir,
     read_gateway_file,
     read_port_file,
@@ -40,7 +41,7 @@ from loomgate.translator.client.errors import GatewayError, Timeout, Unreachable
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.processes import process_alive
 from loomgate.translator.client.session import READ_TIMEOUT
-from loomgate.translator.client.target import LOCAL_URL, GatewayTarget
+from loomgate.translator.client.target import LOCAL_URL, GatewayTarget, TokenSource
 
 LOCK_FILE = "autostart.lock"
 POLL_SECONDS = 0.1
@@ -169,6 +170,7 @@ async def running_gateway(
         name=target.name if target.upstream and target.name else LOCAL_NAME,
         local=True,
         request_timeout=request_timeout,
+        token_source=gateway_file(directory),
     )
     try:
         await client.info()
@@ -179,6 +181,16 @@ async def running_gateway(
         await client.aclose()
         raise
     return client
+
+
+def gateway_file(directory: Path) -> TokenSource:
+    """Return the source of a token read from the gateway.json in `directory` (read again when
+    the gateway refuses it: `loomgate gateway rotate-token` renews it)."""
+    return TokenSource(
+        f"in {directory / GATEWAY_FILE}, also when read again",
+        "is the gateway at this address the one of that state dir?",
+        gateway_file_dir=directory,
+    )
 
 
 @contextlib.asynccontextmanager

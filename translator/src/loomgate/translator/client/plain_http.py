@@ -40,11 +40,16 @@ class PlainHttpPool:
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
         self.prefix = parts.path.rstrip("/") + "/"
-        host_header = f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]"
-        self._head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host_header, **headers}.items())
+        self._host_header = f"{self.host}:{self.port}" if ":" not in self.host else f"[{self.host}]"
+        self.use_headers(headers)
         self.cookies = CookieJar(self.prefix, self.host)
         self.connect_timeout = connect_timeout
         self._idle: list[Connection] = []
+
+    def use_headers(self, headers: Mapping[str, str]) -> None:
+        """Send `headers` (with the host) on every later request."""
+        fields = {"Host": self._host_header, **headers}
+        self._head = "".join(f"{k}: {v}\r\n" for k, v in fields.items())
 
     def request_head(self) -> str:
         """Return the header lines every request carries (host, token, cookies)."""

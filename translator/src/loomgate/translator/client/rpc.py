@@ -90,7 +90,7 @@ class RpcTransport:
         """Return an rpc to the gateway at `url` (http://…), or None if it has none (it answered
         the upgrade with anything but 101); TransportFailure if it cannot be reached."""
         from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake, InvalidMessage
+        from websockets.exceptions import InvalidHandshake, InvalidMessage, InvalidStatus
 
         target = "ws" + url.removeprefix("http") + f"/api/loomgate/{PATH}"
         try:
@@ -108,6 +108,10 @@ class RpcTransport:
             )
         except InvalidMessage as e:  # the connection closed or spoke no HTTP
             raise TransportFailure(f"the connection was closed: {e}", "dropped") from e
+        except InvalidStatus as e:
+            if e.response.status_code in (401, 403):
+                raise TransportFailure("the upgrade refused the token", "token") from None
+            return None
         except InvalidHandshake:
             return None
         except (TimeoutError, asyncio.TimeoutError):  # one class from Python 3.11 on

@@ -8,15 +8,26 @@ from collections.abc import Mapping
 from loomgate.shared.echo import echo
 from loomgate.translator.client.errors import GatewayConfigError
 from loomgate.translator.client.gateways_toml import gateways_file, load_gateways_toml
-from loomgate.translator.client.target import JUPYTER_PREFIX, LOCAL_URL, GatewayTarget, is_url
+from loomgate.translator.client.target import (
+    JUPYTER_PREFIX,
+    LOCAL_URL,
+    GatewayTarget,
+    TokenSource,
+    is_url,
+)
+
+FROM_LOOMGATE_TOKEN = TokenSource("in LOOMGATE_TOKEN", "set it to this gateway's token")
 
 
 def select_gateway(option: str | None, env: Mapping[str, str]) -> GatewayTarget:
     """Return the gateway to use: --gateway (name or URL), else $LOOMGATE_URL, else the local."""
     env_token = env.get("LOOMGATE_TOKEN") or None
+    source = FROM_LOOMGATE_TOKEN if env_token else None
     if option:
         if is_url(option):
-            return GatewayTarget(option.rstrip("/"), env_token, True, None, False)
+            return GatewayTarget(
+                option.rstrip("/"), env_token, True, None, False, token_source=source
+            )
         if option.startswith(("http:", "https:")) or "://" in option:
             raise GatewayConfigError(
                 f"--gateway {echo(option)} is not a valid http:// or https:// URL"
@@ -29,7 +40,7 @@ def select_gateway(option: str | None, env: Mapping[str, str]) -> GatewayTarget:
                 f"LOOMGATE_URL must be an http:// or https:// URL, not {echo(url)} "
                 "(use --gateway NAME for a gateway from gateways.toml)"
             )
-        return GatewayTarget(url.rstrip("/"), env_token, True, None, False)
+        return GatewayTarget(url.rstrip("/"), env_token, True, None, False, token_source=source)
     return GatewayTarget(LOCAL_URL, None, True, None, True)
 
 
@@ -56,11 +67,16 @@ def named_gateway(name: str, env: Mapping[str, str]) -> GatewayTarget:
         raise GatewayConfigError(f"unknown gateway {echo(name)}; {path} defines: {known}")
     where = f"of gateway {echo(name)} in {path}"
     token, headers = target.token, target.headers
+    source = TokenSource(f"{where}", "put this gateway's token there") if token else None
     if target.token_env is not None:
         token = variable_value(env, target.token_env, f"token_env {where}")
+        source = TokenSource(
+            f"in {target.token_env} (token_env {where})",
+            f"set {target.token_env} to this gateway's token",
+        )
     if target.headers_env is not None:
         headers = variable_value(env, target.headers_env, f"headers_env {where}")
-    return dataclasses.replace(target, token=token, headers=headers)
+    return dataclasses.replace(target, token=token, headers=headers, token_source=source)
 
 
 def variable_value(env: Mapping[str, str], variable: str, named_by: str) -> str:

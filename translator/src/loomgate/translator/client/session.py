@@ -31,6 +31,7 @@ from loomgate.translator.client.event_stream import decode_events
 from loomgate.translator.client.https_transport import BrokenStream, HttpsTransport
 from loomgate.translator.client.plain_http import PlainHttpPool
 from loomgate.translator.client.rpc import RpcTransport, import_websockets, is_rpc_method
+from loomgate.translator.client.target import TokenSource
 from loomgate.translator.client.transport import (
     IS_IT_RUNNING,
     EventTransport,
@@ -91,8 +92,12 @@ class GatewaySession:
         name: str | None = None,
         local: bool = False,
         request_timeout: float = READ_TIMEOUT,
+        token_source: TokenSource | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.token_source = token_source
+        self._token = token
+        self._token_lock = asyncio.Lock()
         self.request_timeout = request_timeout
         self.name = name
         self.local = local
@@ -186,16 +191,43 @@ class GatewaySession:
 
         `hot` marks the calls a conversation makes per cell (submit, follow): once a client has
         made HOT_CALLS_BEFORE_RPC of them it is a long-lived one, and its rpc opens in the
-        background (later requests travel over it once it is open).
-        """
+        background (later requests travel over it once it is open). A refused token is renewed
+        from its source (a gateway.json) once, and the request sent again (it never ran)."""
         query = {key: str(value) for key, value in drop_none(params or {}).items()}
         timeout = self.request_timeout if read_timeout is None else read_timeout
-        try:
-            transport = await self._transport_for(method, hot)
-            status, data = await transport.call(method, path, query, body, timeout)
-        except TransportFailure as e:
-            raise self._transport_error(e, timeout) from e
-        return self._decode(status, data, method, path)
+        for attempt in (0, 1):
+            token = self._token
+            try:
+                transport = await self._transport_for(method, hot)
+                status, data = await transport.call(method, path, query, body, timeout)
+            except TransportFailure as e:
+                raise self._transport_error(e, timeout) from e
+            try:
+                return self._decode(status, data, method, path)
+            except AuthFailed:
+                if attempt or not await self.renew_token(token):
+                    raise
+        raise AssertionError("unreachable")
+
+    async def renew_token(self, refused: str) -> bool:
+        """Take the token its source names now, after `refused` was refused; return whether
+        there is another token to try."""
+        async with self._token_lock:
+            if self._token != refused:
+                return True  # another request has renewed it meanwhile
+            source = self.token_source
+            token = await source.read_again(self.url, refused) if source else None
+            if token is None:
+                return False
+            self._use_token(token)
+            log.info("%s has a new token (gateway.json); using it", self.where)
+            return True
+
+    def _use_token(self, token: str) -> None:
+        """Send `token` from now on: on HTTP, the event stream and the next rpc upgrade."""
+        self._token = token
+        self._headers["Authorization"] = f"token {token}"
+        self._http.use_headers(self._headers)
 
     async def request_as(
         self,
@@ -223,7 +255,12 @@ class GatewaySession:
         if self._rpc is not None:
             # It was open and closed (the gateway restarted, say): open it again now, so that a
             # gateway that is gone is reported as refused, which the caller may retry.
-            rpc = await self._open_rpc()
+            try:
+                rpc = await self._open_rpc()
+            except TransportFailure as e:
+                if e.kind != "token":
+                    raise
+                return self._http  # whose answer says the token was refused, and renews it
             return rpc if rpc is not None else self._http
         if hot:
             self._hot_calls += 1
@@ -298,10 +335,11 @@ class GatewaySession:
         if isinstance(data, dict) and isinstance(data.get("error"), str) and "message" in data:
             raise refusal(data, status)
         if status in (401, 403):
+            source = self.token_source
+            if source is None:
+                raise AuthFailed(f"{self.where} refused the token it was given", status=status)
             raise AuthFailed(
-                f"{self.where} refused the token; check LOOMGATE_TOKEN / token_env "
-                "for this gateway",
-                status=status,
+                f"{self.where} refused the token {source.named}; {source.advice}", status=status
             )
         if status in (404, 405):
             if isinstance(data, dict) and "reason" in data:
@@ -336,10 +374,18 @@ class GatewaySession:
             }
         )
         try:
-            async with self._http.stream("events", query, EVENT_READ_TIMEOUT) as stream:
-                if stream.status != 200:
-                    self._decode(stream.status, await stream.json(), "GET", "events")
-                yield decode_events(stream.lines())
+            for attempt in (0, 1):
+                token = self._token
+                async with self._http.stream("events", query, EVENT_READ_TIMEOUT) as stream:
+                    if stream.status != 200:
+                        try:
+                            self._decode(stream.status, await stream.json(), "GET", "events")
+                        except AuthFailed:
+                            if attempt or not await self.renew_token(token):
+                                raise
+                            continue  # the new token opens the stream (a hold keeps on)
+                    yield decode_events(stream.lines())
+                    return
         except TransportFailure as e:
             raise self._transport_error(e, EVENT_READ_TIMEOUT) from e
         except BrokenStream as e:

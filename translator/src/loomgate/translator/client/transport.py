@@ -38,7 +38,8 @@ T = TypeVar("T")
 # connect_timeout: no connection in time; timeout: no answer in time; dropped: the connection
 # broke or did not speak the protocol (the request may have arrived); failed: anything else
 # (the exception's cause says what, a refused connection among them).
-FailureKind = Literal["connect_timeout", "timeout", "dropped", "failed"]
+# token: the rpc's upgrade refused the token (HTTP's answer then says so, and renews it).
+FailureKind = Literal["connect_timeout", "timeout", "dropped", "failed", "token"]
 
 
 class TransportFailure(Exception):
@@ -85,6 +86,10 @@ class StreamResponse(Protocol):
 
 class EventTransport(Transport, Protocol):
     """A transport that can also hold a GET open and read its body as it comes."""
+
+    def use_headers(self, headers: Mapping[str, str]) -> None:
+        """Send `headers` (a renewed token) with every later request."""
+        ...
 
     def stream(
         self, path: str, query: Mapping[str, str], idle_timeout: float

@@ -14,7 +14,7 @@ from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.mcp_server.conversation import Conversation
 from loomgate.translator.mcp_server.input_dialogs import DialogState, ask_host, host_answer
 from loomgate.translator.mcp_server.results import CellResult, text_block, tool_result
-from loomgate.translator.output_view import Block, CellOutput, Image
+from loomgate.translator.output_view import Block, CellOutput, Image, chars_of, lines_within
 from loomgate.translator.presentation import (
     RUNNING_TAIL,
     dismissed_dialog_note,
@@ -132,7 +132,7 @@ class CellFollower:
         if execution["state"] in FINAL_STATES:
             sandbox = await self.sandbox_of(client, ref, execution)
             if full_output:
-                output = await self._full_output(client, ref, number)
+                output = await self._from_the_start(client, ref, number)
                 limits = output.limits_to_keep_all()
             else:
                 limits = self.limits
@@ -146,7 +146,7 @@ class CellFollower:
             execution,
             returned,
             output_lines=output.total,
-            omitted_lines=0 if full_output else output.omitted,
+            omitted_lines=output.omitted,
             images=sum(1 for block in blocks if isinstance(block, Image)),
         )
         return tool_result(content, model, structured=self.settings.structured)
@@ -185,14 +185,20 @@ class CellFollower:
             shown += 1
         return content
 
-    async def _full_output(self, client: GatewayClient, ref: str, number: int) -> CellOutput:
-        """Return every combined line of a finished execution, read a page at a time."""
+    async def _from_the_start(self, client: GatewayClient, ref: str, number: int) -> CellOutput:
+        """Return a finished execution's combined lines from the first, as many as the reply's
+        budget holds (cut at a line; the omission line then names the read_output call for
+        the rest), read a page at a time."""
+        budget = self.limits.max_chars
         lines: list[wire.Line] = []
         while True:
             first = len(lines) + 1
             response = await client.read(
-                ref, number, "combined", f"{first}:{first + FULL_READ_LINES - 1}"
+                ref, number, "combined", f"{first}:{first + FULL_READ_LINES - 1}", budget
             )
-            lines.extend(response["lines"])
-            if not response["lines"] or len(lines) >= response["total"]:
+            least = 0 if lines else 1
+            kept = lines_within(response["lines"], budget - chars_of(lines), least)
+            lines.extend(kept)
+            full = len(kept) < len(response["lines"])
+            if full or not response["lines"] or len(lines) >= response["total"]:
                 return CellOutput(lines, [], response["total"])

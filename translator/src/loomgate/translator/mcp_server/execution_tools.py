@@ -13,7 +13,7 @@ from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 
 from loomgate.shared.wire import SearchMode, StreamName
-from loomgate.translator.client.errors import Busy, Conflict, Unavailable
+from loomgate.translator.client.errors import Busy, Conflict, NotFound, Unavailable
 from loomgate.translator.mcp_server.cell_follower import INPUT_WAIT, SLICE_SECONDS, CellFollower
 from loomgate.translator.mcp_server.results import (
     CellResult,
@@ -40,6 +40,7 @@ from loomgate.translator.presentation import (
     not_waiting_for_input,
     notebook_path_refusal,
     nothing_to_interrupt,
+    past_the_end,
     read_on,
     render_execution_status,
     render_kernel,
@@ -47,6 +48,7 @@ from loomgate.translator.presentation import (
     render_search,
     saved_note,
     search_scope,
+    unknown_kernel_refusal,
 )
 
 INTERRUPT_WAIT = 10.0
@@ -69,7 +71,11 @@ async def run_cell(
         float, Field(ge=0, le=3600, description="how long to wait before replying")
     ] = 10,
     full_output: Annotated[
-        bool, Field(description="return all output once finished, not head and tail")
+        bool,
+        Field(
+            description="once finished, show the output from its first line instead of head "
+            "and tail (as much as the reply holds; read_output reads on)"
+        ),
     ] = False,
     kernel: KernelArg = None,
 ) -> CellReply:
@@ -98,6 +104,10 @@ async def run_cell(
             await conversation.forget_kernel(gone)
             raise ToolFailure(kernel_gone_refusal(gone)) from None
         raise
+    except NotFound as e:
+        if kernel is None:
+            raise
+        raise ToolFailure(unknown_kernel_refusal(str(e), kernel)) from None
     note = startup
     return await follower.follow(
         ctx, client, ref, response, deadline=deadline, full_output=full_output, note=note
@@ -151,6 +161,9 @@ async def read_output(
     response = await client.read(
         ref, "current" if execution is None else execution, stream, lines, clip
     )
+    refusal = past_the_end(response)
+    if refusal is not None:
+        raise ToolFailure(refusal)
     shown = leading(response["lines"], budget)
     model = ReadResult.of(ref, stream, response, shown, read_on(response, shown))
     content = [text_block(render_read(response, shown))]

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import Tool
 
 from loomgate.translator import __version__
 from loomgate.translator.mcp_server import execution_tools, kernel_tools
@@ -15,7 +16,7 @@ from loomgate.translator.mcp_server.argument_errors import (
 )
 from loomgate.translator.mcp_server.conversation import Conversation
 from loomgate.translator.mcp_server.settings import Settings
-from loomgate.translator.mcp_server.tool_registry import register_tools
+from loomgate.translator.mcp_server.tool_registry import compact_schema, register_tools
 
 INSTRUCTIONS = (
     "Persistent Jupyter (IPython) kernels. Variables survive between cells and between "
@@ -48,6 +49,23 @@ TOOLS = (
 )
 
 
+class LoomgateServer(MCPServer[Conversation]):
+    """The SDK's server, listing the tools' schemas compact (a host puts them in the model's
+    context on every turn)."""
+
+    async def list_tools(self) -> list[Tool]:
+        """Return the tools as the SDK lists them, each schema compact."""
+        listed = []
+        for tool in await super().list_tools():
+            output = tool.output_schema
+            update = {
+                "input_schema": compact_schema(tool.input_schema),
+                "output_schema": compact_schema(output) if output is not None else None,
+            }
+            listed.append(tool.model_copy(update=update))
+        return listed
+
+
 def build_server(settings: Settings) -> MCPServer[Conversation]:
     """Return the MCP server with all eleven tools registered for `settings`."""
 
@@ -61,7 +79,7 @@ def build_server(settings: Settings) -> MCPServer[Conversation]:
         finally:
             await conversation.close()
 
-    server: MCPServer[Conversation] = MCPServer(
+    server = LoomgateServer(
         "loomgate",
         version=__version__,
         instructions=INSTRUCTIONS
@@ -69,5 +87,5 @@ def build_server(settings: Settings) -> MCPServer[Conversation]:
         lifespan=lifespan,
         middleware=[one_sentence_argument_errors, unknown_argument_refusal(TOOLS)],
     )
-    register_tools(server, TOOLS, structured=settings.structured)
+    register_tools(server, TOOLS, schemas=settings.structured and settings.output_schemas)
     return server

@@ -33,6 +33,7 @@ class Settings:
     port: int = 8801
     path: str = "/mcp"
     result_mode: ResultMode = "structured"
+    output_schemas: bool = False  # list each tool's outputSchema (structured mode only)
     quiet: bool = False
     autostart: bool = True
     limits: OutputLimits = field(default_factory=OutputLimits)
@@ -68,6 +69,7 @@ class Settings:
             port=args.port,
             path=args.path,
             result_mode=args.result_mode,
+            output_schemas=args.output_schemas,
             quiet=args.quiet,
             autostart=not args.no_autostart,
             limits=OutputLimits(args.max_lines, args.max_chars),
@@ -97,7 +99,8 @@ class Settings:
         for flag, value in (("--gateway", self.gateway), ("--kernel", self.kernel)):
             if value is not None:
                 args += [flag, value]
-        return args + ["--quiet"] * self.quiet + ["--no-autostart"] * (not self.autostart)
+        args += ["--output-schemas"] * self.output_schemas + ["--quiet"] * self.quiet
+        return args + ["--no-autostart"] * (not self.autostart)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -128,6 +131,12 @@ def parser() -> argparse.ArgumentParser:
         choices=["structured", "content"],
         default=defaults.result_mode,
         help="structured: text plus structuredContent (default); content: text only",
+    )
+    parser.add_argument(
+        "--output-schemas",
+        action="store_true",
+        help="structured mode: also list each tool's outputSchema, for hosts that validate or "
+        "type structuredContent (about 7,000 more characters of tools/list)",
     )
     parser.add_argument(
         "--quiet",

@@ -100,8 +100,41 @@ def host_name(ctx: Context) -> str:
 
 
 def register_tools(
-    server: MCPServer[Any], tools: Sequence[Callable[..., Awaitable[Any]]], *, structured: bool
+    server: MCPServer[Any], tools: Sequence[Callable[..., Awaitable[Any]]], *, schemas: bool
 ) -> None:
-    """Register `tools` in order; in structured mode each gets its output schema."""
+    """Register `tools` in order, each described by its docstring; with `schemas` each also
+    gets its output schema (its structuredContent is sent either way in structured mode)."""
     for fn in tools:
-        server.add_tool(fn, structured_output=None if structured else False)
+        server.add_tool(
+            fn, description=description(fn), structured_output=None if schemas else False
+        )
+
+
+def description(fn: Callable[..., Any]) -> str:
+    """Return a tool's description: its docstring, each paragraph on one line."""
+    paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return a JSON Schema as tools/list sends it: without pydantic's titles and `null`
+    defaults, and a nullable type as a list of types (`["string", "null"]`, not an anyOf)."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" or (key == "default" and value is None):
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        elif isinstance(value, dict):
+            out[key] = compact_schema(value)
+        elif isinstance(value, list):
+            out[key] = [compact_schema(v) if isinstance(v, dict) else v for v in value]
+        else:
+            out[key] = value
+    choices = out.get("anyOf")
+    if isinstance(choices, list) and len(choices) == 2 and {"type": "null"} in choices:
+        [other] = [choice for choice in choices if choice != {"type": "null"}]
+        if isinstance(other.get("type"), str) and not other.keys() & out.keys():
+            del out["anyOf"]
+            out.update(other, type=[other["type"], "null"])
+    return out

@@ -13,6 +13,7 @@ from loomgate.translator.presentation.audience import (
 )
 from loomgate.translator.presentation.cells import (
     RUNNING_TAIL,
+    answer_call,
     cell_header,
     cell_text,
     clipped_suffix,
@@ -21,6 +22,7 @@ from loomgate.translator.presentation.cells import (
     image_over_count,
     image_over_size,
     input_dialog_message,
+    input_ended_note,
     omission_line,
     output_line,
     progress_message,
@@ -50,6 +52,7 @@ from loomgate.translator.presentation.kernels import (
 )
 from loomgate.translator.presentation.notebooks import notebook_path_refusal, saved_note
 from loomgate.translator.presentation.reads import (
+    past_the_end,
     read_on,
     render_read,
     render_search,
@@ -71,6 +74,7 @@ from loomgate.translator.presentation.refusals import (
     stopped_kernel_refusal,
     unconfined_refusal,
     unexpected_failure,
+    unknown_kernel_refusal,
 )
 from loomgate.translator.presentation.sandboxes import (
     sandbox_lines,
@@ -83,6 +87,7 @@ __all__ = [
     "RUNNING_TAIL",
     "STATE_PHRASES",
     "Audience",
+    "answer_call",
     "attached_note",
     "busy_refusal",
     "cell_header",
@@ -95,6 +100,7 @@ __all__ = [
     "image_over_count",
     "image_over_size",
     "input_dialog_message",
+    "input_ended_note",
     "installed_note",
     "kernel_gone_refusal",
     "kernel_label",
@@ -106,6 +112,7 @@ __all__ = [
     "nothing_to_interrupt",
     "omission_line",
     "output_line",
+    "past_the_end",
     "progress_message",
     "read_call",
     "read_on",
@@ -138,5 +145,6 @@ __all__ = [
     "stopped_note",
     "unconfined_refusal",
     "unexpected_failure",
+    "unknown_kernel_refusal",
     "unstored_note",
 ]

@@ -181,8 +181,30 @@ def omission_line(
     return f"… {count:,} lines omitted ({first:,}–{last:,} of {total:,}); {call} shows them …"
 
 
-def render_running(execution: wire.Execution, last: Sequence[wire.Line]) -> str:
-    """Return the reply for a cell still running (or waiting for input) when the wait ended."""
+def answer_call(number: int, audience: Audience) -> str:
+    """Return the call (tool or command) that answers In [`number`]'s input()."""
+    if audience == "person":
+        return f"`loomgate input {number} TEXT`"
+    return f'send_input(value="…", execution={number})'
+
+
+def input_ended_note(number: int) -> str:
+    """Return the note that stdin ended while In [`number`] waited for input (it is
+    interrupted, as input() fails at the end of its input)."""
+    return (
+        f"stdin ended while In [{number}] waits for input; interrupting it "
+        f"(`loomgate input {number} TEXT` answers a cell from another shell)"
+    )
+
+
+def render_running(
+    execution: wire.Execution,
+    last: Sequence[wire.Line],
+    audience: Audience = "model",
+    answer: str | None = None,
+) -> str:
+    """Return the reply for a cell still running (or waiting for input) when the wait ended;
+    `answer` says how to answer its input() where the reader has no call for it."""
     number = execution["number"]
     elapsed = format_elapsed(execution["elapsed"])
     lines: list[str] = []
@@ -201,7 +223,13 @@ def render_running(execution: wire.Execution, last: Sequence[wire.Line]) -> str:
         lines.append(unstored_note(execution))
     lines.extend(gap_note(gap) for gap in execution["gaps"])
     if execution["state"] == "awaiting_input":
-        lines.append(f'Answer with send_input(value="…", execution={number}), or interrupt().')
+        stop = "`loomgate interrupt`" if audience == "person" else "interrupt()"
+        lines.append(answer or f"Answer with {answer_call(number, audience)}, or {stop}.")
+    elif audience == "person":
+        lines.append(
+            f"It keeps running. `loomgate wait {number}` waits more; `loomgate output {number}` "
+            "and `loomgate search` look at its output; `loomgate interrupt` stops it."
+        )
     else:
         lines.append(
             f"It keeps running. wait(execution={number}) waits more; read_output and "

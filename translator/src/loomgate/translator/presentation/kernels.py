@@ -21,13 +21,22 @@ from loomgate.translator.presentation.sandboxes import (
     sandbox_summary,
 )
 
+# The word a person and a model read for a kernel state: the wire's `gone` is a stopped kernel
+# (the event stream's phase is "stopped", and stop_kernel / `loomgate stop` stop it).
+STATE_WORDS: dict[str, str] = {"gone": "stopped"}
+
+
+def state_word(state: str) -> str:
+    """Return how text names a kernel's wire `state` (`gone` reads "stopped")."""
+    return STATE_WORDS.get(state, state)
+
 
 def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
     """Return one kernel's summary."""
     name = kernel["name"] or "(unnamed)"
     latest = kernel["last_execution"]
     lines = [
-        f"Kernel {name} [{kernel['id'][:8]}] on {gateway}: {kernel['state']}, "
+        f"Kernel {name} [{kernel['id'][:8]}] on {gateway}: {state_word(kernel['state'])}, "
         f"{kernel['lifetime']}, {kernel['kernel_spec'] or '?'}",
         f"executions: {kernel['executions']}" + (f" (latest In [{latest}])" if latest else ""),
     ]
@@ -108,7 +117,7 @@ def render_kernels(
             kernel["name"] or "-",
             kernel["id"][:8],
             kernel["kernel_spec"] or "-",
-            kernel["state"],
+            state_word(kernel["state"]),
             kernel["lifetime"],
             str(kernel["executions"]),
             format_elapsed(now - last) if last else "-",

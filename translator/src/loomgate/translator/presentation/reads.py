@@ -26,9 +26,9 @@ def render_read(
     if total == 0:
         return f"In [{number}] {stream} is empty."
     if not lines:
-        return (
-            f"In [{number}] {stream} has {total:,} lines; "
-            f"lines {response['range']} are past the end."
+        return past_the_end(response, audience) or (
+            f"In [{number}] {stream} has {total:,} lines so far (still running); "
+            f"lines {response['range']} are not written yet."
         )
     first, last = lines[0]["n"], lines[-1]["n"]
     running = " (still running)" if response["state"] in RUNNING_STATES else ""
@@ -41,6 +41,23 @@ def render_read(
             f"… the range goes on; {read_call(number, stream, remaining, audience)} reads on"
         )
     return "\n".join([header, *body])
+
+
+def past_the_end(response: wire.StreamRead, audience: Audience = "model") -> str | None:
+    """Return the refusal of a read whose range lies wholly past the end of a finished
+    execution's stream (None when it found lines, the stream is empty, or the cell runs on and
+    may still write them)."""
+    number, stream, total = response["number"], response["stream"], response["total"]
+    if response["lines"] or total == 0 or response["state"] in RUNNING_STATES:
+        return None
+    last = min(total, 20)
+    tail = read_call(number, stream, f"-{last}:", audience)
+    has = "1 line" if total == 1 else f"{total:,} lines"
+    reads = "line" if last == 1 else f"{last} lines"
+    return (
+        f"In [{number}] {stream} has {has}; lines {response['range']} are past its end. "
+        f"{tail} reads its last {reads}."
+    )
 
 
 def read_on(response: wire.StreamRead, shown: Sequence[wire.Line]) -> str | None:

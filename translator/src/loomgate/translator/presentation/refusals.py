@@ -36,6 +36,17 @@ def busy_refusal(
     return f"the kernel is busy running In [{running}]; wait for it or run `loomgate interrupt`"
 
 
+def unknown_kernel_refusal(message: str, ref: str) -> str:
+    """Return why a cell sent to the kernel `ref` was not run: no kernel has that name; a
+    name (not a notebook path) is started by connect."""
+    if "/" in ref or ref.endswith(".ipynb"):
+        return f"{message}; list_kernels() shows the kernels and the notebooks they serve."
+    return (
+        f'{message}. connect(kernel="{ref}") starts a persistent kernel by that name; '
+        "list_kernels() shows the running ones."
+    )
+
+
 def dismissed_dialog_note(number: int) -> str:
     """Return the note for an input dialog the person dismissed (the cell still waits)."""
     return (

@@ -1,0 +1,118 @@
+"""A cell's input() answered from the CLI: `loomgate run` at a terminal (a password without
+echo) and from piped stdin, `loomgate wait` and `loomgate input`, and the stream protocol."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.support.gateways import GatewayProcess
+from tests.support.terminals import Terminal
+from tests.translator.cli.test_commands import cli_env, loomgate, stream_session
+
+LOOMGATE = [sys.executable, "-m", "loomgate.translator.cli"]
+API = "/api/loomgate/kernels"
+ASKS = "name = input('Name? ')\nprint('hello', name)"
+
+
+async def test_run_answers_input_from_piped_stdin(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    k = ["--kernel", "piped-input"]
+    try:
+        status, out, err = await loomgate(env, "run", *k, ASKS, stdin="Ada\n")
+        assert (status, out.split("\n")[:3]) == (0, ["In [1]:", "Name? Ada", "hello Ada"]), err
+        twice = "a = input('a? ')\nb = input('b? ')\nprint(a + b)"
+        status, out, _ = await loomgate(env, "run", *k, twice, stdin="left\nright\n")
+        assert out.split("\n")[:4] == ["In [2]:", "a? left", "b? right", "leftright"]
+        # The end of stdin: the cell is interrupted, as input() fails at the end of its input.
+        status, out, err = await loomgate(env, "run", *k, ASKS, stdin="")
+        assert status == 1 and "KeyboardInterrupt" in out and "[interrupted after" in out
+        assert err.strip().split("\n")[-1] == (
+            "stdin ended while In [3] waits for input; interrupting it "
+            "(`loomgate input 3 TEXT` answers a cell from another shell)"
+        )
+    finally:
+        await http.delete(f"{API}/piped-input")
+
+
+async def test_run_answers_input_at_the_terminal_and_hides_a_password(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    code = (
+        "import getpass\n"
+        "name = input('Name? ')\n"
+        "secret = getpass.getpass('Secret: ')\n"
+        "print('hello', name, len(secret))"
+    )
+    terminal = Terminal([*LOOMGATE, "run", "--kernel", "tty-input", code], env)
+    try:
+        terminal.expect(r"In \[1\]:\nName\? $")
+        terminal.type("Ada\n")
+        terminal.expect(r"Name\? Ada\nSecret: $")
+        terminal.type("hunter2\n")
+        terminal.expect(r"\nhello Ada 7\n")
+        assert terminal.wait() == 0
+        assert "hunter2" not in terminal.screen  # the terminal did not echo it
+    finally:
+        terminal.close()
+        await http.delete(f"{API}/tty-input")
+
+
+async def test_wait_says_a_cell_waits_for_input_and_input_answers_it(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    await http.post(API, json={"name": "answered-later"})
+    k = ["--kernel", "answered-later"]
+    try:
+        r = await http.post(f"{API}/answered-later/executions", json={"code": ASKS, "wait": 30})
+        assert r.json()["returned"] == "input"
+        status, out, _ = await loomgate(env, "wait", *k)
+        lines = out.strip().split("\n")
+        assert status == 1
+        assert re.fullmatch(r"In \[1\] is waiting for input \(.+\): 'Name\? '", lines[0])
+        assert lines[-1] == "Answer with `loomgate input 1 TEXT`, or `loomgate interrupt`."
+        status, out, _ = await loomgate(env, "input", *k, "1", "Ada")
+        assert status == 0 and out.split("\n")[1:] == ["hello Ada", ""]
+        status, out, err = await loomgate(env, "input", *k, "again")
+        assert (status, err) == (2, "loomgate: In [1] is not waiting for input; it completed.\n")
+        status, out, err = await loomgate(env, "input", *k, "1", "late")
+        assert (status, err) == (2, "loomgate: In [1] is not waiting for input; it completed.\n")
+        r = await http.post(
+            f"{API}/answered-later/executions",
+            json={"code": "import getpass\nprint(len(getpass.getpass('pw: ')))", "wait": 30},
+        )
+        assert r.json()["execution"]["input"] == {"prompt": "pw: ", "password": True}
+        status, out, _ = await loomgate(env, "input", *k, "2", "-", stdin="s3cret\n")
+        assert status == 0 and out.split("\n")[1:] == ["6", ""]
+    finally:
+        await http.delete(f"{API}/answered-later")
+
+
+async def test_the_stream_protocol_answers_and_interrupts_input(
+    gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    script = "v = input('q? ')\n--input\nforty-two\nv\ninput('again? ')\n1 + 1\n--interrupt\nexit\n"
+    out, delimiter = await stream_session(env, script)
+    answers = [r.removeprefix(".\n") for r in out.split(delimiter + "\n")[:-1]]
+    assert len(answers) == 6, answers
+    waiting = answers[0].strip().split("\n")
+    assert re.fullmatch(r"In \[1\] is waiting for input \(.+\): 'q\? '", waiting[0])
+    assert waiting[-1] == (
+        "Answer with a line `--input`, then the answer's line; or a line `--interrupt`."
+    )
+    assert re.fullmatch(r"In \[1\] \(.+\):", answers[1].strip())
+    assert answers[2].strip().endswith("Out[2]: 'forty-two'")
+    assert answers[3].startswith("In [3] is waiting for input")
+    assert answers[4] == (
+        "error: In [3] is waiting for input; the cell was not run. Answer with a line "
+        "`--input`, then the answer's line; or a line `--interrupt`.\n"
+    )
+    assert "interrupted" in answers[5].split("\n")[0] and "KeyboardInterrupt" in answers[5]
