@@ -26,6 +26,7 @@ EXTENSION = "loomgate.gateway"
 ASK_TIMEOUT = 5.0
 NO_TOKEN = "it signs in with a password, not a token, so loomgate cannot reach its kernels"
 EXTENSION_CONFIG = f"jupyter_server_config.d/{EXTENSION}.json"
+EXTENSION_SETTINGS = "LoomgateExtension"  # the extension's traitlets config section
 
 
 Answer = TypeVar("Answer")
@@ -187,14 +188,26 @@ def enabled_config(directory: Path | None = None) -> Path:
     return (directory or config_dir()) / EXTENSION_CONFIG
 
 
-def set_enabled(enabled: bool, directory: Path | None = None) -> Path:
+def set_enabled(enabled: bool, directory: Path | None = None, *, live_cells: bool = True) -> Path:
     """Enable or disable loomgate's extension for the person's Jupyter servers, as `jupyter
-    server extension enable --user` records it; return the file written."""
+    server extension enable --user` records it, with the agent's cells shown live in open
+    notebooks unless `live_cells` is False; return the file written."""
     path = enabled_config(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    config = {"ServerApp": {"jpserver_extensions": {EXTENSION: enabled}}}
+    config: dict[str, object] = {"ServerApp": {"jpserver_extensions": {EXTENSION: enabled}}}
+    if not live_cells:
+        config[EXTENSION_SETTINGS] = {"live_cells": False}
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def live_cells_enabled(directory: Path | None = None) -> bool:
+    """Return whether the person's loomgate config leaves live cells on (the default)."""
+    try:
+        config = json.loads(enabled_config(directory).read_text(encoding="utf-8"))
+        return config.get(EXTENSION_SETTINGS, {}).get("live_cells", True) is not False
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def is_enabled(directory: Path | None = None) -> bool:
