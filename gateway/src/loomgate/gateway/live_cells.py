@@ -140,7 +140,10 @@ class LiveCells:
         if not live.cells:
             self._live.pop(key, None)
             return
-        self._update(live)
+        store = self.stores.get(live.kernel_id)
+        record = store.get(live.number) if store is not None else None
+        if record is None or record.final or record.log("combined").total:
+            self._schedule(live)  # what arrived while the cells were being added
 
     def _schedule(self, live: LiveCell) -> None:
         """Update the cells soon: at once after a quiet UPDATE_INTERVAL, else at its end."""
