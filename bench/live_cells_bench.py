@@ -26,8 +26,8 @@ from typing import Any
 from mcp import Client
 
 from tests.gateway.test_live_cells import NOTEBOOK, agent, agent_cells, write_notebook
-from tests.support.collaboration import NotebookPeer, joined
 from tests.support import jupyter_lab
+from tests.support.collaboration import NotebookPeer, joined
 from tests.support.jupyter_lab import JupyterServerProcess, loomgate_cli
 from tests.support.mcp_clients import text
 
@@ -68,8 +68,10 @@ async def measure(cells: int, home: Path) -> dict[str, list[float]]:
                         times[key].append(elapsed)
             total = WARMUP + cells
             shown = await peers["on"].wait_for(
-                lambda c: len(agent_cells(c)) == total
-                and agent_cells(c)[-1]["metadata"]["loomgate"]["state"] == "completed",
+                lambda c: (
+                    len(agent_cells(c)) == total
+                    and agent_cells(c)[-1]["metadata"]["loomgate"]["state"] == "completed"
+                ),
                 "every cell",
             )
             check_live(agent_cells(shown), total)
