@@ -14,6 +14,7 @@ from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.jupyter_servers import (
     is_enabled,
     is_notebook_path,
+    live_cells_enabled,
     read_runtime_file,
     running_servers,
     set_enabled,
@@ -121,6 +122,20 @@ def test_enable_and_disable_write_jupyters_own_config(tmp_path: Path) -> None:
     assert is_enabled(tmp_path)
     set_enabled(False, tmp_path)
     assert not is_enabled(tmp_path)
+
+
+def test_enable_without_live_cells_writes_the_extensions_setting_beside_it(
+    tmp_path: Path,
+) -> None:
+    assert live_cells_enabled(tmp_path)  # the default, with no config at all
+    path = set_enabled(True, tmp_path, live_cells=False)
+    assert json.loads(path.read_text()) == {
+        "ServerApp": {"jpserver_extensions": {"loomgate.gateway": True}},
+        "LoomgateExtension": {"live_cells": False},
+    }
+    assert is_enabled(tmp_path) and not live_cells_enabled(tmp_path)
+    set_enabled(True, tmp_path)
+    assert live_cells_enabled(tmp_path)
 
 
 async def test_a_server_that_does_not_answer_holds_up_nothing(
