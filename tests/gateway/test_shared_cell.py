@@ -77,7 +77,7 @@ def sync(*notebooks: YNotebook) -> None:
 def test_a_cell_grows_by_its_new_text_and_survives_the_persons_edits() -> None:
     server, person, sent = synced_pair()
     meta = {"tags": ["loomgate-agent"], "loomgate": {"agent": True, "state": "running"}}
-    cell = SharedCell.append(server, "loomgate-k-1", "print(1)", 1, meta)
+    cell = SharedCell.append(server, "loomgate-k-1", "print(1)", 1, meta, [], ended=False)
     sync(server, person)
     assert person.get_cell(1)["execution_count"] == 1
     assert person.ycells[1]["execution_state"] == "busy"
@@ -98,9 +98,18 @@ def test_a_cell_grows_by_its_new_text_and_survives_the_persons_edits() -> None:
     assert cell.transactions == 4
 
 
+def test_a_cell_that_ended_before_it_was_added_is_added_whole() -> None:
+    server, person, sent = synced_pair()
+    SharedCell.append(server, "loomgate-k-3", "6 * 7", 3, {}, [RESULT], ended=True)
+    sync(server, person)
+    assert person.get_cell(1)["outputs"] == [RESULT]
+    assert person.ycells[1]["execution_state"] == "idle"
+    assert len(sent) == 1
+
+
 def test_a_cell_the_person_deleted_is_not_written_again() -> None:
     server, person, _ = synced_pair()
-    cell = SharedCell.append(server, "loomgate-k-2", "1", 2, {})
+    cell = SharedCell.append(server, "loomgate-k-2", "1", 2, {}, [], ended=False)
     sync(server, person)
     del person.ycells[1]
     sync(server, person)

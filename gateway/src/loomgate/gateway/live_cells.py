@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from loomgate.gateway.events import EventBus, Listener, Published
 from loomgate.gateway.export.outputs import cell_outputs
+from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.wire import FINAL_STATES, Execution
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from loomgate.gateway.shared_cell import SharedCell
 
+Output = dict[str, Any]
 # Lines of a cell's output kept in the notebook (head and tail); the rest is in its record.
 LIVE_OUTPUT_LINES = 1000
 # The least time between two updates of one cell's outputs: each is one Y transaction, sent to
@@ -103,7 +105,10 @@ class LiveCells:
             if execution["source"] != "loomgate" or final:
                 return  # the notebook's own cells are in it already
             live = self._live[key] = LiveCell(kernel_id, execution["number"])
-            self._spawn(self._open(live, execution))
+            # Added a moment later: a short cell is then added whole, in one transaction, after
+            # its reply has gone out.
+            loop = asyncio.get_running_loop()
+            loop.call_later(UPDATE_INTERVAL, lambda: self._spawn(self._open(live, execution)))
             return
         self._schedule(live)
 
@@ -112,13 +117,17 @@ class LiveCells:
         from loomgate.gateway.shared_cell import AGENT_TAG, SharedCell
 
         key = (live.kernel_id, live.number)
+        record = None
         try:
+            notebooks = []
             for path in await self.session_paths(live.kernel_id):
-                if not path.endswith(NOTEBOOK_SUFFIX):
-                    continue
-                notebook = await self.documents(path)
-                if notebook is None:
-                    continue  # not open in a browser: the file stays as it is
+                if path.endswith(NOTEBOOK_SUFFIX):
+                    notebook = await self.documents(path)
+                    if notebook is not None:  # else not open in a browser: the file stays as it is
+                        notebooks.append(notebook)
+            record, outputs = self._outputs(live)
+            if record is not None and notebooks:
+                state = record.state if record.final else None
                 metadata = {
                     "tags": [AGENT_TAG],
                     "loomgate": {
@@ -126,24 +135,28 @@ class LiveCells:
                         "number": live.number,
                         "client": execution["client"],
                         "kernel_id": live.kernel_id,
-                        "state": "running",
+                        "state": state or "running",
                     },
                 }
                 cell_id = f"loomgate-{live.kernel_id[:8]}-{live.number}"
-                cell = SharedCell.append(
-                    notebook, cell_id, execution["code"], live.number, metadata
-                )
-                live.cells.append(cell)
+                live.cells = [
+                    SharedCell.append(
+                        notebook,
+                        cell_id,
+                        execution["code"],
+                        live.number,
+                        metadata,
+                        outputs,
+                        ended=state is not None,
+                    )
+                    for notebook in notebooks
+                ]
         except Exception:
             self.log.exception("loomgate: execution %s could not be shown live", live.number)
+            live.cells = []
         live.opening = False
-        if not live.cells:
-            self._live.pop(key, None)
-            return
-        store = self.stores.get(live.kernel_id)
-        record = store.get(live.number) if store is not None else None
-        if record is None or record.final or record.log("combined").total:
-            self._schedule(live)  # what arrived while the cells were being added
+        if not live.cells or record is None or record.final:
+            self._live.pop(key, None)  # added whole, or nowhere to add it
 
     def _schedule(self, live: LiveCell) -> None:
         """Update the cells soon: at once after a quiet UPDATE_INTERVAL, else at its end."""
@@ -157,22 +170,28 @@ class LiveCells:
         """Write the record's outputs so far into each cell (and its end, once it has ended)."""
         live.update = None
         live.last_update = asyncio.get_running_loop().time()
-        store = self.stores.get(live.kernel_id)
-        record = store.get(live.number) if store is not None else None
-        if record is None:
-            self._live.pop((live.kernel_id, live.number), None)
-            return
-        ended = record.final
         try:
-            label = next(iter(store.meta.get("paths", [])), live.kernel_id) if store else ""
-            outputs = cell_outputs(record, LIVE_OUTPUT_LINES, label).outputs
+            record, outputs = self._outputs(live)
+            if record is None:
+                self._live.pop((live.kernel_id, live.number), None)
+                return
+            ended = record.final
             state = record.state if ended else None
             live.cells = [cell for cell in live.cells if cell.update(outputs, state=state)]
         except Exception:
             self.log.exception("loomgate: execution %s could not be shown live", live.number)
-            live.cells = []
+            live.cells, ended = [], True
         if ended or not live.cells:
             self._live.pop((live.kernel_id, live.number), None)
+
+    def _outputs(self, live: LiveCell) -> tuple[ExecutionRecord | None, list[Output]]:
+        """Return the execution's record and its outputs so far (head and tail)."""
+        store = self.stores.get(live.kernel_id)
+        record = store.get(live.number) if store is not None else None
+        if store is None or record is None:
+            return None, []
+        label = next(iter(store.meta.get("paths", [])), live.kernel_id)
+        return record, cell_outputs(record, LIVE_OUTPUT_LINES, label).outputs
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def run() -> None:

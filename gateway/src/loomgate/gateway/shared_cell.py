@@ -63,9 +63,18 @@ class SharedCell:
 
     @classmethod
     def append(
-        cls, notebook: YNotebook, cell_id: str, code: str, number: int, metadata: dict[str, Any]
+        cls,
+        notebook: YNotebook,
+        cell_id: str,
+        code: str,
+        number: int,
+        metadata: dict[str, Any],
+        outputs: list[Output],
+        *,
+        ended: bool,
     ) -> SharedCell:
-        """Append a running code cell `In [number]` with `code` at the notebook's end."""
+        """Append the code cell `In [number]` of `code` with its `outputs` so far at the
+        notebook's end, running unless it has `ended`."""
         cell = cls(notebook, cell_id)
         value = {
             "cell_type": "code",
@@ -73,12 +82,14 @@ class SharedCell:
             "source": code,
             "execution_count": number,
             "metadata": metadata,
-            "outputs": [],
+            "outputs": outputs,
         }
         with notebook.ydoc.transaction(origin=ORIGIN):
             ycell = notebook.create_ycell(value)
             notebook.ycells.append(ycell)
-            ycell["execution_state"] = "busy"  # JupyterLab shows In [*] while it runs
+            # JupyterLab shows In [*] while a cell is busy.
+            ycell["execution_state"] = "idle" if ended else "busy"
+        cell.written = list(outputs)
         cell.transactions += 1
         return cell
 
