@@ -97,6 +97,7 @@ class JupyterServerProcess:
             ready_url=f"{self.url}/api/status",
             headers=self.headers,
             label=f"jupyter {self.app}",
+            cwd=self.home,  # jupyter-collaboration keeps its .jupyter_ystore.db in the cwd
         )
 
     def log_tail(self, lines: int = 30) -> str:

@@ -36,6 +36,8 @@ def test_enable_and_disable_say_what_they_did_and_what_is_next(
     # Installing loomgate where Jupyter runs is what enabling needs, not disabling.
     if enabled:
         assert said[1] == f"Restart running Jupyter servers for it to take effect; {INSTALL_NOTE}."
+        assert said[2].startswith("Live cells: on;")  # on by default
+        assert len(said) == 3
     else:
         assert said[1] == "Restart running Jupyter servers for it to take effect."
-    assert len(said) == 2
+        assert len(said) == 2

@@ -15,6 +15,7 @@ from loomgate.translator.client.jupyter_servers import (
     enabled_config,
     is_enabled,
     is_notebook_path,
+    live_cells_enabled,
     read_runtime_file,
     running_servers,
     set_enabled,
@@ -165,6 +166,21 @@ def test_nothing_listed_is_not_enabled(tmp_path: Path) -> None:
     assert enabled_config([tmp_path / "person", tmp_path / "env"]) == (
         tmp_path / "env" / "jupyter_server_config.d" / "loomgate.gateway.json"
     )
+
+
+def test_enable_without_live_cells_writes_the_extensions_setting_beside_it(
+    tmp_path: Path,
+) -> None:
+    path = [tmp_path]  # the person's own config dir, the only one on Jupyter's path
+    assert live_cells_enabled(path)  # the default, with no config at all
+    [written] = set_enabled(True, path, tmp_path, live_cells=False)
+    assert json.loads(written.read_text()) == {
+        "ServerApp": {"jpserver_extensions": {"loomgate.gateway": True}},
+        "LoomgateExtension": {"live_cells": False},
+    }
+    assert is_enabled(path) and not live_cells_enabled(path)
+    set_enabled(True, path, tmp_path)
+    assert live_cells_enabled(path)
 
 
 async def test_a_server_that_does_not_answer_holds_up_nothing(

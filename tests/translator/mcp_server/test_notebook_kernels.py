@@ -77,6 +77,10 @@ async def agent_session(
         "(2 executions so far).",
         "This kernel belongs to a Jupyter server the person uses: their cells and yours "
         "share its variables and its In [N] numbering.",
+        # jupyter-collaboration is installed here; no browser has the notebook open yet.
+        "Your cells also appear in work/analysis.ipynb while the person has it open in "
+        "JupyterLab: new cells at its end, tagged loomgate-agent, their outputs filled in as "
+        "they run.",
         "Installed inspectors.py in this kernel; it runs again after every restart.",
     ]
     failed = text(await mcp.call_tool("read_output", {"execution": 2}))

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loomgate.shared.events import (
@@ -21,6 +22,16 @@ from loomgate.shared.events import (
 from loomgate.shared.wire import Execution, Kernel
 
 QUEUE_SIZE = 1000
+Published = KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent | ToolCallEvent
+
+
+@dataclass(frozen=True)
+class Listener:
+    """An in-process listener: called with each event of the kernels `wants` accepts (asked
+    again at every event, so that kernels it has no use for cost nothing)."""
+
+    wants: Callable[[str], bool]
+    callback: Callable[[Published], None]
 
 
 @dataclass
@@ -38,6 +49,7 @@ class EventBus:
 
     def __init__(self) -> None:
         self._subscriptions: list[Subscription] = []
+        self._listeners: list[Listener] = []
         self._ids = itertools.count(1)
 
     def subscribe(self, kernel_id: str | None) -> Subscription:
@@ -51,16 +63,27 @@ class EventBus:
         if subscription in self._subscriptions:
             self._subscriptions.remove(subscription)
 
+    def listen(self, listener: Listener) -> None:
+        """Call `listener` with the events of the kernels it wants, as they are published."""
+        self._listeners.append(listener)
+
+    def unlisten(self, listener: Listener) -> None:
+        """Stop calling `listener`."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def has_subscribers(self, kernel_id: str) -> bool:
         """Return whether anyone listens to events of `kernel_id`."""
-        return any(s.kernel_id in (None, kernel_id) for s in self._subscriptions)
+        return any(s.kernel_id in (None, kernel_id) for s in self._subscriptions) or any(
+            listener.wants(kernel_id) for listener in self._listeners
+        )
 
     def kernel(
         self, kernel_id: str, phase: KernelPhase, kernel: Kernel, reason: str | None = None
     ) -> None:
         """Publish that a kernel is ready, restarting, dead (with `reason`) or stopped (its
         state is `gone` from then on: the event's word for it is older)."""
-        if self._subscriptions:
+        if self._subscriptions or self._listeners:
             event = KernelEvent(
                 id=next(self._ids),
                 event="kernel",
@@ -75,7 +98,7 @@ class EventBus:
 
     def holders(self, kernel_id: str, holders: int) -> None:
         """Publish how many holders a kernel has now."""
-        if self._subscriptions:
+        if self._subscriptions or self._listeners:
             self._deliver(
                 HoldersEvent(
                     id=next(self._ids),
@@ -88,7 +111,7 @@ class EventBus:
 
     def execution(self, kernel_id: str, execution: Execution) -> None:
         """Publish an execution's new state."""
-        if self._subscriptions:
+        if self._subscriptions or self._listeners:
             self._deliver(
                 ExecutionEvent(
                     id=next(self._ids),
@@ -101,7 +124,7 @@ class EventBus:
 
     def output(self, kernel_id: str, number: int, lines: int, last_line: str) -> None:
         """Publish that execution `number` has `lines` lines in `combined`, ending `last_line`."""
-        if self._subscriptions:
+        if self._subscriptions or self._listeners:
             self._deliver(
                 OutputEvent(
                     id=next(self._ids),
@@ -117,7 +140,7 @@ class EventBus:
     def tool_call(self, tool_call: ToolCall) -> None:
         """Publish a tool call a translator reported, to listeners of all kernels only (a
         translator's own hold on its kernel has no use for it)."""
-        if self._subscriptions:
+        if self._subscriptions or self._listeners:
             self._deliver(
                 ToolCallEvent(
                     id=next(self._ids),
@@ -129,14 +152,14 @@ class EventBus:
                 everyone_only=True,
             )
 
-    def _deliver(
-        self,
-        event: KernelEvent | HoldersEvent | ExecutionEvent | OutputEvent | ToolCallEvent,
-        *,
-        everyone_only: bool = False,
-    ) -> None:
+    def _deliver(self, event: Published, *, everyone_only: bool = False) -> None:
         """Queue `event` for every subscriber interested in its kernel (with `everyone_only`,
-        for the subscribers of all kernels alone)."""
+        for the subscribers of all kernels alone), and call the listeners that want it."""
+        kernel_id = event["kernel_id"]
+        if not everyone_only and kernel_id is not None:
+            for listener in self._listeners:
+                if listener.wants(kernel_id):
+                    listener.callback(event)
         frame: str | None = None
         wanted = (None,) if everyone_only else (None, event["kernel_id"])
         for subscription in self._subscriptions:

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traitlets.config import Config
+from jupyter_server.extension.config import ExtensionConfigManager
+from traitlets import Bool
+from traitlets.config import Config, Configurable
 
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.handlers.routes import routes
@@ -37,6 +39,32 @@ EXTENSION_DIR = "jupyter"  # in the state dir: the records of each Jupyter serve
 SERVER_LOCK = "server.lock"
 KERNEL_MANAGER = "loomgate.gateway.kernels.manager.LoomMappingKernelManager"
 WEBSOCKET_CONNECTION = "loomgate.gateway.kernels.manager.NodelayWebsocketConnection"
+CONFIG_SECTION = "jupyter_server_config"  # the config files (and config.d dirs) of the server
+SETTINGS_SECTION = "LoomgateExtension"
+
+
+class LoomgateExtension(Configurable):
+    """The extension's settings in a person's Jupyter config (`c.LoomgateExtension.…`)."""
+
+    live_cells = Bool(
+        True,
+        config=True,
+        help="Show the cells an agent runs through loomgate as new cells of the notebook whose "
+        "kernel they run on, while it is open with jupyter-collaboration (marked as the "
+        "agent's: tag loomgate-agent, metadata loomgate).",
+    )
+
+
+def extension_settings(serverapp: ServerApp) -> LoomgateExtension:
+    """Return the extension's settings: those `loomgate jupyter enable` wrote beside the line
+    that enables it (a config.d file, which jupyter_server reads only for its extensions list),
+    with the person's config files and command line over them."""
+    written = ExtensionConfigManager(read_config_path=serverapp.config_file_paths).get(
+        CONFIG_SECTION
+    )
+    config = Config({SETTINGS_SECTION: written.get(SETTINGS_SECTION, {})})
+    config.merge(serverapp.config)
+    return LoomgateExtension(config=config)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
@@ -150,6 +178,32 @@ async def _start_jupyter_server_extension(serverapp: ServerApp) -> None:
     registry: KernelRegistry | None = serverapp.web_app.settings.get("loomgate_registry")
     if registry is not None:
         await registry.take_back()
+        if mode_of(serverapp) == "extension":
+            start_live_cells(serverapp, registry)
+
+
+def start_live_cells(serverapp: ServerApp, registry: KernelRegistry) -> None:
+    """Write the agent's cells into the notebooks open in jupyter-collaboration (once every
+    extension is loaded), unless the person's config turns it off."""
+    settings = serverapp.web_app.settings
+    collaboration = settings.get("jupyter_server_ydoc")
+    if not extension_settings(serverapp).live_cells:
+        serverapp.log.info("loomgate: live cells are off (LoomgateExtension.live_cells)")
+        return
+    if collaboration is None:
+        return  # without jupyter-collaboration, nothing is written into the person's files
+    from loomgate.gateway.live_cells import LiveCells, notebook_paths, shared_documents
+
+    session_manager = serverapp.session_manager
+    live = LiveCells(
+        registry.stores,
+        shared_documents(collaboration),
+        lambda kernel_id: notebook_paths(session_manager, kernel_id),
+        serverapp.log,
+    )
+    live.attach(settings["loomgate_events"])
+    settings["loomgate_live_cells"] = live
+    serverapp.log.info("loomgate: the agent's cells appear in the notebooks open on its kernels")
 
 
 def _purge_periodically(serverapp: ServerApp, registry: KernelRegistry) -> None:

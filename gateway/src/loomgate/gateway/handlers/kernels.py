@@ -62,7 +62,11 @@ async def info(call: Call) -> Answer:
         version=__version__,
         mode=call.settings["loomgate_mode"],
         protocol=PROTOCOL_VERSION,
-        capabilities=CAPABILITIES,
+        capabilities=[
+            *CAPABILITIES,
+            # The agent's cells appear in the notebooks open on their kernels (live_cells.py).
+            *(["live_cells"] if call.settings.get("loomgate_live_cells") else []),
+        ],
         pid=os.getpid(),
         started=call.settings["loomgate_started"],
         kernel_specs=specs,

@@ -17,11 +17,17 @@ from loomgate.translator.client.jupyter_servers import (
     find_in_servers,
     is_enabled,
     list_server_kernels,
+    live_cells_enabled,
     running_servers,
     set_enabled,
 )
 from loomgate.translator.client.target import GatewayTarget
-from loomgate.translator.presentation import ENABLE_HINT, render_jupyter_server, several_kernels
+from loomgate.translator.presentation import (
+    ENABLE_HINT,
+    live_cells_line,
+    render_jupyter_server,
+    several_kernels,
+)
 
 
 class ServerClients:
@@ -105,10 +111,14 @@ async def client_with_kernel(
 
 async def jupyter_command(args: argparse.Namespace) -> int:
     """Enable, disable or report loomgate's extension in the person's Jupyter; return 0."""
+    if not args.live_cells and args.action != "enable":
+        raise UsageError(
+            "--no-live-cells goes with enable: loomgate jupyter enable --no-live-cells"
+        )
     if args.action in ("enable", "disable"):
         enable = args.action == "enable"
         try:
-            written = set_enabled(enable)
+            written = set_enabled(enable, live_cells=args.live_cells)
         except OSError as e:
             raise UsageError(
                 f"cannot write {e.filename} ({e.strerror}), which Jupyter reads before your own "
@@ -122,11 +132,14 @@ async def jupyter_command(args: argparse.Namespace) -> int:
         restart = "Restart running Jupyter servers for it to take effect"
         if enable:
             print(f"{restart}; loomgate must be installed in the environment that runs them.")
+            print(live_cells_line(args.live_cells))
         else:
             print(f"{restart}.")
         return 0
     state = "enabled" if is_enabled() else "not enabled"
     print(f"loomgate's Jupyter server extension: {state} ({enabled_config()})")
+    if is_enabled():
+        print(live_cells_line(live_cells_enabled()))
     servers = running_servers()
     if not servers:
         print("No Jupyter server is running on this machine.")

@@ -155,6 +155,13 @@ def parser() -> argparse.ArgumentParser:
         help="enable or disable loomgate's server extension in your Jupyter config "
         "($JUPYTER_CONFIG_DIR, else ~/.jupyter); status lists running Jupyter servers",
     )
+    jupyter.add_argument(
+        "--no-live-cells",
+        dest="live_cells",
+        action="store_false",
+        help="with enable: do not show the agent's cells in the notebooks open on their kernels "
+        "(they stay in the records: loomgate export)",
+    )
     gateway = commands.add_parser("gateway", help="control the local gateway")
     gateway.add_argument(
         "action",

@@ -48,6 +48,8 @@ class GatewayClient(GatewaySession):
     # Whether it is loomgate's own gateway or an extension in someone's Jupyter (known once
     # `info` has answered, which opening a client checks).
     mode: wire.GatewayMode = "gateway"
+    # What it can do (info's capabilities), known once `info` has answered.
+    capabilities: tuple[str, ...] = ()
 
     # -- gateway and kernels -----------------------------------------------------------------
 
@@ -60,6 +62,7 @@ class GatewayClient(GatewaySession):
             )
         info = answer_as(wire.Info, data)
         self.mode = info["mode"]
+        self.capabilities = tuple(info["capabilities"])
         return info
 
     async def list_kernels(self, all: bool = False) -> list[wire.Kernel]:

@@ -27,6 +27,7 @@ EXTENSION = "loomgate.gateway"
 ASK_TIMEOUT = 5.0
 NO_TOKEN = "it signs in with a password, not a token, so loomgate cannot reach its kernels"
 EXTENSION_CONFIG = f"jupyter_server_config.d/{EXTENSION}.json"
+EXTENSION_SETTINGS = "LoomgateExtension"  # the extension's traitlets config section
 
 
 Answer = TypeVar("Answer")
@@ -210,10 +211,15 @@ def enabled_config(path: list[Path] | None = None) -> Path:
 
 
 def set_enabled(
-    enabled: bool, path: list[Path] | None = None, person: Path | None = None
+    enabled: bool,
+    path: list[Path] | None = None,
+    person: Path | None = None,
+    *,
+    live_cells: bool = True,
 ) -> list[Path]:
-    """Enable or disable loomgate's extension for the person's Jupyter servers; return the
-    files written.
+    """Enable or disable loomgate's extension for the person's Jupyter servers, with the
+    agent's cells shown live in open notebooks unless `live_cells` is False; return the files
+    written.
 
     It is recorded in the person's config dir, as `jupyter server extension enable --user`
     records it, and in every dir Jupyter reads before that one which lists the extension: the
@@ -225,7 +231,9 @@ def set_enabled(
     person = person or config_dir()
     before = path[: path.index(person)] if person in path else path
     targets = [d for d in before if listed_state(d) is not None] + [person]
-    config = {"ServerApp": {"jpserver_extensions": {EXTENSION: enabled}}}
+    config: dict[str, object] = {"ServerApp": {"jpserver_extensions": {EXTENSION: enabled}}}
+    if not live_cells:
+        config[EXTENSION_SETTINGS] = {"live_cells": False}
     written = []
     for directory in targets:
         file = directory / EXTENSION_CONFIG
@@ -233,6 +241,16 @@ def set_enabled(
         file.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         written.append(file)
     return written
+
+
+def live_cells_enabled(path: list[Path] | None = None) -> bool:
+    """Return whether the config that decides on loomgate's extension leaves live cells on
+    (the default)."""
+    try:
+        config = json.loads(enabled_config(path).read_text(encoding="utf-8"))
+        return config.get(EXTENSION_SETTINGS, {}).get("live_cells", True) is not False
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def is_enabled(path: list[Path] | None = None) -> bool:

@@ -24,6 +24,7 @@ from loomgate.translator.presentation import (
     attached_note,
     connected_note,
     installed_note,
+    live_cells_note,
     render_jupyter_server,
     render_kernels,
     render_setup,
@@ -91,6 +92,9 @@ async def connect(
     lines = [connected_note(model, client.label, created=created)]
     if client.mode == "extension" and not created:
         lines.append(shared_kernel_note())
+    notebooks = [path for path in model["paths"] if path.endswith(".ipynb")]
+    if client.mode == "extension" and notebooks:
+        lines.append(live_cells_note(notebooks, "live_cells" in client.capabilities))
     if attached_note(model):
         lines.append(attached_note(model))
     if conversation.replaced is not None:

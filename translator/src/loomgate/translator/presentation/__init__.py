@@ -50,7 +50,12 @@ from loomgate.translator.presentation.kernels import (
     started_note,
     stopped_note,
 )
-from loomgate.translator.presentation.notebooks import notebook_path_refusal, saved_note
+from loomgate.translator.presentation.notebooks import (
+    live_cells_line,
+    live_cells_note,
+    notebook_path_refusal,
+    saved_note,
+)
 from loomgate.translator.presentation.reads import (
     past_the_end,
     read_on,
@@ -104,6 +109,8 @@ __all__ = [
     "installed_note",
     "kernel_gone_refusal",
     "kernel_label",
+    "live_cells_line",
+    "live_cells_note",
     "looser_sandbox_refusal",
     "no_notebook_kernel",
     "not_waiting_for_input",

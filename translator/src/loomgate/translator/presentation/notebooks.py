@@ -1,5 +1,5 @@
-"""What is said of an exported notebook: where it was saved and what it holds, and why it could
-not be saved there."""
+"""What is said of notebooks: an exported one (where it was saved and what it holds, and why it
+could not be saved there), and the person's open notebook the agent's cells appear in, or not."""
 
 from __future__ import annotations
 
@@ -38,3 +38,30 @@ def notebook_path_refusal(refused: NotebookPathRefused, audience: Audience) -> s
     else:
         text = f"{path} cannot be written: {refused.reason}"
     return f"Not saved: {text}." if audience == "model" else f"not saved: {text}"
+
+
+def live_cells_note(paths: list[str], live: bool) -> str:
+    """Return where the model's cells on the kernel of the notebooks `paths` can be seen: in the
+    notebook itself while it is open (`live`), else only in the kernel's records."""
+    notebooks = " and ".join(paths)
+    if live:
+        return (
+            f"Your cells also appear in {notebooks} while the person has it open in JupyterLab: "
+            "new cells at its end, tagged loomgate-agent, their outputs filled in as they run."
+        )
+    return (
+        f"Your cells are not written into {notebooks}; they stay in this kernel's records "
+        '(read_output, status(save_notebook="session.ipynb"); for the person: '
+        f"loomgate export --kernel {paths[0]})."
+    )
+
+
+def live_cells_line(on: bool) -> str:
+    """Return what `loomgate jupyter enable|status` says of live cells."""
+    if on:
+        return (
+            "Live cells: on; with jupyter-collaboration installed, the agent's cells appear in "
+            "the notebooks open on their kernels (tag loomgate-agent); "
+            "`loomgate jupyter enable --no-live-cells` turns them off."
+        )
+    return "Live cells: off; the agent's cells stay in the records (`loomgate export`)."
