@@ -68,6 +68,13 @@ LINE_ZERO = (
 )
 
 RULES = (
+    # output stream
+    Rule(
+        "OutputStreamǁ__init__",
+        "self._tag = 1",
+        "a new stream holds nothing pending, so the commit a first write under another tag "
+        "causes appends no line: the first tag it starts from is never seen",
+    ),
     # translator settings
     Rule(
         "settings.x_parser_",
