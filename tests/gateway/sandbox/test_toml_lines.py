@@ -81,8 +81,9 @@ def test_dotted_top_level_tables() -> None:
     ("text", "call", "expected"),
     [
         # names and values holding a backslash or a quote, as TOML escapes them
-        ('[profiles."a\\\\b"]\n', lambda t: t.table("profiles", "a\\b"), 1),
-        ('x = 1\n[profiles."a\\"b"]\n', lambda t: t.table("profiles", 'a"b'), 2),
+        # (the fallback, the line of [profiles.x], is 1)
+        ('[profiles.x]\n[profiles."a\\\\b"]\n', lambda t: t.table("profiles", "a\\b"), 2),
+        ('[profiles.x]\n[profiles."a\\"b"]\n', lambda t: t.table("profiles", 'a"b'), 2),
         (
             '[profiles.p]\nhidden = [\n  "/x",\n  "/a\\\\b",\n]\n',
             lambda t: t.item("profiles", "p", "hidden", "/a\\b"),
