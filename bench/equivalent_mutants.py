@@ -62,6 +62,11 @@ MORE_MATCHES = (
     "finding more matches than max_matches + 1 only costs time: the list is cut to max_matches "
     "and `truncated` is the same"
 )
+VERSION_3_11 = (
+    "a running Python's version_info has five fields, so it is above (3, 11) exactly when it is "
+    "at least (3, 11)"
+)
+UTF_8 = 'Python names one codec "utf-8" and "UTF-8"'
 LINE_ZERO = (
     "0 is refused first (line numbers start at 1), so `< 0` and `<= 0` (or `< 1`) agree on every "
     "number that gets here"
@@ -136,7 +141,7 @@ RULES = (
     Rule(
         "terminal_text.xǁTerminalTextǁ__init__",
         'getincrementaldecoder("UTF-8")',
-        'Python names one codec "utf-8" and "UTF-8"',
+        UTF_8,
     ),
     Rule(
         "terminal_text.xǁTerminalTextǁfinish_",
@@ -219,14 +224,13 @@ RULES = (
     Rule(
         "gateways_toml.x_load_gateways_toml_",
         "sys.version_info > (3, 11)",
-        "a running Python's version_info has five fields, so it is above (3, 11) exactly when "
-        "it is at least (3, 11)",
+        VERSION_3_11,
     ),
     Rule("gateways_toml.x_load_gateways_toml_", "token_in_file = None", FALSE),
     Rule(
         "gateways_toml.x_load_gateways_toml_",
         'path.read_text(encoding="UTF-8")',
-        'Python names one codec "utf-8" and "UTF-8"',
+        UTF_8,
     ),
     Rule(
         "gateways_toml.x_load_gateways_toml_",
@@ -273,7 +277,7 @@ RULES = (
     Rule(
         "output_log.",
         '"UTF-8"',
-        'Python names one codec "utf-8" and "UTF-8"',
+        UTF_8,
     ),
     Rule(
         "output_log.",
@@ -403,6 +407,54 @@ RULES = (
         "output_log.x_clip_line_",
         "len(text) < max_chars",
         "a line of exactly max_chars, cut to max_chars, is itself with 0 cut",
+    ),
+    # sandbox policy
+    Rule(
+        "sandbox.profiles.x_concrete_path_",
+        'home / text[2:].lstrip("/")',
+        'the text is "~" or begins "~/", so the one character more cut is the "/" lstrip() '
+        "drops anyway",
+    ),
+    Rule(
+        "sandbox.profiles.x_default_processes_",
+        "(cpus or 2)",
+        "with the CPUs unknown, 64 × 2 is below 512 as 64 × 1 is, and max() gives 512 for both",
+    ),
+    Rule("sandbox.profiles.x_resolved_", "strict=None", FALSE),
+    Rule(
+        "sandbox.profiles.x_session_runtime_dirs_",
+        '"XDG_RUNTIME_DIR", "XXXX"',
+        'an unset XDG_RUNTIME_DIR reads as "XXXX", which does not begin with "/" any more than '
+        '"" does',
+    ),
+    Rule("sandbox.config.x_load_sandbox_config_", 'data.decode("UTF-8")', UTF_8),
+    Rule("sandbox.config.x_toml_loads_", "sys.version_info > (3, 11)", VERSION_3_11),
+    Rule(
+        "sandbox.config.x_syntax_error_",
+        "match.group(2)",
+        "the line and the column are groups of one branch of TOML_WHERE's alternation: both "
+        "match or neither does",
+    ),
+    Rule(
+        "sandbox.rule_failures.x_failure_of_",
+        '(error_value or "XXXX")',
+        'a cell without an error value is read as if it said "XXXX", which names no path and '
+        "holds no sign of the network, memory or processes",
+    ),
+    Rule(
+        "sandbox.rule_failures.x_failure_of_",
+        'error_name or "XXXX"',
+        'an error name "XXXX", like "", is neither BlockingIOError nor a memory error',
+    ),
+    Rule(
+        "shared.sizes.x_format_size_",
+        'rstrip("XX0XX")',
+        'the text is digits and one ".", so stripping an "X" too strips nothing more',
+    ),
+    Rule(
+        "shared.sizes.x_format_size_",
+        'rstrip("XX.XX")',
+        'the text is digits and one ".", so stripping an "X" too strips nothing more',
     ),
 )
 

@@ -13,6 +13,7 @@ from loomgate.gateway.sandbox.config import (
     UnknownProfile,
     load_sandbox_config,
     sandbox_file,
+    syntax_error,
 )
 from loomgate.gateway.sandbox.profiles import BUILT_IN, STRICT, WORKSPACE, GiB, MiB
 
@@ -118,87 +119,231 @@ def test_an_unknown_profile_names_the_known_ones(tmp_path: Path) -> None:
 
 BAD = [
     # syntax
-    ('default = "workspace\n', 1, "invalid TOML: Illegal character"),
-    ("default = \n", 1, "invalid TOML: Invalid value"),
+    ('default = "workspace\n', 1, "invalid TOML: Illegal character '\\n' (column 21)"),
+    ("default = \n", 1, "invalid TOML: Invalid value (column 11)"),
     ("\n\n[profiles.a]\nnetwork = nope\n", 4, "invalid TOML: Invalid value (column 11)"),
-    ('[profiles.a]\nwritable = ["x",\n', 2, "invalid TOML"),
-    ('default = "a"\ndefault = "b"\n', 2, "invalid TOML: Cannot overwrite a value"),
+    ('[profiles.a]\nwritable = ["x",\n', 2, "invalid TOML: Invalid value (at the end of the file)"),
+    ('default = "a"\ndefault = "b"\n', 2, "invalid TOML: Cannot overwrite a value (column 14)"),
     # top level
     ('defualt = "strict"\n', 1, "unknown key 'defualt' (allowed: default, jupyter_api, profiles)"),
-    ("\n[sandbox]\nx = 1\n", 2, "unknown key 'sandbox'"),
+    ("\n[sandbox]\nx = 1\n", 2, "unknown key 'sandbox' (allowed: default, jupyter_api, profiles)"),
     ("default = 3\n", 1, "'default' must be a profile's name in quotes"),
     (
         '\ndefault = "lax"\n',
         2,
-        "'default' names profile 'lax', which is not defined (the profiles:",
+        "'default' names profile 'lax', which is not defined (the profiles: none, strict, "
+        "workspace)",
     ),
-    ('jupyter_api = "lax"\n', 1, "'jupyter_api' names profile 'lax'"),
+    (
+        'jupyter_api = "lax"\n',
+        1,
+        "'jupyter_api' names profile 'lax', which is not defined (the profiles: none, strict, "
+        "workspace)",
+    ),
     ('profiles = "x"\n', 1, "'profiles' must be a table of [profiles.NAME] tables"),
     # profile names and tables
-    ("[profiles.none]\n", 1, "profile 'none' is built in (no sandbox) and cannot be redefined"),
-    ('[profiles.none]\nwritable = ["/"]\n', 1, "profile 'none' is built in"),
-    ('[profiles."a b"]\n', 1, "profile name 'a b' is not allowed"),
-    ('[profiles]\n"-x" = {}\n', 2, "profile name '-x' is not allowed"),
+    (
+        "[profiles.none]\n",
+        1,
+        "profile 'none' is built in (no sandbox) and cannot be redefined; give your profile "
+        "another name",
+    ),
+    (
+        '[profiles.none]\nwritable = ["/"]\n',
+        1,
+        "profile 'none' is built in (no sandbox) and cannot be redefined; give your profile "
+        "another name",
+    ),
+    (
+        '[profiles."a b"]\n',
+        1,
+        "profile name 'a b' is not allowed: use letters, digits, '-' and '_' (at most 40, "
+        "starting with a letter or digit)",
+    ),
+    (
+        '[profiles]\n"-x" = {}\n',
+        2,
+        "profile name '-x' is not allowed: use letters, digits, '-' and '_' (at most 40, starting "
+        "with a letter or digit)",
+    ),
     ("[profiles]\na = 1\n", 2, "profile 'a' must be a table ([profiles.a])"),
     (
         '[profiles.a]\nnetwork = true\nwriteable = ["{cwd}"]\n',
         3,
-        "profile 'a' has an unknown key 'writeable' (allowed: extends,",
+        "profile 'a' has an unknown key 'writeable' (allowed: extends, writable, hidden, network, "
+        "memory, processes)",
     ),
     # extends
-    ('[profiles.a]\nextends = "lax"\n', 2, "profile 'a' extends 'lax', which is not defined"),
-    ('[profiles.a]\nextends = "none"\n', 2, "profile 'a' cannot extend 'none'"),
-    ("[profiles.a]\nextends = 1\n", 2, "'extends' must be a profile's name"),
-    ('[profiles.a]\nextends = "b"\n[profiles.b]\nextends = "a"\n', 4, "in a circle (a → b → a)"),
+    (
+        '[profiles.a]\nextends = "lax"\n',
+        2,
+        "profile 'a' extends 'lax', which is not defined (the profiles: a, strict, workspace)",
+    ),
+    (
+        '[profiles.a]\nextends = "none"\n',
+        2,
+        "profile 'a' cannot extend 'none', which is no sandbox; extend 'workspace' or 'strict'",
+    ),
+    ("[profiles.a]\nextends = 1\n", 2, "profile 'a': 'extends' must be a profile's name in quotes"),
+    (
+        '[profiles.a]\nextends = "b"\n[profiles.b]\nextends = "a"\n',
+        4,
+        "profiles extend each other in a circle (a → b → a)",
+    ),
     (
         '[profiles.workspace]\nextends = "a"\n[profiles.a]\n',
         3,
-        "in a circle (workspace → a → workspace)",
+        "profiles extend each other in a circle (workspace → a → workspace)",
     ),
     # paths
-    ('[profiles.a]\nwritable = "{cwd}"\n', 2, "'writable' must be a list of paths in quotes"),
-    ("[profiles.a]\nhidden = [1]\n", 2, "'hidden' must be a list of paths"),
+    (
+        '[profiles.a]\nwritable = "{cwd}"\n',
+        2,
+        "profile 'a': 'writable' must be a list of paths in quotes (e.g. writable = [\"{cwd}\", "
+        '"~/.cache/pip"])',
+    ),
+    (
+        "[profiles.a]\nhidden = [1]\n",
+        2,
+        "profile 'a': 'hidden' must be a list of paths in quotes (e.g. hidden = [\"{cwd}\", "
+        '"~/.cache/pip"])',
+    ),
     (
         '[profiles.a]\nwritable = [\n  "{cwd}",\n  "data",\n]\n',
         4,
-        "writable: path 'data' is relative: write it as {cwd}/data",
+        "profile 'a': writable: path 'data' is relative: write it as {cwd}/data, ~/data or an "
+        "absolute path",
     ),
-    ('[profiles.a]\nhidden = ["~bob/x"]\n', 2, "hidden: path '~bob/x' names another user's home"),
-    ('[profiles.a]\nhidden = ["/x/{cwd}"]\n', 2, "{cwd} may only begin a path"),
-    ('[profiles.a]\nwritable = [""]\n', 2, "a path is empty"),
-    ('[profiles.a]\nwritable = ["~"]\n', 2, "writable path '~' is your home directory"),
-    ('[profiles.a]\nwritable = ["/"]\n', 2, "writable path '/' is the whole file system"),
+    (
+        '[profiles.a]\nhidden = ["~bob/x"]\n',
+        2,
+        "profile 'a': hidden: path '~bob/x' names another user's home: write ~/… (yours) or an "
+        "absolute path",
+    ),
+    (
+        '[profiles.a]\nhidden = ["/x/{cwd}"]\n',
+        2,
+        "profile 'a': hidden: path '/x/{cwd}' uses {cwd} inside it: {cwd} may only begin a path",
+    ),
+    ('[profiles.a]\nwritable = [""]\n', 2, "profile 'a': writable: a path is empty"),
+    (
+        '[profiles.a]\nwritable = ["~"]\n',
+        2,
+        "profile 'a': writable path '~' is your home directory: a kernel that may write there "
+        "could change your shell's start-up files and run code outside its sandbox",
+    ),
+    (
+        '[profiles.a]\nwritable = ["/"]\n',
+        2,
+        "profile 'a': writable path '/' is the whole file system: a kernel that may write there "
+        "could change your shell's start-up files and run code outside its sandbox",
+    ),
     (
         '[profiles.a]\nwritable = ["~/.ssh/x"]\n',
         2,
-        "writable path '~/.ssh/x' lies inside the hidden path '~/.ssh'",
+        "profile 'a': writable path '~/.ssh/x' lies inside the hidden path '~/.ssh': a kernel "
+        "cannot write where it cannot see",
     ),
-    ('[profiles.a]\nwritable = ["/run/dbus"]\n', 2, "lies inside the hidden path '/run/dbus'"),
+    (
+        '[profiles.a]\nwritable = ["/run/dbus"]\n',
+        2,
+        "profile 'a': writable path '/run/dbus' lies inside the hidden path '/run/dbus': a kernel "
+        "cannot write where it cannot see",
+    ),
     (
         '[profiles.a]\nhidden = ["{cwd}/d"]\nwritable = ["{cwd}/d/e"]\n',
         3,
-        "lies inside the hidden path '{cwd}/d'",
+        "profile 'a': writable path '{cwd}/d/e' lies inside the hidden path '{cwd}/d': a kernel "
+        "cannot write where it cannot see",
     ),
     (
         '[profiles.a]\nextends = "b"\n[profiles.b]\nwritable = ["~/.aws"]\n',
         4,
-        "profile 'b': writable path '~/.aws'",
+        "profile 'b': writable path '~/.aws' lies inside the hidden path '~/.aws': a kernel "
+        "cannot write where it cannot see",
     ),
     # network, memory, processes
-    ('[profiles.a]\nnetwork = "off"\n', 2, "'network' must be true or false"),
+    ('[profiles.a]\nnetwork = "off"\n', 2, "profile 'a': 'network' must be true or false"),
     (
         '[profiles.a]\nmemory = "4 gigs"\n',
         2,
-        "profile 'a': 'memory': '4 gigs' has an unknown unit 'gigs'",
+        "profile 'a': 'memory': '4 gigs' has an unknown unit 'gigs': use B, KiB, MiB, GiB, TiB "
+        "(or K, M, G, T), or KB, MB, GB, TB for powers of 1000",
     ),
-    ("[profiles.a]\nmemory = 0\n", 2, "'memory': size 0 is not positive"),
-    ("[profiles.a]\nmemory = true\n", 2, "'memory' must be a size"),
-    ("[profiles.a]\nmemory = 1.5\n", 2, "'memory' must be a size"),
-    ('[profiles.a]\nprocesses = "512"\n', 2, "'processes' must be a positive number"),
-    ("[profiles.a]\nprocesses = 0\n", 2, "'processes' must be a positive number"),
-    ("[profiles.a]\nprocesses = true\n", 2, "'processes' must be a positive number"),
+    (
+        "[profiles.a]\nmemory = 0\n",
+        2,
+        "profile 'a': 'memory': size 0 is not positive: write e.g. '4GiB', '512MiB', '2G' or a "
+        "number of bytes",
+    ),
+    (
+        "[profiles.a]\nmemory = true\n",
+        2,
+        "profile 'a': 'memory' must be a size (e.g. \"4GiB\", \"512MiB\" or a number of bytes), "
+        "or false for no limit",
+    ),
+    (
+        "[profiles.a]\nmemory = 1.5\n",
+        2,
+        "profile 'a': 'memory' must be a size (e.g. \"4GiB\", \"512MiB\" or a number of bytes), "
+        "or false for no limit",
+    ),
+    (
+        '[profiles.a]\nprocesses = "512"\n',
+        2,
+        "profile 'a': 'processes' must be a positive number (processes and threads together, e.g. "
+        "512), or false for no limit",
+    ),
+    (
+        "[profiles.a]\nprocesses = 0\n",
+        2,
+        "profile 'a': 'processes' must be a positive number (processes and threads together, e.g. "
+        "512), or false for no limit",
+    ),
+    (
+        "[profiles.a]\nprocesses = true\n",
+        2,
+        "profile 'a': 'processes' must be a positive number (processes and threads together, e.g. "
+        "512), or false for no limit",
+    ),
     # the inline form points at its line
-    ("[profiles]\na = { network = 1 }\n", 2, "'network' must be true or false"),
+    ("[profiles]\na = { network = 1 }\n", 2, "profile 'a': 'network' must be true or false"),
+    # the line of a conflict is that of the key the profile writes
+    (
+        '[profiles.a]\nhidden = ["{cwd}"]\n',
+        2,
+        "profile 'a': writable path '{cwd}' lies inside the hidden path '{cwd}': a kernel cannot "
+        "write where it cannot see",
+    ),
+    (
+        '[profiles.a]\nwritable = ["~/./.ssh"]\n',
+        2,
+        "profile 'a': writable path '~/./.ssh' lies inside the hidden path '~/.ssh': a kernel "
+        "cannot write where it cannot see",
+    ),
+    (
+        '[profiles.a]\nwritable = ["~/.ssh/../data", "~"]\n',
+        2,
+        "profile 'a': writable path '~' is your home directory: a kernel that may write there "
+        "could change your shell's start-up files and run code outside its sandbox",
+    ),
+    (
+        '[profiles.a]\nwritable = ["~/.config/gh/x"]\n',
+        2,
+        "profile 'a': writable path '~/.config/gh/x' lies inside the hidden path '~/.config/gh': "
+        "a kernel cannot write where it cannot see",
+    ),
+    (
+        '[profiles.a]\nextends = "lax"\n[profiles.b]\n',
+        2,
+        "profile 'a' extends 'lax', which is not defined (the profiles: a, b, strict, workspace)",
+    ),
+    (
+        "[profiles.a]\nprocesses = -3\n",
+        2,
+        "profile 'a': 'processes' must be a positive number (processes and threads together, e.g. "
+        "512), or false for no limit",
+    ),
 ]
 
 
@@ -212,13 +357,15 @@ def test_a_malformed_file_is_refused_with_its_line(
     error = refused.value
     assert (error.path, error.line) == (path, line)
     assert str(error).startswith(f"{path}:{line}: ")
-    assert message in error.message, error.message
+    assert error.message == message
 
 
 def test_a_file_that_is_not_text(tmp_path: Path) -> None:
     path = write(tmp_path, b'default = "strict"\n# \xff\n')
-    with pytest.raises(SandboxConfigError, match=r":2: is not UTF-8 text$"):
+    with pytest.raises(SandboxConfigError) as refused:
         load_sandbox_config(path)
+    assert (refused.value.path, refused.value.line) == (path, 2)
+    assert str(refused.value) == f"{path}:2: is not UTF-8 text"
 
 
 def test_a_file_that_cannot_be_read(tmp_path: Path) -> None:
@@ -226,5 +373,77 @@ def test_a_file_that_cannot_be_read(tmp_path: Path) -> None:
     path.mkdir()
     with pytest.raises(SandboxConfigError) as refused:
         load_sandbox_config(path)
-    assert refused.value.line is None
-    assert str(refused.value).startswith(f"{path}: cannot be read (")
+    assert (refused.value.path, refused.value.line) == (path, None)
+    assert str(refused.value) == f"{path}: cannot be read (Is a directory)"
+
+
+@pytest.mark.parametrize(
+    ("value", "processes"), [("1", 1), ("512", 512), ('"none"', None), ("false", None)]
+)
+def test_processes_values(tmp_path: Path, value: str, processes: int | None) -> None:
+    path = write(tmp_path, f"[profiles.p]\nprocesses = {value}\n")
+    assert load_sandbox_config(path).profile("p").processes == processes
+
+
+def test_an_unknown_profile_without_a_file_names_where_to_define_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    with pytest.raises(UnknownProfile) as refused:
+        SandboxConfig().profile("lax")
+    assert str(refused.value) == (
+        "There is no sandbox profile 'lax': the profiles are none, strict, workspace "
+        f"(define others in {tmp_path / 'loomgate' / 'sandbox.toml'})."
+    )
+
+
+class TomlError(ValueError):
+    """A TOML error as Python 3.14's tomllib gives it: lineno and colno beside the message."""
+
+    def __init__(self, message: str, lineno: int | None, colno: int | None) -> None:
+        super().__init__(message)
+        self.lineno = lineno
+        self.colno = colno
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "expected"),
+    [
+        ("a\nb\n", ValueError("Bad (at line 2, column 3)"), (2, "invalid TOML: Bad (column 3)")),
+        (
+            "a\nb\n",
+            ValueError("Bad (at end of document)"),
+            (2, "invalid TOML: Bad (at the end of the file)"),
+        ),
+        (
+            "a\nb",
+            ValueError("Bad (at end of document)"),
+            (2, "invalid TOML: Bad (at the end of the file)"),
+        ),
+        (
+            "a",
+            ValueError("Bad (at end of document)"),
+            (1, "invalid TOML: Bad (at the end of the file)"),
+        ),
+        (
+            "",
+            ValueError("Bad (at end of document)"),
+            (1, "invalid TOML: Bad (at the end of the file)"),
+        ),
+        ("a\nb\nc", ValueError("Bad\nmore"), (3, "invalid TOML: Bad (at the end of the file)")),
+        ("a\n", ValueError(""), (1, "invalid TOML: invalid TOML (at the end of the file)")),
+        ("a\nb\nc\n", TomlError("Bad", 2, 5), (2, "invalid TOML: Bad (column 5)")),
+        (
+            "a\nb\nc\n",
+            TomlError("Bad (at line 1, column 4)", 2, 5),
+            (1, "invalid TOML: Bad (column 4)"),
+        ),
+        (
+            "a\nb\nc\n",
+            TomlError("Bad", None, None),
+            (3, "invalid TOML: Bad (at the end of the file)"),
+        ),
+    ],
+)
+def test_syntax_error(text: str, error: ValueError, expected: tuple[int, str]) -> None:
+    assert syntax_error(text, error) == expected

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,6 +72,37 @@ def test_the_defaults_follow_the_machine() -> None:
 )
 def test_default_memory(physical: int | None, expected: int) -> None:
     assert default_memory(physical) == expected
+    assert type(default_memory(physical)) is int  # a whole number of bytes, not a float
+
+
+def sysconf(pages: int, page_size: int | Exception) -> Callable[[str], int]:
+    """A sysconf() that tells `pages` pages of `page_size` bytes (or raises it)."""
+
+    def answer(name: str) -> int:
+        if isinstance(page_size, Exception):
+            raise page_size
+        return {"SC_PHYS_PAGES": pages, "SC_PAGE_SIZE": page_size}[name]
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("pages", "page_size", "expected"),
+    [
+        (1000, 4096, 4096000),
+        (1, 4096, 4096),
+        (1000, 1, 1000),
+        (0, 4096, None),
+        (-1, 4096, None),  # sysconf's "unknown"
+        (1000, 0, None),
+        (1000, -1, None),
+        (-1, -1, None),
+        (1000, ValueError("SC_PHYS_PAGES"), None),  # a name this OS does not know
+        (1000, OSError(22, "Invalid argument"), None),
+    ],
+)
+def test_physical_memory(pages: int, page_size: int | Exception, expected: int | None) -> None:
+    assert physical_memory(sysconf(pages, page_size)) == expected
 
 
 @pytest.mark.parametrize(
@@ -91,6 +124,25 @@ def test_default_processes(cpus: int | None, expected: int) -> None:
 )
 def test_session_runtime_dirs(environ: dict[str, str], uid: int, expected: tuple[str, ...]) -> None:
     assert session_runtime_dirs(environ, uid) == tuple(Path(p) for p in expected)
+
+
+def test_session_runtime_dirs_default_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/tmp/rt-of-this-test")
+    assert session_runtime_dirs() == (
+        Path("/tmp/rt-of-this-test"),
+        Path(f"/run/user/{os.getuid()}"),
+    )
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert session_runtime_dirs() == (Path(f"/run/user/{os.getuid()}"),)
+
+
+def test_rules_hide_this_sessions_runtime_dirs_by_default(
+    place: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, cwd = place
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/tmp/rt-of-this-test")
+    hidden = WORKSPACE.rules(cwd=cwd, home=home).hidden
+    assert {Path("/tmp/rt-of-this-test"), Path(f"/run/user/{os.getuid()}")} <= set(hidden)
 
 
 def test_none_is_not_confined(place: tuple[Path, Path]) -> None:
@@ -148,23 +200,59 @@ def test_nested_and_repeated_paths_are_dropped(place: tuple[Path, Path]) -> None
     assert cwd / ".env" in rules.hidden  # hidden inside writable: it stays hidden
 
 
+INSIDE_HIDDEN = (
+    "Profile 'mine' makes {} writable, but it lies inside the hidden path {}: a kernel cannot "
+    "write where it cannot see; remove it from the profile's writable list."
+)
+HOLDS_HOME = (
+    "Profile 'mine' would make {} writable, which {}: a kernel that may write there could "
+    "change your shell's start-up files and run code outside its sandbox. Start the kernel in a "
+    "project directory, or choose profile 'none'."
+)
+CWD_HIDDEN = (
+    "The kernel's working directory {} lies inside {}, which profile 'mine' hides: start the "
+    "kernel in another directory, or choose profile 'none'."
+)
+
+
 @pytest.mark.parametrize(
     ("writable", "hidden", "where", "message"),
     [
-        (("~/.ssh/keys",), (), "project", "lies inside the hidden path"),
-        (("~/.aws",), (), "project", "lies inside the hidden path"),
-        (("{cwd}/data",), ("{cwd}",), "project", "lies inside the hidden path"),
-        (("/srv/shared",), ("/srv",), "project", "lies inside the hidden path"),
-        (("~",), (), "project", "is your home directory"),
-        (("/",), (), "project", "holds your home directory"),
-        (("{cwd}/..",), (), "project", "is your home directory"),
-        ((), ("{cwd}",), "project", "The kernel's working directory"),
-        ((), ("~",), "project", "The kernel's working directory"),
-        ((), ("~/.ssh",), "ssh", "The kernel's working directory"),
-        (("data",), (), "project", "is relative: write it as {cwd}/data"),
-        (("~bob/x",), (), "project", "names another user's home"),
-        (("/x/{cwd}",), (), "project", "{cwd} may only begin a path"),
+        (("~/.ssh/keys",), (), "project", INSIDE_HIDDEN.format("HOME/.ssh/keys", "HOME/.ssh")),
+        (("~/.aws",), (), "project", INSIDE_HIDDEN.format("HOME/.aws", "HOME/.aws")),
+        (
+            ("{cwd}/data",),
+            ("{cwd}",),
+            "project",
+            INSIDE_HIDDEN.format("HOME/project/data", "HOME/project"),
+        ),
+        (("/srv/shared",), ("/srv",), "project", INSIDE_HIDDEN.format("/srv/shared", "/srv")),
+        (("~",), (), "project", HOLDS_HOME.format("HOME", "is your home directory")),
+        (("/",), (), "project", HOLDS_HOME.format("/", "holds your home directory")),
+        (("{cwd}/..",), (), "project", HOLDS_HOME.format("HOME", "is your home directory")),
+        ((), ("{cwd}",), "project", CWD_HIDDEN.format("HOME/project", "HOME/project")),
+        ((), ("~",), "project", CWD_HIDDEN.format("HOME/project", "HOME")),
+        ((), ("~/.ssh",), "ssh", CWD_HIDDEN.format("HOME/.ssh/inner", "HOME/.ssh")),
+        (
+            ("data",),
+            (),
+            "project",
+            "Path 'data' is relative: write it as {cwd}/data, ~/data or an absolute path",
+        ),
+        (
+            ("~bob/x",),
+            (),
+            "project",
+            "Path '~bob/x' names another user's home: write ~/… (yours) or an absolute path",
+        ),
+        (
+            ("/x/{cwd}",),
+            (),
+            "project",
+            "Path '/x/{cwd}' uses {cwd} inside it: {cwd} may only begin a path",
+        ),
         ((), ("",), "project", "A path is empty"),
+        ((), ("/a\x00b",), "project", "Path '/a\\x00b' holds a NUL character"),
     ],
 )
 def test_rules_that_cannot_hold_are_refused(
@@ -177,9 +265,29 @@ def test_rules_that_cannot_hold_are_refused(
     home, project = place
     cwd = {"project": project, "home": home, "ssh": home / ".ssh" / "inner"}[where]
     profile = replace(WORKSPACE, name="mine", writable=writable, hidden=hidden)
-    with pytest.raises(SandboxRulesError, match=r"^[A-Z]") as refused:
+    with pytest.raises(SandboxRulesError) as refused:
         profile.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME)
-    assert message in str(refused.value)
+    assert str(refused.value) == message.replace("HOME", str(home))
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{cwd}", None),
+        ("{cwd}/x", None),
+        ("~", None),
+        ("~/x", None),
+        ("/x", None),
+        ("", "a path is empty"),
+        ("/a\x00b", "path '/a\\x00b' holds a NUL character"),
+        ("{cwd}x", "path '{cwd}x' uses {cwd} inside it: {cwd} may only begin a path"),
+        ("{cwd}/{cwd}", "path '{cwd}/{cwd}' uses {cwd} inside it: {cwd} may only begin a path"),
+        ("~bob", "path '~bob' names another user's home: write ~/… (yours) or an absolute path"),
+        ("x", "path 'x' is relative: write it as {cwd}/x, ~/x or an absolute path"),
+    ],
+)
+def test_written_path_problem(text: str, problem: str | None) -> None:
+    assert written_path_problem(text) == problem
 
 
 @pytest.mark.parametrize("where", ["home", "root"])
@@ -233,6 +341,9 @@ def test_private_dirs_holding_the_cwd_are_refused(place: tuple[Path, Path]) -> N
         ("~/.cache/pip", "/h/.cache/pip"),
         ("/data//x/.", "/data/x"),
         ("/data/../etc", "/etc"),
+        # only the slashes after {cwd} or ~ are dropped, not what follows them
+        ("{cwd}//X/", "/work/p/X"),
+        ("~//X", "/h/X"),
     ],
 )
 def test_concrete_path(text: str, expected: str) -> None:

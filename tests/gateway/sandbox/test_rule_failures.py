@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.rule_failures import failure_of
+from loomgate.gateway.sandbox.rule_failures import failure_of, path_before, unquote
 
 H = "/nonexistent-home"
 WS = SandboxRules(
@@ -113,6 +113,11 @@ READ_ONLY = [
     out(WS, f"Warning: Failed to open the file {H}/out.html: Read-only file system",
         "read_only", f"{H}/out.html"),
     out(WS, "sh: 1: cannot create x: Read-only file system", "read_only", None),
+    out(WS, "cat: : Read-only file system", "read_only", None),  # no path given
+    # every line is read: one the rules do not explain does not end the search
+    err(WS, "PermissionError", f"{DENIED} '/etc/shadow'\n{EROFS} '/etc/x'", "read_only", "/etc/x"),
+    out(WS, f"rm: cannot remove '{H}/.ssh/x': Permission denied\n"
+        "Cannot write to ‘/etc/shadow’ (Permission denied).\n", "hidden", f"{H}/.ssh/x"),
     # many lines: the last one the rules explain
     out(WS, "rm: cannot remove '/usr/share/doc/a': Read-only file system\n" * 3000
         + "rm: cannot remove '/usr/share/doc/b': Read-only file system",
@@ -138,6 +143,10 @@ NOT_THE_SANDBOX = [
         None, None),
     err(WS, "NameError", "name 'x' is not defined", None, None),
     (WS, None, None, "", None, None),
+    # a rename across mounts is judged by its target, so it needs both paths
+    err(WS, "OSError", "[Errno 18] Invalid cross-device link: '/etc/x'", None, None),
+    out(WS, "mv: cannot move '/etc/x': Invalid cross-device link", None, None),
+    out(WS, "mv: : Invalid cross-device link", None, None),
 ]
 NETWORK = [
     err(ST, "ConnectionRefusedError", "[Errno 111] Connection refused", "network", None),
@@ -195,6 +204,7 @@ PROCESSES = [
     out(WS, "OpenBLAS blas_thread_init: pthread_create failed for thread 1 of 8: Resource "
         "temporarily unavailable", "processes", None),
     out(NO_MEMORY, "bash: fork: Cannot allocate memory", "processes", None),
+    out(NO_MEMORY, "fork failed\nerror: Cannot allocate memory\n", "processes", None),
     err(UNLIMITED, "BlockingIOError", "[Errno 11] Resource temporarily unavailable", None, None),
     out(UNLIMITED, "bash: fork: retry: Resource temporarily unavailable", None, None),
     out(UNLIMITED, "bash: fork: Cannot allocate memory", None, None),
@@ -255,3 +265,40 @@ def test_symlinks_to_hidden_paths_are_followed(tmp_path: Path) -> None:
         stderr="",
     )
     assert found == {"rule": "hidden", "profile": "workspace", "path": f"{tmp_path}/link/id_rsa"}
+
+
+@pytest.mark.parametrize(
+    ("head", "path"),
+    [
+        ("cat: /x", "/x"),
+        ("cat: /a b", "/a b"),
+        ("tee: ./my file", "./my file"),
+        ("tee: ~/my file", "~/my file"),
+        ("cat: notes.txt", "notes.txt"),
+        ("bash: /tmp/run.sh: out.txt", "out.txt"),  # the segment after the last ": "
+        ("cat /x", "/x"),
+        ("sh: 1: cannot create /a b", "/a b"),
+        ("Failed to open the file /tmp/a /b", "/tmp/a /b"),
+        ("touch: cannot touch '/x'", "/x"),
+        ("mv: a; failed '/x'; unable to remove target", "/x"),  # before the last "; "
+        ("mkdir: cannot create directory ‘/d’", "/d"),
+        ("cat: ", None),
+        ("", None),
+    ],
+)
+def test_path_before(head: str, path: str | None) -> None:
+    assert path_before(head) == path
+
+
+@pytest.mark.parametrize(
+    ("literal", "text"),
+    [
+        ("'/x'", "/x"),
+        ('"it\'s"', "it's"),
+        ("'a\\'b'", "a'b"),
+        ("''", ""),
+        ("'bad\\x'", "bad\\x"),  # not a literal Python reads: the text between the quotes
+    ],
+)
+def test_unquote(literal: str, text: str) -> None:
+    assert unquote(literal) == text

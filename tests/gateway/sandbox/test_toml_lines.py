@@ -75,3 +75,50 @@ def test_dotted_top_level_tables() -> None:
     assert lines.table("profiles", "p") == 2
     assert lines.key("profiles", "p", "network") == 2
     assert lines.top_level("profiles") == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "call", "expected"),
+    [
+        # names and values holding a backslash or a quote, as TOML escapes them
+        # (the fallback, the line of [profiles.x], is 1)
+        ('[profiles.x]\n[profiles."a\\\\b"]\n', lambda t: t.table("profiles", "a\\b"), 2),
+        ('[profiles.x]\n[profiles."a\\"b"]\n', lambda t: t.table("profiles", 'a"b'), 2),
+        (
+            '[profiles.p]\nhidden = [\n  "/x",\n  "/a\\\\b",\n]\n',
+            lambda t: t.item("profiles", "p", "hidden", "/a\\b"),
+            4,
+        ),
+        # a list is searched from its key on, not from the top
+        (
+            '[profiles.p]\nhidden = ["/x"]\nwritable = ["/x"]\n',
+            lambda t: t.item("profiles", "p", "writable", "/x"),
+            3,
+        ),
+        # a key the table does not set: the table's line
+        ("[profiles.p]\nnetwork = true\n", lambda t: t.item("profiles", "p", "hidden", "/x"), 1),
+        # a table ends at the next header, even on the line right after it
+        (
+            "[profiles.a]\n[profiles.b]\nnetwork = true\n",
+            lambda t: t.key("profiles", "a", "network"),
+            1,
+        ),
+        # dotted keys and inline tables end with their table
+        (
+            "[profiles]\nd.network = false\n[other]\nd.memory = 1\n",
+            lambda t: t.key("profiles", "d", "memory"),
+            2,
+        ),
+        ("[profiles]\na = {}\n[other]\nb = 1\n", lambda t: t.table("profiles", "b"), 1),
+        ("[other]\nprofiles.b = 1\n", lambda t: t.table("profiles", "b"), None),
+        (
+            "profiles.p.network = false\nprofiles.p.memory = 1\n",
+            lambda t: t.table("profiles", "p"),
+            1,
+        ),
+        # a top-level key is looked for above the first header only
+        ('[profiles.p]\nmemory = "1G"\n', lambda t: t.top_level("memory"), None),
+    ],
+)
+def test_lines_of_small_texts(text: str, call: object, expected: int | None) -> None:
+    assert call(TomlLines(text)) == expected  # type: ignore[operator]

@@ -230,7 +230,7 @@ def build_profile(
             f"profile {name!r} extends {base_name!r}, which is not defined (the profiles: {known})",
             at("extends"),
         )
-    profile = replace(base, name=name, confined=True)
+    profile = replace(base, name=name)  # every base is confined: none is refused above
     if "writable" in table:
         profile = replace(profile, writable=paths(name, "writable", table["writable"], lines, fail))
     if "hidden" in table:
@@ -317,8 +317,9 @@ def written_conflict(profile: SandboxProfile) -> str | None:
                 "your shell's start-up files and run code outside its sandbox"
             )
         for h in hidden:
-            if ".." not in h and mine[: len(h)] == h:
-                shown = h[0] + "/" + "/".join(h[1:]) if h[0] != "/" else "/" + "/".join(h[1:])
+            # a hidden path with ".." is matched only by one with "..", skipped above
+            if mine[: len(h)] == h:
+                shown = "/" + "/".join(h[1:]) if h[0] == "/" else "/".join(h)
                 return (
                     f"writable path {text!r} lies inside the hidden path {shown!r}: a kernel "
                     "cannot write where it cannot see"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -89,11 +89,12 @@ ALWAYS_HIDDEN: tuple[str, ...] = (
 )
 
 
-def physical_memory() -> int | None:
-    """Return this machine's physical memory in bytes, None where the OS does not say."""
+def physical_memory(sysconf: Callable[[str], int] = os.sysconf) -> int | None:
+    """Return this machine's physical memory in bytes (as `sysconf` tells), None where the OS
+    does not say."""
     try:
-        pages = os.sysconf("SC_PHYS_PAGES")
-        page_size = os.sysconf("SC_PAGE_SIZE")
+        pages = sysconf("SC_PHYS_PAGES")
+        page_size = sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         return None
     return pages * page_size if pages > 0 and page_size > 0 else None
@@ -220,9 +221,7 @@ def session_runtime_dirs(
     explicit = env.get("XDG_RUNTIME_DIR", "")
     if explicit.startswith("/"):
         found.append(Path(explicit))
-    user = uid if uid is not None else getattr(os, "getuid", lambda: None)()
-    if user is not None:
-        found.append(Path("/run/user") / str(user))
+    found.append(Path("/run/user") / str(os.getuid() if uid is None else uid))
     return tuple(dict.fromkeys(found))
 
 

@@ -135,21 +135,20 @@ def path_denials(lines: list[str]) -> Iterator[PathDenial]:
 def unquote(literal: str) -> str:
     """Return the text of a Python string literal as repr() writes one."""
     try:
-        value = ast.literal_eval(literal)
+        return str(ast.literal_eval(literal))  # a quoted literal: always a str
     except (ValueError, SyntaxError):
         return literal[1:-1]
-    return value if isinstance(value, str) else literal[1:-1]
 
 
 def path_before(head: str) -> str | None:
     """Return the path a tool's message names just before its reason."""
     # "mv: inter-device move failed: 'a' to '/x'; unable to remove target": the path is
     # the quoted one before the clause.
-    for part in (head, head.rsplit("; ", 1)[0]):
+    for part in (head, head.rpartition("; ")[0]):
         quoted = TRAILING_QUOTED.search(part)
         if quoted is not None:
             return next(g for g in quoted.groups() if g is not None)
-    segment = head.rsplit(": ", 1)[-1].strip()
+    segment = head.rpartition(": ")[2].strip()
     if not segment or segment.startswith(("/", ".", "~")):
         return segment or None
     if " /" in segment:  # "cannot create /x", "Failed to open the file /x"
@@ -188,8 +187,7 @@ def path_failure(
 
 def forms(path: Path) -> tuple[Path, ...]:
     """Return `path`, and `path` with its symlinks resolved where they exist here."""
-    real = resolved(path)
-    return (path,) if real == path else (path, real)
+    return (path, resolved(path))
 
 
 def other_rule(rules: SandboxRules, error_name: str, lines: list[str]) -> SandboxRule | None:
