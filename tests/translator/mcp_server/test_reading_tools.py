@@ -156,7 +156,7 @@ async def test_a_stopped_kernels_history_stays_reachable(connect_client: Any) ->
         again = await mcp.call_tool("connect", {"kernel": "kept-history"})
         lines = text(again).split("\n")
         assert lines[0].startswith("Created kernel kept-history on ")
-        assert lines[0].endswith("(0 executions so far).")
+        assert lines[0].endswith("(0 executions so far); sandbox: none.")  # the suite's default
         short = old_id[:8]
         assert lines[1] == (
             f"The earlier kernel named kept-history ({short}) was stopped; its 1 execution "
