@@ -15,11 +15,12 @@ async def test_kernel_cwd_and_requested_env(http: httpx.AsyncClient, tmp_path: o
     assert r.status_code == 201, r.text
     kernel = r.json()["kernel"]["id"]
     try:
-        code = "import os; os.getcwd(), os.environ.get('LOOMGATE_REQUESTED')"
+        code = "import os; print(os.getcwd()); print(os.environ.get('LOOMGATE_REQUESTED'))"
         r = await http.post(
-            f"{API}/{kernel}/executions", json={"code": code, "wait": 30, "head": 1}
+            f"{API}/{kernel}/executions", json={"code": code, "wait": 30, "head": 2}
         )
-        assert r.json()["execution"]["output"]["head"][0]["text"] == repr((str(tmp_path), "yes"))
+        head = r.json()["execution"]["output"]["head"]
+        assert [line["text"] for line in head] == [str(tmp_path), "yes"]
     finally:
         await http.delete(f"{API}/{kernel}")
 

@@ -5,8 +5,10 @@ In [1], and ends with the gateway however it exits."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -135,6 +137,43 @@ async def test_a_gateway_stopped_as_its_pool_kernel_starts_leaves_no_kernel(
             gateway.stop()
             for pid in kernel_processes_in(gateway.state_dir):  # what a failure left running
                 os.kill(pid, signal.SIGKILL)
+
+
+# A kernel that takes a second before it becomes ipykernel: its launcher, then the kernel.
+SLOW_LAUNCHER = """\
+import os, sys, time
+time.sleep(1.0)
+os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *sys.argv[1:]])
+"""
+
+
+def slow_kernel_spec(root: Path) -> Path:
+    """Write a kernel spec `python3` (the default one, then) whose process is ipykernel only
+    after a second; return JUPYTER_PATH."""
+    spec = root / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    launcher = root / "slow_launcher.py"
+    launcher.write_text(SLOW_LAUNCHER)
+    argv = [sys.executable, str(launcher), "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "slow", "language": "python"})
+    )
+    return root
+
+
+async def test_a_pool_kernel_is_ready_only_once_it_answers(
+    fresh_gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    fresh_gateway.prewarm = 1
+    fresh_gateway.env = {"JUPYTER_PATH": str(slow_kernel_spec(tmp_path / "jupyter"))}
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        ready = await pooled(http)
+        # Listed only once it is ipykernel and answered: no longer its sleeping launcher.
+        cmdline = await asyncio.to_thread(Path(f"/proc/{ready['pid']}/cmdline").read_bytes)
+        assert b"ipykernel_launcher" in cmdline.split(b"\0"), cmdline
+        await created(http, name="claimed")
+        assert await output(http, "claimed", "import os; os.getpid()") == str(ready["pid"])
 
 
 async def test_no_pool_when_prewarm_is_zero(fresh_gateway: GatewayProcess) -> None:

@@ -4,7 +4,10 @@ as the kernel it becomes."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +16,13 @@ import pytest
 
 from tests.gateway.test_prewarm import pooled
 from tests.support.cells import KERNELS, output_texts, run
-from tests.support.gateways import GatewayProcess, client, resident_kernels
+from tests.support.gateways import (
+    GatewayProcess,
+    client,
+    kernel_processes_in,
+    resident_kernels,
+    wait_gone,
+)
 
 
 @pytest.fixture
@@ -87,3 +96,30 @@ async def test_a_prewarmed_kernel_is_confined_as_the_kernel_it_becomes(root: Pat
             await http.delete(f"{KERNELS}/{kernel['id']}")
     finally:
         gateway.stop()
+
+
+@pytest.mark.parametrize("stage", ["launched", "warming"])
+def test_a_gateway_stopped_as_its_confined_pool_kernel_starts_leaves_no_process(
+    root: Path, stage: str
+) -> None:
+    # SIGTERM while the pool's confined kernel starts: bubblewrap just launched, or the kernel
+    # inside still importing (the pool waits for its kernel_info). Nothing of it may outlive
+    # the gateway: not bubblewrap, not the sandbox's init, not the kernel.
+    gateway = gateway_in(root, prewarm=1)
+    try:
+        gateway.start()
+        assert gateway.proc is not None
+        deadline = time.monotonic() + 30
+        while not gateway.kernel_pids() and time.monotonic() < deadline:
+            pass
+        if stage == "warming":
+            while not resident_kernels(gateway.state_dir) and time.monotonic() < deadline:
+                pass  # its resident.json is written once bubblewrap's child is known
+        gateway.proc.terminate()
+        gateway.proc.wait(30)
+        running = kernel_processes_in(gateway.state_dir)
+        assert wait_gone(running, 30) == set(), "a confined pool kernel outlived its gateway"
+    finally:
+        gateway.stop()
+        for pid in kernel_processes_in(gateway.state_dir):  # what a failure left running
+            os.kill(pid, signal.SIGKILL)

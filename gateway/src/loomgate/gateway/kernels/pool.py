@@ -21,6 +21,7 @@ from typing import NamedTuple, cast
 
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.kernels import resident
+from loomgate.gateway.kernels.kernel_channels import Message
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.provisioner import remove_kernel_files
@@ -34,6 +35,7 @@ POOL_DIR = "pool"  # in the state dir: a directory per pool kernel, its resident
 DEFAULT_PREWARM = 1
 # At a gateway's start, how long the sandbox of a leftover pool kernel killed may take to empty.
 LEFTOVER_REMOVE_TIMEOUT = 0.5
+WARM_TIMEOUT = 60.0  # how long a pool kernel may take to answer kernel_info once launched
 
 
 class PoolKey(NamedTuple):
@@ -64,6 +66,7 @@ class KernelPool:
         self.idle: dict[PoolKey, list[ManagedKernel]] = {}  # ready kernels, oldest first
         self._fills: dict[PoolKey, asyncio.Task[None]] = {}
         self._stopping: set[asyncio.Task[None]] = set()
+        self._warming: set[asyncio.Task[bool]] = set()
         self._closing = False
 
     def is_pooled(self, kernel_id: str) -> bool:
@@ -135,10 +138,33 @@ class KernelPool:
                 self.members.pop(kernel_id, None)
                 self.log.warning("A prewarmed %s kernel did not start: %s", key.kernel_spec, e)
                 return
-            if kernel_id in self.members:  # not stopped meanwhile
-                # Its manager is the map's LoomKernelManager (jupyter types it as its base).
-                km = cast("ManagedKernel", self.mkm.get_kernel(kernel_id))
+            if kernel_id not in self.members:  # stopped meanwhile
+                continue
+            # Its manager is the map's LoomKernelManager (jupyter types it as its base).
+            km = cast("ManagedKernel", self.mkm.get_kernel(kernel_id))
+            warm = asyncio.get_running_loop().create_task(self._warm(km))
+            self._warming.add(warm)
+            warm.add_done_callback(self._warming.discard)
+            with contextlib.suppress(asyncio.CancelledError):  # stop_all: it stops the kernel
+                if not await warm:
+                    self.members.pop(kernel_id, None)
+                    await self._stop(kernel_id)
+                    return
+            if kernel_id in self.members:
                 self.idle.setdefault(key, []).append(km)
+
+    async def _warm(self, km: ManagedKernel) -> bool:
+        """Return whether the launched `km` answered kernel_info: a pool kernel is ready once it
+        has finished starting, so that a claim costs the claim alone."""
+        channels = km.open_channels(on_iopub=ignore, on_stdin=ignore)
+        try:
+            await channels.confirm(WARM_TIMEOUT, alive=lambda: has_process(km))
+        except (RuntimeError, TimeoutError) as e:
+            self.log.warning("A prewarmed %s kernel did not start: %s", km.kernel_name, e)
+            return False
+        finally:
+            channels.close()
+        return True
 
     async def process_started(self, km: ManagedKernel) -> None:
         """Note a pool kernel's process, so that a later gateway can end it if this one dies."""
@@ -153,7 +179,7 @@ class KernelPool:
         while ready:
             km = ready.pop(0)
             self._release(str(km.kernel_id))
-            if km.provisioner is not None and km.provisioner.has_process:
+            if has_process(km):
                 return km
             self._spawn_stop(str(km.kernel_id))
         return None
@@ -178,6 +204,8 @@ class KernelPool:
         launched process unknown to the kernel manager, and kernels outlive their gateway.
         """
         self._closing = True
+        for warm in list(self._warming):  # a launched kernel's wait: its process is known
+            warm.cancel()
         for task in self._fills.values():
             with contextlib.suppress(Exception):
                 await task
@@ -201,6 +229,15 @@ class KernelPool:
                     )
                 )
         return sorted(pooled, key=lambda kernel: kernel["kernel_spec"])
+
+
+def has_process(km: ManagedKernel) -> bool:
+    """Return whether `km`'s process is still running."""
+    return km.provisioner is not None and km.provisioner.has_process
+
+
+def ignore(msg: Message) -> None:
+    """Take a message a pool kernel sends while it warms, and drop it."""
 
 
 def rss_bytes(pid: int | None) -> int | None:
