@@ -64,7 +64,10 @@ async def test_search_echoes_backslashes_as_typed(connect_client: Any) -> None:
 
 async def test_search_results_stay_within_the_budget(connect_client: Any) -> None:
     async with conversation(connect_client) as mcp:
-        await mcp.call_tool("run_cell", {"code": "for i in range(100): print('hit', 'x' * 1000)"})
+        ran = await mcp.call_tool(
+            "run_cell", {"code": "for i in range(100): print('hit', 'x' * 1000)"}
+        )
+        assert not ran.is_error, text(ran)
         found = await mcp.call_tool("search_output", {"query": "hit", "max_matches": 100})
         reply = text(found)
         assert len(reply) <= BUDGET + 300, len(reply)
