@@ -152,6 +152,30 @@ async def test_ipython_numbering_continues_after_a_kernel_death(
     await assert_ipython_counts_from(http, kernel, died["number"] + 1)
 
 
+# The next shell request ends the kernel in ipykernel's hook before its handler: before the
+# cell's execute_input, so the gateway never sees it start.
+DIE_ON_NEXT_REQUEST = "import os\nget_ipython().kernel.pre_handler_hook = lambda: os._exit(1)"
+
+
+async def test_a_cell_the_kernel_died_with_before_it_started_has_a_record(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    armed = await run(http, kernel, DIE_ON_NEXT_REQUEST)
+    assert armed["state"] == "completed", armed
+    async with events(http, kernel) as stream:
+        died = await run(http, kernel, "never_started = True")
+        await next_event(stream, "kernel", kernel_id=kernel, phase="ready")
+    assert (died["state"], died["number"]) == ("died", armed["number"] + 1), died
+    assert died["code"] == "never_started = True"
+    r = await http.get(f"{API}/{kernel}/executions/{died['number']}")
+    record = r.json()["execution"]
+    assert "before the cell was seen to start" in record["note"], record
+    assert "restarted" in record["note"], record  # told once the restart brought it back
+    after = await run(http, kernel, "'never_started' in dir()")
+    assert after["number"] == died["number"] + 1
+    assert output_texts(after) == ["False"]
+
+
 async def assert_ipython_counts_from(http: httpx.AsyncClient, kernel: str, number: int) -> None:
     """Check that IPython itself numbers the next cells from `number`: its traceback's
     `Cell In[N]`, `Out[N]`, `_N`, `In[N]` and its own execution counter."""

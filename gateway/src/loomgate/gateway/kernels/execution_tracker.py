@@ -49,6 +49,8 @@ INTERRUPT_REPEATS = 5
 # Requests that ask about a kernel rather than use it (a take back's and a client's probes): the
 # IOPub status they cause is not the kernel's activity.
 PROBES = frozenset({"kernel_info_request", "comm_info_request"})
+# A cell the kernel was sent but died with before announcing it (its record says so).
+UNSEEN_START = "the kernel died before the cell was seen to start; it may have begun"
 FAILURE_LINES = 40  # the last stderr lines of a confined kernel's cell read for a rule it broke
 
 
@@ -81,6 +83,7 @@ class Submission:
 
     record: asyncio.Future[ExecutionRecord]
     client: str | None
+    code: str
 
 
 class ExecutionTracker:
@@ -175,7 +178,7 @@ class ExecutionTracker:
         msg_id, reply = channels.send_cell(cell_content(code))
         self._replies[msg_id] = reply
         future: asyncio.Future[ExecutionRecord] = asyncio.get_running_loop().create_future()
-        self._submissions[msg_id] = Submission(future, client)
+        self._submissions[msg_id] = Submission(future, client, code)
         try:
             return await asyncio.wait_for(asyncio.shield(future), CELL_START_TIMEOUT)
         except asyncio.TimeoutError:
@@ -254,10 +257,31 @@ class ExecutionTracker:
             self._died = self.current
             note = "the kernel is being restarted" if restarting else None
             self.finish(self.current, "died", died=Death(reason=reason, restarted=False), note=note)
+        elif self._submissions:
+            self._died = self._died_unseen(reason, restarting=restarting)
         if not restarting and self._died is not None:
             self._died.amend(note="the kernel could not be restarted and is dead")
             self._died = None
         self._fail_submissions(Unavailable(f"the kernel died: {reason}"))
+
+    def _died_unseen(self, reason: str, *, restarting: bool) -> ExecutionRecord:
+        """Give the cell sent but not yet seen starting a record ended `died`: the kernel had
+        it when it died, and may have begun it (no number without a record)."""
+        msg_id, submission = next(iter(self._submissions.items()))
+        del self._submissions[msg_id]
+        record = self.store.new_record(
+            number=0,
+            msg_id=msg_id,
+            code=submission.code,
+            source="loomgate",
+            client=submission.client,
+        )
+        self._recent[msg_id] = record
+        note = f"{UNSEEN_START}; the kernel is being restarted" if restarting else UNSEEN_START
+        self.finish(record, "died", died=Death(reason=reason, restarted=False), note=note)
+        if not submission.record.done():
+            submission.record.set_result(record)
+        return record
 
     def process_restarted(self) -> None:
         """Tell the execution that died with the last process that the kernel was restarted."""
@@ -265,7 +289,10 @@ class ExecutionTracker:
             died = self._died.meta["died"]
             assert died is not None  # set when the record died
             restarted = Death(reason=died["reason"], restarted=True)
-            self._died.amend(died=restarted, note="the kernel was restarted; its state is gone")
+            note = "the kernel was restarted; its state is gone"
+            if (self._died.meta["note"] or "").startswith(UNSEEN_START):
+                note = f"{UNSEEN_START}; {note}"
+            self._died.amend(died=restarted, note=note)
             self._died = None
 
     def leave(self) -> None:
