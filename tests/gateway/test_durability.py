@@ -405,3 +405,34 @@ async def test_the_cli_says_why_its_kernel_did_not_start(
         f"loomgate: {CRASHED}".split("\n")[0],
         CRASHED.split("\n")[1],
     ]
+
+
+async def test_a_cell_a_reply_said_completed_stays_completed_after_a_sigkill(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    # SIGKILL the moment the reply arrives: its record.json may still say `running`, and the
+    # next gateway must read the end the reply told from the journal, not call it lost.
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"name": "counted"})
+        assert r.status_code == 201, r.text
+        await http.post(f"{API}/counted/executions", json={"code": "n = 0", "wait": 30})
+    told: list[dict[str, object]] = []
+    for _ in range(10):
+        fresh_gateway.kill_soon()  # the process scan before the kill, done now
+        async with client(fresh_gateway) as http:
+            body = {"code": "n += 1\nprint(n)", "wait": 5, "head": 10}
+            r = await http.post(f"{API}/counted/executions", json=body)
+            fresh_gateway.kill_now()
+        assert r.status_code == 201, r.text
+        told.append(r.json()["execution"])
+        assert told[-1]["state"] == "completed", told[-1]
+        fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        for execution in told:
+            r = await http.get(f"{API}/counted/executions/{execution['number']}?head=10")
+            kept = r.json()["execution"]
+            assert (kept["state"], kept["gaps"]) == ("completed", []), kept
+            assert kept["finished"] == execution["finished"]
+            heads = [[line["text"] for line in e["output"]["head"]] for e in (kept, execution)]
+            assert heads[0] == heads[1], heads

@@ -213,6 +213,16 @@ class GatewayProcess:
         """SIGKILL the gateway; its kernels keep running (a restart takes them back)."""
         self.signal(signal.SIGKILL)
 
+    def kill_soon(self) -> None:
+        """Note the gateway's kernels now, so that `kill_now` SIGKILLs it at once."""
+        self._remember_kernels()
+
+    def kill_now(self) -> None:
+        """SIGKILL the gateway without a look at its processes first (see `kill_soon`)."""
+        assert self.proc is not None and self.proc.poll() is None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(STOP_TIMEOUT)
+
     def kernel_pids(self) -> set[int]:
         """Return the pids of the kernel processes this gateway process started."""
         assert self.proc is not None

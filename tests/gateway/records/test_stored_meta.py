@@ -109,6 +109,10 @@ def format_1(tmp_path: Path) -> Path:
 async def test_records_written_now_have_the_shape_older_gateways_wrote(tmp_path: Path) -> None:
     await write_kernel_records(tmp_path / "now")
     now, then = files(tmp_path / "now"), files(FORMAT_1)
+    # The journal is new (records/journal.py): an older gateway has none, and needs none.
+    journal = now.pop("journal.jsonl")
+    ends = [json.loads(line)["end"] for line in journal.read_text().splitlines()]
+    assert ends == sorted(ends) and ends
     assert sorted(now) == sorted(then)
     for name, path in then.items():
         if name.endswith(".json") and name != "1/rich/0.json":

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from loomgate.gateway.errors import StorageFailed
+from loomgate.gateway.records.journal import Journal
 from loomgate.gateway.records.record import ExecutionRecord, os_error_reason
 from loomgate.gateway.records.stored_meta import (
     KERNEL_FILE,
@@ -49,6 +50,7 @@ class RecordStore:
         self.meta = meta
         self._records: dict[int, ExecutionRecord] | None = None
         self.storage_error: OSError | None = None  # the last refused write, until a probe passes
+        self.journal = Journal(directory)
 
     @classmethod
     def create(cls, directory: Path, start: KernelStart) -> RecordStore:
@@ -106,9 +108,11 @@ class RecordStore:
     def _loaded(self, *, running_ok: bool = False) -> dict[int, ExecutionRecord]:
         if self._records is None:
             records: dict[int, ExecutionRecord] = {}
+            ends = self.journal.ends()
             for child in self.directory.iterdir():
                 if child.name.isdigit() and (child / "record.json").exists():
-                    record = ExecutionRecord.load(child, running_ok=running_ok)
+                    ended = ends.get(int(child.name))
+                    record = ExecutionRecord.load(child, running_ok=running_ok, ended=ended)
                     records[record.number] = record
             self._records = dict(sorted(records.items()))
             if records:
@@ -129,10 +133,17 @@ class RecordStore:
             source=source,
             client=client,
             on_storage_error=self._storage_failed,
+            on_end=self._journal_end,
         )
         self._loaded()[number] = record
         self.meta["last_number"] = number  # saved with kernel.json when the kernel ends
         return record
+
+    def _journal_end(self, record: ExecutionRecord) -> None:
+        try:
+            self.journal.append(record.journal_entry())
+        except OSError as error:
+            self._storage_failed(error)
 
     def get(self, number: int) -> ExecutionRecord | None:
         """Return record `number`, or None."""
@@ -181,6 +192,7 @@ class RecordStore:
         retention period)."""
         self.meta["ended"] = time.time()
         self.meta["end_reason"] = reason
+        self.journal.close()
         self.save()
 
     def note_paths(self, paths: list[str]) -> None:
