@@ -436,3 +436,56 @@ async def test_a_cell_a_reply_said_completed_stays_completed_after_a_sigkill(
             assert kept["finished"] == execution["finished"]
             heads = [[line["text"] for line in e["output"]["head"]] for e in (kept, execution)]
             assert heads[0] == heads[1], heads
+
+
+def hold_next_request(arrived: Path, gate: Gate) -> str:
+    """Return a cell after which the kernel's next shell request, on arrival, touches
+    `arrived` and waits for `gate` before its handler runs (before the cell is announced)."""
+    return (
+        "k = get_ipython().kernel\n"
+        "def hold(k=k):\n"
+        "    k.pre_handler_hook = type(k).pre_handler_hook.__get__(k)\n"
+        f"    open({str(arrived)!r}, 'w').close()\n"
+        f"    {gate.wait}\n"
+        "k.pre_handler_hook = hold\n"
+        "n = 0"
+    )
+
+
+async def test_a_cell_sent_just_before_a_sigkill_has_a_record(
+    fresh_gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    # The kernel has the cell, the gateway dies before it is announced, and the kernel runs it
+    # with no gateway listening: the next gateway gives its number a record (lost, its code
+    # and sender from the journal), so numbering has no hole.
+    arrived, gate = tmp_path / "arrived", Gate(tmp_path)
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"name": "held"})
+        assert r.status_code == 201, r.text
+        body = {"code": hold_next_request(arrived, gate), "wait": 30}
+        armed = (await http.post(f"{API}/held/executions", json=body)).json()["execution"]
+        assert armed["state"] == "completed", armed
+        fresh_gateway.kill_soon()
+        body = {"code": "n += 1", "wait": 30}
+        sent = asyncio.create_task(http.post(f"{API}/held/executions", json=body))
+        while not await asyncio.to_thread(arrived.exists):
+            assert not sent.done(), sent.result().text
+            await asyncio.sleep(0.02)  # the kernel's file is the only sign it has the cell
+        fresh_gateway.kill_now()
+        with pytest.raises(httpx.TransportError):
+            await sent
+    gate.open()  # the kernel runs the cell, unseen
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        number = armed["number"] + 1
+        r = await http.get(f"{API}/held/executions/{number}")
+        assert r.status_code == 200, r.text
+        record = r.json()["execution"]
+        assert (record["state"], record["code"], record["source"]) == ("lost", "n += 1", "loomgate")
+        assert "no gateway listened" in record["note"], record
+        after = (
+            await http.post(f"{API}/held/executions", json={"code": "n", "wait": 30, "head": 1})
+        ).json()["execution"]
+        assert after["number"] == number + 1
+        assert [line["text"] for line in after["output"]["head"]] == ["1"]

@@ -121,6 +121,11 @@ class LoomKernel:
         await self._attach(timeout)
         if running is not None:
             self.executions.follow_after_gap(running)
+        elif self.implementation == "ipython" and self.channels is not None:
+            try:
+                await self.executions.account_for_unseen(self.channels)
+            except (RuntimeError, TimeoutError) as e:
+                self.log.warning("Kernel %s: cells it ran unseen not counted: %s", self.id, e)
         self._ready()
 
     def show_activity_to_jupyter(self) -> None:

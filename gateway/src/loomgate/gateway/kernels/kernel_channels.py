@@ -159,9 +159,15 @@ class KernelChannels:
         self._send("shell", msg)
         return msg
 
-    def send_cell(self, content: dict[str, Any]) -> tuple[str, asyncio.Future[Message]]:
-        """Send an execute_request; return its msg_id and the future of its execute_reply."""
-        return self._send_expecting_reply("execute_request", content)
+    def cell_message(self, content: dict[str, Any]) -> Message:
+        """Return an execute_request of `content`, not sent yet (its msg_id is known)."""
+        return self.session.msg("execute_request", content)
+
+    def send_cell(self, msg: Message) -> asyncio.Future[Message]:
+        """Send the execute_request `msg`; return the future of its execute_reply."""
+        self._send("shell", msg)
+        future = self._replies[msg["header"]["msg_id"]] = asyncio.get_running_loop().create_future()
+        return future
 
     def send_stdin(self, msg_type: str, content: dict[str, Any], parent: Message) -> None:
         """Send a stdin message (an input_reply) answering `parent`."""

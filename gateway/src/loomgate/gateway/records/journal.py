@@ -1,7 +1,8 @@
 """A kernel's journal: one appended line for each fact a client is about to be told before its
 record.json says it, so that a gateway killed in between leaves it on disk for the next one.
 
-Today's facts: an execution's end (state, error, note, death, stream sizes, finish time). A
+The facts: a cell sent to the kernel (its msg_id, code and sender, before it is sent), and an
+execution's end (state, error, note, death, stream sizes, finish time, before its reply). A
 line is one `write` on a file opened for appending, so a SIGKILL of the gateway leaves either
 the whole line or none; the next gateway applies each end to a record still `running` and
 ignores a line it cannot read.
@@ -14,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, cast
 
 from loomgate.shared.wire import (
     Death,
@@ -42,6 +43,15 @@ class EndEntry(TypedDict, total=False):
     streams: dict[StreamName, StreamSize]
 
 
+class SentEntry(TypedDict):
+    """A cell sent to the kernel, before the kernel has announced it."""
+
+    sent: str  # its msg_id
+    code: str
+    client: str | None
+    time: float
+
+
 class Journal:
     """The append-only journal of one kernel's record directory."""
 
@@ -55,19 +65,36 @@ class Journal:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.write(self._fd, json.dumps(entry, separators=(",", ":")).encode() + b"\n")
 
-    def ends(self) -> dict[int, EndEntry]:
-        """Return each execution end the journal holds, by number (the last one wins)."""
-        ends: dict[int, EndEntry] = {}
+    def entries(self) -> list[dict[str, object]]:
+        """Return every whole line of the journal, oldest first."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return ends
+            return []
+        entries = []
         for line in data.splitlines():
             with contextlib.suppress(ValueError):
                 entry = json.loads(line)
-                if isinstance(entry, dict) and isinstance(entry.get("end"), int):
-                    ends[entry["end"]] = EndEntry(**entry)  # type: ignore[typeddict-item]
+                if isinstance(entry, dict):
+                    entries.append(entry)
+        return entries
+
+    def ends(self) -> dict[int, EndEntry]:
+        """Return each execution end the journal holds, by number (the last one wins)."""
+        ends: dict[int, EndEntry] = {}
+        for entry in self.entries():
+            number = entry.get("end")
+            if isinstance(number, int):
+                ends[number] = cast(EndEntry, entry)
         return ends
+
+    def sends(self) -> list[SentEntry]:
+        """Return each cell the journal says was sent, oldest first."""
+        return [
+            cast(SentEntry, entry)
+            for entry in self.entries()
+            if isinstance(entry.get("sent"), str) and isinstance(entry.get("code"), str)
+        ]
 
     def close(self) -> None:
         """Close the journal's file (a later append opens it again)."""

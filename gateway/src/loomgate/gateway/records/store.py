@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from loomgate.gateway.errors import StorageFailed
-from loomgate.gateway.records.journal import Journal
+from loomgate.gateway.records.journal import Journal, SentEntry
 from loomgate.gateway.records.record import ExecutionRecord, os_error_reason
 from loomgate.gateway.records.stored_meta import (
     KERNEL_FILE,
@@ -138,6 +138,18 @@ class RecordStore:
         self._loaded()[number] = record
         self.meta["last_number"] = number  # saved with kernel.json when the kernel ends
         return record
+
+    def journal_sent(self, msg_id: str, code: str, client: str | None) -> None:
+        """Note a cell about to be sent (a refused write is noted: the cell still goes)."""
+        try:
+            self.journal.append(SentEntry(sent=msg_id, code=code, client=client, time=time.time()))
+        except OSError as error:
+            self._storage_failed(error)
+
+    def unstarted_sends(self) -> list[SentEntry]:
+        """Return the journalled cells no record follows (sent, never seen to start)."""
+        known = {record.msg_id for record in self._loaded().values()}
+        return [entry for entry in self.journal.sends() if entry["sent"] not in known]
 
     def _journal_end(self, record: ExecutionRecord) -> None:
         try:
