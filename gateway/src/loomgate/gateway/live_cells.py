@@ -101,15 +101,20 @@ class LiveCells:
             if event["event"] == "execution":
                 self._on_execution(event["kernel_id"], event["execution"])
             elif event["event"] == "output":
-                kernel_id, number = event["kernel_id"], event["number"]
-                ended = self._ended.get(kernel_id)
-                live = self._live.get((kernel_id, number)) or (ended and ended.get(number))
-                if live:
+                live = self._following(event["kernel_id"], event["number"])
+                if live is not None:
                     self._schedule(live)
             elif event["event"] == "kernel" and event["phase"] in CELLS_GONE:
                 self._ended.pop(event["kernel_id"], None)
         except Exception:
             self.log.exception("loomgate: a live cell could not be updated")
+
+    def _following(self, kernel_id: str, number: int) -> LiveCell | None:
+        """Return the cells of execution `number`, running or ended, if they are followed."""
+        live = self._live.get((kernel_id, number))
+        if live is None and kernel_id in self._ended:
+            live = self._ended[kernel_id].get(number)
+        return live
 
     def _on_execution(self, kernel_id: str, execution: Execution) -> None:
         key = (kernel_id, execution["number"])
