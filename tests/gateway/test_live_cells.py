@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import nbformat
+import pytest
 from mcp import Client
 
 from loomgate.translator.mcp_server.settings import Settings
@@ -22,13 +24,27 @@ from tests.support.mcp_clients import text
 from tests.support.translators import stdio_for
 
 NOTEBOOK = "work/analysis.ipynb"
+LATE_NOTEBOOK = "work/late.ipynb"
 SAVE_TIMEOUT = 30.0
 Cells = list[dict[str, Any]]
 
 
-def write_notebook(lab: JupyterServerProcess) -> Path:
+@pytest.fixture(scope="module")
+def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServerProcess]:
+    """One JupyterLab (collaboration and live cells on) for the tests that each open a notebook
+    of their own in it (so a session, a kernel and a room of their own); stopped with its
+    kernels."""
+    server = JupyterServerProcess(tmp_path_factory.mktemp("shared-lab") / "person")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def write_notebook(lab: JupyterServerProcess, notebook: str = NOTEBOOK) -> Path:
     """Write the person's notebook (one code cell) into the server's root; return its file."""
-    path = lab.root / NOTEBOOK
+    path = lab.root / notebook
     path.parent.mkdir(parents=True, exist_ok=True)
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell("x = 1", id="person-cell")]
@@ -76,8 +92,9 @@ def info(lab: JupyterServerProcess) -> dict[str, Any]:
 
 
 async def test_the_agents_cell_appears_while_it_runs_and_the_persons_edits_survive(
-    lab: JupyterServerProcess, tmp_path: Path
+    shared_lab: JupyterServerProcess, tmp_path: Path
 ) -> None:
+    lab = shared_lab
     path = write_notebook(lab)
     kernel_id = lab.open_notebook(NOTEBOOK)["kernel"]["id"]
     gate = Gate(tmp_path)
@@ -241,3 +258,44 @@ async def untouched_by_the_agent(mcp: Client, person: NotebookPeer, path: Path) 
     on_disk = await saved(path, lambda cells: cells[0]["source"] == "x = 3", "the person's edit")
     assert [c["source"] for c in on_disk["cells"]] == ["x = 3"]
     assert [c["source"] for c in person.cells()] == ["x = 3"]
+
+
+async def test_output_a_thread_prints_after_its_cell_ended_reaches_the_cell(
+    shared_lab: JupyterServerProcess, tmp_path: Path
+) -> None:
+    lab = shared_lab
+    write_notebook(lab, LATE_NOTEBOOK)
+    lab.open_notebook(LATE_NOTEBOOK)
+    gate = Gate(tmp_path, "late")
+    code = (
+        "import threading\n\n"
+        f"def late():\n    {gate.wait}\n    print('late', flush=True)\n\n"
+        "threading.Thread(target=late).start()\nprint('started')"
+    )
+    async with joined(lab, LATE_NOTEBOOK) as person, agent(lab, tmp_path) as mcp:
+        await mcp.call_tool("connect", {"kernel": "late.ipynb"})
+        ran = await mcp.call_tool("run_cell", {"code": code})
+        assert text(ran).endswith("started")
+        await person.wait_for(
+            lambda cells: (
+                [(c["metadata"]["loomgate"]["state"], c["outputs"]) for c in agent_cells(cells)]
+                == [
+                    (
+                        "completed",
+                        [{"output_type": "stream", "name": "stdout", "text": "started\n"}],
+                    )
+                ]
+            ),
+            "the cell's end",
+        )
+        gate.open()  # the thread prints once the cell has ended
+        cells = await person.wait_for(
+            lambda cells: "late" in str(agent_cells(cells)[0]["outputs"]), "the late line"
+        )
+        assert agent_cells(cells)[0]["outputs"] == [
+            {"output_type": "stream", "name": "stdout", "text": "started\nlate\n"}
+        ]
+        assert agent_cells(cells)[0]["metadata"]["loomgate"]["state"] == "completed"
+        assert person.notebook.ycells[1]["execution_state"] == "idle"
+        read = await mcp.call_tool("read_output", {"execution": 1})
+        assert text(read).splitlines()[-2:] == ["1│started", "2│late"]  # the record has it too

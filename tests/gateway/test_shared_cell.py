@@ -1,6 +1,6 @@
 """The agent's cell in a shared notebook, on real jupyter_ydoc documents (two of them, synced as
-two collaborators are): the smallest edit of its outputs, its end, a person deleting it, and
-which kernels the event bus builds events for on its behalf."""
+two collaborators are): the smallest edit of its outputs, its end, a person deleting, clearing
+or running it again, and which kernels the event bus builds events for on its behalf."""
 
 from __future__ import annotations
 
@@ -117,6 +117,22 @@ def test_a_cell_the_person_deleted_is_not_written_again() -> None:
     assert [c["source"] for c in server.get()["cells"]] == ["mine"]
 
 
+def test_late_output_after_the_person_cleared_or_ran_the_cell_again() -> None:
+    server, person, _ = synced_pair()
+    cell = SharedCell.append(server, "loomgate-k-4", "go()", 4, {}, [stream("a\n")], ended=True)
+    sync(server, person)
+    person.ycells[1]["outputs"].clear()  # the person clears the cell's outputs
+    sync(server, person)
+    assert cell.update([stream("a\nlate\n")])  # written whole: there is nothing to grow
+    sync(server, person)
+    assert person.get_cell(1)["outputs"] == [stream("a\nlate\n")]
+    person.ycells[1]["execution_count"] = 9  # the person runs it again: its outputs are theirs
+    person.ycells[1]["outputs"].clear()
+    sync(server, person)
+    assert not cell.update([stream("a\nlate\nlater\n")])
+    assert server.get_cell(1)["outputs"] == []
+
+
 def new_store(directory: Path, kernel_id: str, paths: list[str]) -> RecordStore:
     """Return an empty store of a kernel used by the sessions `paths`."""
     start = KernelStart(
@@ -198,6 +214,15 @@ async def test_an_agents_execution_becomes_a_cell_the_notebooks_own_do_not(
         "state": "completed",
     }
     assert len(sent) <= 4  # appended, at most two updates of its outputs, its end
+    ours.write_stream("stdout", "late\n")  # a thread of the cell's, printing after its end
+    events.output("kernel-1", 2, 51, "late")
+    await until(
+        lambda: (
+            sync(server, person)
+            or person.get()["cells"][1]["outputs"][0]["text"].endswith("49\nlate\n")
+        )
+    )
+    assert person.get()["cells"][1]["metadata"]["loomgate"]["state"] == "completed"
 
 
 async def until(check: Any) -> None:

@@ -100,6 +100,15 @@ class JupyterServerProcess:
             cwd=self.home,  # jupyter-collaboration keeps its .jupyter_ystore.db in the cwd
         )
 
+    def write_lab_settings(self, plugin: str, settings: dict[str, Any]) -> None:
+        """Write the person's JupyterLab settings of `plugin` (an id such as
+        "@jupyterlab/apputils-extension:notification") where JupyterLab reads them: the
+        user-settings dir in this server's own Jupyter config dir."""
+        package, name = plugin.rsplit(":", 1)
+        directory = Path(self.env["JUPYTER_CONFIG_DIR"]) / "lab" / "user-settings" / package
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{name}.jupyterlab-settings").write_text(json.dumps(settings))
+
     def log_tail(self, lines: int = 30) -> str:
         """Return the end of the server's log."""
         return log_tail(self.home / f"{self.app}.log", lines)

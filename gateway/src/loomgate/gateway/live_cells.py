@@ -1,6 +1,7 @@
 """The agent's cells, live in the notebooks the person has open: every cell loomgate runs on the
 kernel of a notebook open in jupyter-collaboration becomes a code cell at the end of that
-notebook's shared document, its outputs filled in as the event bus reports them.
+notebook's shared document, its outputs filled in as the event bus reports them, also output
+that arrives after the cell ended (a thread it started, printing on).
 
 Fed by the event bus only (execution and output events), for the kernels that serve a notebook:
 the others publish nothing for it. Only jupyter-collaboration's documented calls are used:
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,11 @@ LIVE_OUTPUT_LINES = 1000
 # The least time between two updates of one cell's outputs: each is one Y transaction, sent to
 # every browser that has the notebook open.
 UPDATE_INTERVAL = 0.1
+# Ended cells per kernel still written when late output reaches their record: as many as the
+# execution tracker still matches late output to.
+ENDED_CELLS = 16
+# Kernel phases after which no earlier cell's thread can print any more.
+CELLS_GONE = frozenset({"restarting", "dead", "stopped"})
 NOTEBOOK_SUFFIX = ".ipynb"
 
 # The live shared notebook at a path, or None when no room has it open.
@@ -44,12 +51,14 @@ SessionPaths = Callable[[str], Awaitable[list[str]]]
 
 @dataclass
 class LiveCell:
-    """One execution's cells, one per open notebook of its kernel; `opening` until they exist."""
+    """One execution's cells, one per open notebook of its kernel; `opening` until they exist,
+    `ended` once their end is written (then only late output changes them)."""
 
     kernel_id: str
     number: int
     cells: list[SharedCell] = field(default_factory=list)
     opening: bool = True
+    ended: bool = False
     update: asyncio.TimerHandle | None = None
     last_update: float = 0.0
 
@@ -70,6 +79,7 @@ class LiveCells:
         self.log = log
         self.listener = Listener(wants=self.serves_notebook, callback=self.on_event)
         self._live: dict[tuple[str, int], LiveCell] = {}
+        self._ended: dict[str, OrderedDict[int, LiveCell]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def attach(self, events: EventBus) -> None:
@@ -85,17 +95,26 @@ class LiveCells:
         )
 
     def on_event(self, event: Published) -> None:
-        """Follow an execution of loomgate's from its start (a new cell) to its end; never
-        raise into the publisher."""
+        """Follow an execution of loomgate's from its start (a new cell) to its end, and its
+        late output after; never raise into the publisher."""
         try:
             if event["event"] == "execution":
                 self._on_execution(event["kernel_id"], event["execution"])
             elif event["event"] == "output":
-                live = self._live.get((event["kernel_id"], event["number"]))
+                live = self._following(event["kernel_id"], event["number"])
                 if live is not None:
                     self._schedule(live)
+            elif event["event"] == "kernel" and event["phase"] in CELLS_GONE:
+                self._ended.pop(event["kernel_id"], None)
         except Exception:
             self.log.exception("loomgate: a live cell could not be updated")
+
+    def _following(self, kernel_id: str, number: int) -> LiveCell | None:
+        """Return the cells of execution `number`, running or ended, if they are followed."""
+        live = self._live.get((kernel_id, number))
+        if live is None and kernel_id in self._ended:
+            live = self._ended[kernel_id].get(number)
+        return live
 
     def _on_execution(self, kernel_id: str, execution: Execution) -> None:
         key = (kernel_id, execution["number"])
@@ -155,8 +174,10 @@ class LiveCells:
             self.log.exception("loomgate: execution %s could not be shown live", live.number)
             live.cells = []
         live.opening = False
-        if not live.cells or record is None or record.final:
-            self._live.pop(key, None)  # added whole, or nowhere to add it
+        if not live.cells or record is None:
+            self._live.pop(key, None)  # nowhere to add it
+        elif record.final:
+            self._retire(live)  # added whole
 
     def _schedule(self, live: LiveCell) -> None:
         """Update the cells soon: at once after a quiet UPDATE_INTERVAL, else at its end."""
@@ -173,16 +194,32 @@ class LiveCells:
         try:
             record, outputs = self._outputs(live)
             if record is None:
-                self._live.pop((live.kernel_id, live.number), None)
+                live.cells = []
+                self._retire(live)
                 return
             ended = record.final
-            state = record.state if ended else None
+            state = record.state if ended and not live.ended else None
             live.cells = [cell for cell in live.cells if cell.update(outputs, state=state)]
         except Exception:
             self.log.exception("loomgate: execution %s could not be shown live", live.number)
             live.cells, ended = [], True
         if ended or not live.cells:
-            self._live.pop((live.kernel_id, live.number), None)
+            self._retire(live)
+
+    def _retire(self, live: LiveCell) -> None:
+        """Stop following an execution that ended (or whose cells are gone); keep its cells for
+        late output, the kernel's last ENDED_CELLS."""
+        self._live.pop((live.kernel_id, live.number), None)
+        ended = self._ended.setdefault(live.kernel_id, OrderedDict())
+        if not live.cells:
+            ended.pop(live.number, None)
+        elif not live.ended:
+            live.ended = True
+            ended[live.number] = live
+            while len(ended) > ENDED_CELLS:
+                ended.popitem(last=False)
+        if not ended:
+            self._ended.pop(live.kernel_id, None)
 
     def _outputs(self, live: LiveCell) -> tuple[ExecutionRecord | None, list[Output]]:
         """Return the execution's record and its outputs so far (head and tail)."""

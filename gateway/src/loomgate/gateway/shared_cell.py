@@ -52,12 +52,13 @@ def youtput(output: Output) -> Map[Any]:
 
 
 class SharedCell:
-    """An agent's code cell in one shared notebook, found again by its id at every update (the
-    person may have moved or deleted it meanwhile)."""
+    """An agent's code cell `In [number]` in one shared notebook, found again by its id at every
+    update (the person may have moved, deleted or run it again meanwhile)."""
 
-    def __init__(self, notebook: YNotebook, cell_id: str) -> None:
+    def __init__(self, notebook: YNotebook, cell_id: str, number: int) -> None:
         self.notebook = notebook
         self.cell_id = cell_id
+        self.number = number
         self.written: list[Output] = []
         self.transactions = 0
 
@@ -75,7 +76,7 @@ class SharedCell:
     ) -> SharedCell:
         """Append the code cell `In [number]` of `code` with its `outputs` so far at the
         notebook's end, running unless it has `ended`."""
-        cell = cls(notebook, cell_id)
+        cell = cls(notebook, cell_id, number)
         value = {
             "cell_type": "code",
             "id": cell_id,
@@ -94,15 +95,16 @@ class SharedCell:
         return cell
 
     def find(self) -> Map[Any] | None:
-        """Return the cell's Y map, or None if the person deleted it."""
+        """Return the cell's Y map, or None if the person deleted it or ran it again (its
+        outputs are then that run's)."""
         for ycell in self.notebook.ycells:
             if isinstance(ycell, Map) and ycell.get("id") == self.cell_id:
-                return ycell
+                return ycell if ycell.get("execution_count") == self.number else None
         return None
 
     def update(self, outputs: list[Output], *, state: str | None = None) -> bool:
         """Bring the outputs up to date, and with `state` (the execution's final state) mark the
-        cell ended; return False if the cell is gone from the notebook."""
+        cell ended; return False if the cell is no longer this execution's."""
         edit = output_edit(self.written, outputs)
         changed = edit.grow is not None or edit.keep < len(self.written) or edit.replace
         if not changed and state is None:
@@ -114,6 +116,7 @@ class SharedCell:
             youtputs = ycell.get("outputs")
             if not isinstance(youtputs, Array):
                 youtputs = ycell["outputs"] = Array()
+            if len(youtputs) != len(self.written):  # someone cleared or changed them
                 edit = OutputEdit(keep=0, grow=None, replace=outputs)
             start = edit.keep
             if edit.grow is not None:
