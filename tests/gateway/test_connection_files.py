@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from loomgate.gateway.kernels.provisioner import DEATH_LOG
+from loomgate.gateway.kernels.kernel_files import DEATH_LOG
 from tests.support.cells import submit
 from tests.support.gateways import GatewayProcess, client, wait_gone
 

@@ -14,6 +14,7 @@ import pytest
 
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
+from tests.gateway.test_prewarm import slow_kernel_spec
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, alive, client, wait_gone
 from tests.support.sse import events, next_event
@@ -489,3 +490,27 @@ async def test_a_cell_sent_just_before_a_sigkill_has_a_record(
         ).json()["execution"]
         assert after["number"] == number + 1
         assert [line["text"] for line in after["output"]["head"]] == ["1"]
+
+
+async def test_a_gateway_killed_while_a_kernel_starts_leaves_no_process(
+    fresh_gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    # Its process launched, its resident.json not written yet (the kernel is ipykernel only
+    # after a second): the next gateway ends it from its launch marker.
+    fresh_gateway.env = {"JUPYTER_PATH": str(slow_kernel_spec(tmp_path / "jupyter"))}
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        creating = asyncio.create_task(http.post(API, json={"name": "starting"}))
+        while not (launched := fresh_gateway.kernel_pids()):
+            assert not creating.done(), creating.result().text
+            await asyncio.sleep(0.02)  # no event tells of a process being launched
+        fresh_gateway.kill_soon()
+        fresh_gateway.kill_now()
+        with pytest.raises(httpx.TransportError):
+            await creating
+    assert all(alive(pid) for pid in launched)
+    fresh_gateway.start()
+    assert wait_gone(launched, 30) == set(), "a kernel launched by a killed gateway ran on"
+    async with client(fresh_gateway) as http:
+        r = await http.get(f"{API}/starting")
+        assert r.json()["kernel"]["state"] == "gone", r.text  # it never served: gone

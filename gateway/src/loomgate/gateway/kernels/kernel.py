@@ -18,6 +18,7 @@ from loomgate.gateway.kernels.messages import seed_content
 from loomgate.gateway.kernels.provisioner import (
     ResidentProvisioner,
     last_lines,
+    launch_markers,
     process_ending,
     process_running,
 )
@@ -161,6 +162,8 @@ class LoomKernel:
                 )
             try:
                 await resident.save(self.store.directory, self.km, self.launch)
+                if (markers := launch_markers(self.km)) is not None:
+                    markers.forget(self.id)  # the next gateway finds the process by resident.json
             except OSError as e:
                 self.log.error("Kernel %s cannot be taken back after a restart: %s", self.id, e)
 

@@ -18,8 +18,8 @@ from traitlets import Unicode
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.jupyter_internals import HookedKernelManager
 from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
+from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
-from loomgate.gateway.kernels.provisioner import remove_kernel_files
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 
 if TYPE_CHECKING:

@@ -22,9 +22,10 @@ from typing import NamedTuple, cast
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel_channels import Message
+from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
-from loomgate.gateway.kernels.provisioner import remove_kernel_files
+from loomgate.gateway.kernels.provisioner import launch_markers
 from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
 from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
 from loomgate.gateway.sandbox.launch import SandboxLaunch
@@ -172,6 +173,8 @@ class KernelPool:
         directory = self.root / str(km.kernel_id)
         directory.mkdir(exist_ok=True, mode=0o700)
         await resident.save(directory, km, ResidentLaunch(cwd=None, env={}))
+        if (markers := launch_markers(km)) is not None:
+            markers.forget(str(km.kernel_id))  # the next gateway ends it by resident.json
 
     def take(self, key: PoolKey) -> ManagedKernel | None:
         """Return a ready kernel of `key`, no longer the pool's (None if none is ready)."""

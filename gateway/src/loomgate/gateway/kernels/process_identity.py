@@ -41,6 +41,22 @@ def start_time(pid: int) -> str | None:
     return fields[19]  # field 22 of the whole line; two fields precede the ")"
 
 
+def start_seconds(pid: int) -> float | None:
+    """Return when process `pid` started, in seconds since the epoch (Linux; None elsewhere or
+    if it is not alive)."""
+    ticks = start_time(pid)
+    if ticks is None or not ticks.isdigit():
+        return None
+    try:
+        stat = (PROC / "stat").read_text()
+    except OSError:
+        return None
+    boot = next((line.split()[1] for line in stat.splitlines() if line.startswith("btime ")), None)
+    if boot is None:
+        return None
+    return int(boot) + int(ticks) / os.sysconf("SC_CLK_TCK")
+
+
 def ps_start_time(pid: int) -> str | None:
     """Return `ps`'s start time of `pid` (systems without /proc), or None."""
     try:

@@ -10,7 +10,6 @@ later gateway, signals and polls it by pid only while the pid still belongs to t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -22,6 +21,8 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.jupyter_internals import update_launch_arguments
+from loomgate.gateway.kernels.kernel_files import output_log_of
+from loomgate.gateway.kernels.launches import LaunchMarkers
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox.environment import confined_environment
 from loomgate.gateway.sandbox.launch import SandboxLaunch, sandbox_wire
@@ -33,7 +34,6 @@ PROVISIONER_NAME = "loomgate-resident"
 # ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.
 PARENT_VARIABLE = "JPY_PARENT_PID"
 SANDBOX_ARGUMENT = "loom_sandbox"  # the start argument that carries a kernel's SandboxRules
-DEATH_LOG = "kernel.log"  # a dead kernel's own output, kept beside its records (and gone with them)
 
 
 class ResidentProvisioner(LocalProvisioner):
@@ -104,11 +104,18 @@ class ResidentProvisioner(LocalProvisioner):
                 connection_file=Path(self.parent.connection_file),
                 unset_env=(PARENT_VARIABLE,),
             )
+        assert self.parent is not None
+        markers, kernel_id = launch_markers(self.parent), str(self.kernel_id)
+        connection_file = self.parent.connection_file
+        if markers is not None:  # a gateway killed from here on leaves a trace
+            markers.launching(kernel_id, connection_file)
         with self.log_path.open("ab") as output:
             kwargs.update(stdin=subprocess.DEVNULL, stdout=output, stderr=output)
-            info = await super().launch_kernel(cmd, **kwargs)
-        self.log_path.chmod(0o600)
+            info = await super().launch_kernel(cmd, **kwargs)  # Popen; nothing awaited after it
         self.identity = ProcessIdentity.of(self.pid)
+        if markers is not None:
+            markers.launched(kernel_id, connection_file, self.identity, self.pgid, self.sandbox)
+        self.log_path.chmod(0o600)
         if self.sandbox is not None:
             try:
                 await self.sandbox.started()
@@ -117,6 +124,8 @@ class ResidentProvisioner(LocalProvisioner):
                 raise Unavailable(
                     f"the kernel's sandbox did not start ({e}); see {self.log_path}"
                 ) from None
+            if markers is not None:  # now with its init
+                markers.launched(kernel_id, connection_file, self.identity, self.pgid, self.sandbox)
         return info
 
     @property
@@ -239,31 +248,20 @@ class ResidentProvisioner(LocalProvisioner):
     async def cleanup(self, restart: bool = False) -> None:
         """Forget the process once it is gone (a restart launches a new one)."""
         await super().cleanup(restart=restart)
+        markers = launch_markers(self.parent)
+        if markers is not None:
+            markers.forget(str(self.kernel_id))
         if self.taken_back and not self._is_ours():
             self.identity = None
         if self.sandbox is not None and not restart:
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
 
 
-def output_log_of(connection_file: Path) -> Path:
-    """Return the log of a kernel's own output: its connection file's name, ending `.log`."""
-    return connection_file.with_name(connection_file.stem + ".log")
-
-
-def remove_kernel_files(connection_file: str, keep_log_in: Path | None = None) -> None:
-    """Remove an ended kernel's connection file (it holds the kernel's key) and its output log;
-    with `keep_log_in` (a kernel that died: its last words), move the log there instead."""
-    if not connection_file:
-        return
-    connection = Path(connection_file)
-    log = output_log_of(connection)
-    with contextlib.suppress(OSError):
-        connection.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        if keep_log_in is not None and log.exists() and keep_log_in.is_dir():
-            log.replace(keep_log_in / DEATH_LOG)
-        else:
-            log.unlink(missing_ok=True)
+def launch_markers(km: object) -> LaunchMarkers | None:
+    """Return the launch markers of the gateway whose kernel manager `km` is (None for a
+    kernel manager of no gateway)."""
+    markers = getattr(getattr(km, "registry", None), "launches", None)
+    return markers if isinstance(markers, LaunchMarkers) else None
 
 
 def exit_reason(returncode: int | None) -> str:

@@ -24,6 +24,7 @@ from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.holders import Holders
 from loomgate.gateway.kernels.kernel import CONFIRM_TIMEOUT, START_TIMEOUT, LoomKernel
+from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.launch_options import (
     KernelIntent,
     check_existing,
@@ -31,10 +32,11 @@ from loomgate.gateway.kernels.launch_options import (
     kernel_environment,
     validated_cwd,
 )
+from loomgate.gateway.kernels.launches import LAUNCHING_DIR, LaunchMarkers
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, kernel_id_of
 from loomgate.gateway.kernels.messages import claim_content
 from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
-from loomgate.gateway.kernels.provisioner import process_ending, remove_kernel_files, sandbox_of
+from loomgate.gateway.kernels.provisioner import process_ending, sandbox_of
 from loomgate.gateway.kernels.references import find_store, gone
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.take_back import TakeBack
@@ -88,6 +90,7 @@ class KernelRegistry:
         self.ready = asyncio.Event()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.pool = KernelPool(mkm, state_dir, prewarm, log)
+        self.launches = LaunchMarkers(state_dir / LAUNCHING_DIR)
         self.sandboxes = SandboxCatalog(state_dir)
         self._load_archive()
 
@@ -122,8 +125,8 @@ class KernelRegistry:
     async def take_back(self) -> None:
         """Take back the kernels an earlier gateway left running; then serve requests."""
         began = time.monotonic()
-        ended = self.pool.end_leftovers()
-        if ended:
+        self.launches.end_unowned(self.log)
+        if ended := self.pool.end_leftovers():
             self.log.info("Ended %d prewarmed kernel(s) an earlier gateway left running", ended)
         try:
             await self.taking_back.all(self._left_running)

@@ -20,12 +20,9 @@ from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import register_taken_back_kernel, restore_launch_arguments
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel import LoomKernel
+from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.manager_protocol import KernelMap
-from loomgate.gateway.kernels.provisioner import (
-    SANDBOX_ARGUMENT,
-    ResidentProvisioner,
-    remove_kernel_files,
-)
+from loomgate.gateway.kernels.provisioner import SANDBOX_ARGUMENT, ResidentProvisioner
 from loomgate.gateway.kernels.resident import ResidentError, ResidentState
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.wire import Death

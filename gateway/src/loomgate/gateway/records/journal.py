@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict, cast
 
+from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.shared.wire import (
     Death,
     ErrorInfo,
@@ -102,3 +104,38 @@ class Journal:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+def end_entry(record: ExecutionRecord) -> EndEntry:
+    """Return how the finished `record` ended, as a journal line."""
+    meta = record.meta
+    entry = EndEntry(
+        end=record.number,
+        state=meta["state"],
+        finished=meta["finished"] or time.time(),
+        last_output=record.last_output,
+        error=meta["error"],
+        note=meta["note"],
+        died=meta["died"],
+        streams=dict(record.stream_sizes()),
+    )
+    if "sandbox_failure" in meta:
+        entry["sandbox_failure"] = meta["sandbox_failure"]
+    return entry
+
+
+def end_as_journalled(record: ExecutionRecord, ended: EndEntry) -> None:
+    """End a record still `running` on disk as its journal says its reply told."""
+    meta = record.meta
+    meta["state"] = ended["state"]
+    meta["finished"] = ended.get("finished")
+    meta["error"] = ended.get("error")
+    meta["note"] = ended.get("note")
+    meta["died"] = ended.get("died")
+    meta["input"] = None
+    if "sandbox_failure" in ended:
+        meta["sandbox_failure"] = ended["sandbox_failure"]
+    if "streams" in ended:
+        meta["streams"] = dict(ended["streams"])
+    record.last_output = ended.get("last_output", record.last_output)
+    record.save()

@@ -1,4 +1,8 @@
-"""Execution records: the numbered, durable transcript of every cell a kernel runs."""
+"""Execution records: the numbered, durable transcript of every cell a kernel runs.
+
+Longer than 400 lines: a record's end commits its streams, journals the end and wakes its
+waiters in one step, so its metadata, streams and lifecycle stay one object.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loomgate.gateway.records.journal import EndEntry
 from loomgate.gateway.records.output_log import LineLog, OutputKind
 from loomgate.gateway.records.output_stream import OutputStream
 from loomgate.gateway.records.rich_outputs import RichOutputs, image_mime
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 FLUSH_DELAY = 0.2
+LEFT_RUNNING = "the gateway stopped while this execution ran"  # a lost record's note
 COLOURED_TRACEBACK = "traceback.ansi"  # the last error's traceback as the kernel coloured it
 COLOURED_TRACEBACK_CHARS = 1 << 20
 WRITE_SLICE = 1 << 20
@@ -63,7 +67,6 @@ class ExecutionRecord:
         meta: RecordMeta,
         on_storage_error: Callable[[OSError], None] | None = None,
         rich: list[RichEntry] | None = None,
-        on_end: Callable[[ExecutionRecord], None] | None = None,
     ) -> None:
         self.directory = directory
         self.meta = meta
@@ -77,7 +80,7 @@ class ExecutionRecord:
         # Streams a record made in this process never opened are empty: no need to look.
         self._created_here = False
         self.on_storage_error = on_storage_error
-        self.on_end = on_end  # makes the end durable before anyone is told of it
+        self.on_end: Callable[[ExecutionRecord], None] | None = None  # the end made durable
 
     # -- construction -------------------------------------------------------------------------
 
@@ -93,62 +96,23 @@ class ExecutionRecord:
         source: Source,
         client: str | None = None,
         on_storage_error: Callable[[OSError], None] | None = None,
-        on_end: Callable[[ExecutionRecord], None] | None = None,
     ) -> ExecutionRecord:
         """Return a new running record (the caller saves it with `save_soon`)."""
         meta = new_record_meta(kernel_id, number, msg_id, code, source, client, time.time())
-        record = cls(directory, meta, on_storage_error, on_end=on_end)
+        record = cls(directory, meta, on_storage_error)
         record._created_here = True
         record._store(lambda: directory.mkdir(parents=True, exist_ok=True))
         return record
 
     @classmethod
-    def load(
-        cls, directory: Path, *, running_ok: bool = False, ended: EndEntry | None = None
-    ) -> ExecutionRecord:
-        """Return the record stored in `directory`; one still running ends as its journal
-        entry `ended` says, or is now `lost`, unless `running_ok` (its kernel is being taken
-        back, and decides)."""
+    def load(cls, directory: Path, *, running_ok: bool = False) -> ExecutionRecord:
+        """Return the record stored in `directory`; one still running is now `lost`, unless
+        `running_ok` (its kernel is being taken back, and decides)."""
         meta = read_record_meta(directory)
         record = cls(directory, meta, rich=RichOutputs.read_index(directory))
-        if not record.final and ended is not None:
-            record.end_as_journalled(ended)
         if not record.final and not running_ok:
-            record.end_unseen("lost", "the gateway stopped while this execution ran")
+            record.end_unseen("lost", LEFT_RUNNING)
         return record
-
-    def end_as_journalled(self, ended: EndEntry) -> None:
-        """End a record as its journal says its reply told (its record.json was not written)."""
-        meta = self.meta
-        meta["state"] = ended["state"]
-        meta["finished"] = ended.get("finished")
-        meta["error"] = ended.get("error")
-        meta["note"] = ended.get("note")
-        meta["died"] = ended.get("died")
-        meta["input"] = None
-        if "sandbox_failure" in ended:
-            meta["sandbox_failure"] = ended["sandbox_failure"]
-        if "streams" in ended:
-            meta["streams"] = dict(ended["streams"])
-        self.last_output = ended.get("last_output", self.last_output)
-        self.save()
-
-    def journal_entry(self) -> EndEntry:
-        """Return how this finished record ended, as a journal line."""
-        meta = self.meta
-        entry = EndEntry(
-            end=self.number,
-            state=meta["state"],
-            finished=meta["finished"] or time.time(),
-            last_output=self.last_output,
-            error=meta["error"],
-            note=meta["note"],
-            died=meta["died"],
-            streams=dict(self.stream_sizes()),
-        )
-        if "sandbox_failure" in meta:
-            entry["sandbox_failure"] = meta["sandbox_failure"]
-        return entry
 
     def end_unseen(self, state: ExecutionState, note: str, died: Death | None = None) -> None:
         """End a record whose end no gateway saw (it was away): `lost`, or `died`."""
@@ -309,8 +273,8 @@ class ExecutionRecord:
             # A lost execution ended unseen: its time ends at the last thing the gateway saw.
             self.meta["finished"] = self.last_output if state == "lost" else time.time()
             self.meta["input"] = None
-            # Output is on disk before a reply says the cell ended, and so is the end (one
-            # journal line); record.json follows (save_soon).
+            # Output and the end (a journal line) are on disk before a reply says the cell
+            # ended; record.json follows (save_soon).
             self._commit_streams()
             self._close_pending = True
             if self.on_end is not None:

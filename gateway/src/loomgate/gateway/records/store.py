@@ -8,8 +8,13 @@ from pathlib import Path
 from typing import Literal
 
 from loomgate.gateway.errors import StorageFailed
-from loomgate.gateway.records.journal import Journal, SentEntry
-from loomgate.gateway.records.record import ExecutionRecord, os_error_reason
+from loomgate.gateway.records.journal import (
+    Journal,
+    SentEntry,
+    end_as_journalled,
+    end_entry,
+)
+from loomgate.gateway.records.record import LEFT_RUNNING, ExecutionRecord, os_error_reason
 from loomgate.gateway.records.stored_meta import (
     KERNEL_FILE,
     KernelMeta,
@@ -111,8 +116,12 @@ class RecordStore:
             ends = self.journal.ends()
             for child in self.directory.iterdir():
                 if child.name.isdigit() and (child / "record.json").exists():
-                    ended = ends.get(int(child.name))
-                    record = ExecutionRecord.load(child, running_ok=running_ok, ended=ended)
+                    record = ExecutionRecord.load(child, running_ok=True)
+                    ended = ends.get(record.number)
+                    if not record.final and ended is not None:  # its reply told this
+                        end_as_journalled(record, ended)
+                    if not record.final and not running_ok:
+                        record.end_unseen("lost", LEFT_RUNNING)
                     records[record.number] = record
             self._records = dict(sorted(records.items()))
             if records:
@@ -133,8 +142,8 @@ class RecordStore:
             source=source,
             client=client,
             on_storage_error=self._storage_failed,
-            on_end=self._journal_end,
         )
+        record.on_end = self._journal_end
         self._loaded()[number] = record
         self.meta["last_number"] = number  # saved with kernel.json when the kernel ends
         return record
@@ -153,7 +162,7 @@ class RecordStore:
 
     def _journal_end(self, record: ExecutionRecord) -> None:
         try:
-            self.journal.append(record.journal_entry())
+            self.journal.append(end_entry(record))
         except OSError as error:
             self._storage_failed(error)
 
@@ -178,7 +187,7 @@ class RecordStore:
         """
         unfinished = [r for r in self._loaded(running_ok=True).values() if not r.final]
         for stale in unfinished[:-1]:
-            stale.end_unseen("lost", "the gateway stopped while this execution ran")
+            stale.end_unseen("lost", LEFT_RUNNING)
         return unfinished[-1] if unfinished else None
 
     def last_activity(self) -> float:

@@ -1,0 +1,97 @@
+"""Launch markers: a kernel process between its launch and its resident.json is ended by the
+next gateway, found by its identity or, when its pid was never noted, by its connection file
+and start time; nothing else is touched."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from loomgate.gateway.kernels.launches import LaunchMarkers
+from loomgate.gateway.kernels.process_identity import ProcessIdentity, start_seconds
+
+LOG = logging.getLogger(__name__)
+SLEEPER = "import sys, time; time.sleep(600)"
+
+
+def sleeper(connection_file: Path) -> subprocess.Popen[bytes]:
+    """Start a process whose command line names `connection_file`, as a kernel's does."""
+    return subprocess.Popen([sys.executable, "-c", SLEEPER, "-f", str(connection_file)])
+
+
+def test_a_marker_without_a_pid_ends_the_process_naming_its_connection_file(
+    tmp_path: Path,
+) -> None:
+    markers = LaunchMarkers(tmp_path / "launching")
+    connection, other = tmp_path / "kernel-a.json", tmp_path / "kernel-b.json"
+    connection.write_text("{}")
+    markers.launching("a", str(connection))  # killed before the pid was noted
+    launched, unrelated = sleeper(connection), sleeper(other)
+    try:
+        assert markers.end_unowned(LOG) == 1
+        assert launched.wait(10) == -9
+        assert unrelated.poll() is None  # another connection file: not this kernel's
+        assert not connection.exists() and list(markers.directory.iterdir()) == []
+    finally:
+        for process in (launched, unrelated):
+            process.kill()
+            process.wait()
+
+
+def test_a_process_started_before_the_marker_is_not_taken_for_its_kernel(
+    tmp_path: Path,
+) -> None:
+    markers = LaunchMarkers(tmp_path / "launching")
+    connection = tmp_path / "kernel-a.json"
+    older = sleeper(connection)
+    try:
+        started = start_seconds(older.pid)
+        assert started is not None and abs(started - time.time()) < 5
+        markers.launching("a", str(connection))
+        marker = markers.directory / "a.json"
+        data = json.loads(marker.read_text())
+        marker.write_text(json.dumps({**data, "since": started + 5}))  # launched later
+        assert markers.end_unowned(LOG) == 0
+        assert older.poll() is None
+    finally:
+        older.kill()
+        older.wait()
+
+
+def test_a_marker_with_an_identity_ends_that_process_only_while_it_is_that_one(
+    tmp_path: Path,
+) -> None:
+    markers = LaunchMarkers(tmp_path / "launching")
+    first, second = tmp_path / "kernel-a.json", tmp_path / "kernel-b.json"
+    alive, gone = sleeper(first), sleeper(second)
+    try:
+        for kernel_id, process, path in (("a", alive, first), ("b", gone, second)):
+            markers.launching(kernel_id, str(path))
+            markers.launched(kernel_id, str(path), ProcessIdentity.of(process.pid), None, None)
+        gone.kill()
+        gone.wait()
+        assert markers.end_unowned(LOG) == 1
+        assert alive.wait(10) == -9
+        assert list(markers.directory.iterdir()) == []
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_forgotten_marker_leaves_its_process_alone(tmp_path: Path) -> None:
+    markers = LaunchMarkers(tmp_path / "launching")
+    connection = tmp_path / "kernel-a.json"
+    process = sleeper(connection)
+    try:
+        markers.launching("a", str(connection))
+        markers.launched("a", str(connection), ProcessIdentity.of(process.pid), None, None)
+        markers.forget("a")  # its resident.json took over
+        assert markers.end_unowned(LOG) == 0
+        assert process.poll() is None
+    finally:
+        process.kill()
+        process.wait()
