@@ -192,6 +192,11 @@ async def test_an_image_and_a_table_render_and_hostile_output_stays_text(
         assert found == [1, 0, "loomgate execution"]  # only the view's own script ran
         assert await host.page.title() == "test host"
         await host.shot("image-and-table")
+        body = host.app.locator("body")
+        colour = "(body) => getComputedStyle(body).backgroundColor"
+        assert await body.evaluate(colour) == "rgb(255, 255, 255)"
+        await host.page.evaluate("window.setTheme('dark')")  # the host's theme changes
+        await expect(body).to_have_css("background-color", "rgb(13, 17, 23)")
 
 
 async def test_the_interrupt_button_stops_a_sleeping_cell(
