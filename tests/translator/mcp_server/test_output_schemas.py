@@ -16,6 +16,7 @@ from mcp.types import Tool
 from loomgate.translator.mcp_server import execution_tools, kernel_tools
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
+from tests.support.apps_hosts import apps_extension
 from tests.support.mcp_clients import ERAS
 
 # tools/list with --output-schemas (computed with this test's client; compact since issue 28:
@@ -29,11 +30,27 @@ TOOLS_LIST_BUDGET = 8_000
 TOOL_MODULES = (execution_tools, kernel_tools)
 
 
-async def listed_tools(era: str, **options: Any) -> list[Tool]:
-    """Return the tools as an in-memory SDK client lists them (no gateway needed)."""
+async def listed_tools(era: str, *, apps: bool = False, **options: Any) -> list[Tool]:
+    """Return the tools as an in-memory SDK client lists them (no gateway needed), that client
+    an MCP Apps host with `apps`."""
     settings = Settings(gateway="http://127.0.0.1:9", autostart=False, cwd="", env={}, **options)
-    async with Client(build_server(settings), mode=era) as client:
+    extensions = [apps_extension()] if apps else []
+    async with Client(build_server(settings), mode=era, extensions=extensions) as client:
         return (await client.list_tools()).tools
+
+
+def listing_size(tools: list[Tool]) -> int:
+    """Return what `tools` cost as tools/list sends them (compact JSON)."""
+    listing = {
+        "tools": [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools]
+    }
+    return len(json.dumps(listing, separators=(",", ":"), ensure_ascii=False))
+
+
+def model_visible(tool: Tool) -> bool:
+    """Return whether a host offers `tool` to the model (MCP Apps' `_meta.ui.visibility`)."""
+    visibility = ((tool.meta or {}).get("ui") or {}).get("visibility", ["model", "app"])
+    return "model" in visibility
 
 
 async def published_schemas(era: str) -> dict[str, Any]:
@@ -58,10 +75,7 @@ async def test_the_default_tool_list_keeps_to_its_budget_with_every_tool(era: st
     tools = await listed_tools(era)
     assert {tool.name for tool in tools} == tool_functions()
     assert len(tools) == 11
-    listing = {
-        "tools": [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools]
-    }
-    size = len(json.dumps(listing, separators=(",", ":"), ensure_ascii=False))
+    size = listing_size(tools)
     assert size <= TOOLS_LIST_BUDGET, size
     for tool in tools:
         assert tool.output_schema is None, tool.name  # --output-schemas lists them
@@ -71,6 +85,15 @@ async def test_the_default_tool_list_keeps_to_its_budget_with_every_tool(era: st
         assert "title" not in json.dumps(tool.input_schema), tool.name
         for name, argument in tool.input_schema["properties"].items():
             assert "type" in argument or "anyOf" in argument, (tool.name, name)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_apps_host_offers_the_model_the_same_tools_within_the_budget(era: str) -> None:
+    tools = await listed_tools(era, apps=True)
+    offered = [tool for tool in tools if model_visible(tool)]
+    assert [tool.name for tool in offered] == [tool.name for tool in await listed_tools(era)]
+    assert len(tools) > len(offered)  # the view's own tools, which the model is not offered
+    assert listing_size(offered) <= TOOLS_LIST_BUDGET, listing_size(offered)
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -1,4 +1,5 @@
-"""The monitor page: one HTML document with its stylesheet and script inlined, from `static/`."""
+"""The monitor page: one HTML document with its stylesheet and script inlined, from `static/`
+and the execution renderer it shares with the MCP Apps view (loomgate.shared's `views/`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from importlib.resources import files
 from jupyter_server.base.handlers import JupyterHandler
 
 STATIC = files("loomgate.gateway.monitor") / "static"
+SHARED_VIEWS = files("loomgate.shared") / "views"
 REFUSAL = (
     "This is loomgate's monitor page; open it with the address `loomgate monitor` prints "
     "(it carries the read-only monitor token).\n"
@@ -16,10 +18,13 @@ REFUSAL = (
 
 @functools.cache
 def page() -> bytes:
-    """Return the page: monitor.html with monitor.css and monitor.js put in place."""
+    """Return the page: monitor.html with the shared renderer, monitor.css and monitor.js put in
+    place."""
     html = (STATIC / "monitor.html").read_text(encoding="utf-8")
-    css = (STATIC / "monitor.css").read_text(encoding="utf-8")
-    script = (STATIC / "monitor.js").read_text(encoding="utf-8")
+    css = (SHARED_VIEWS / "execution_view.css").read_text(encoding="utf-8")
+    css += (STATIC / "monitor.css").read_text(encoding="utf-8")
+    script = (SHARED_VIEWS / "execution_view.js").read_text(encoding="utf-8")
+    script += (STATIC / "monitor.js").read_text(encoding="utf-8")
     return html.replace("/*STYLE*/", css).replace("/*SCRIPT*/", script).encode("utf-8")
 
 

@@ -232,6 +232,15 @@ class GatewayClient(GatewaySession):
         )
         return data
 
+    async def traceback(self, ref: str, selector: str | int) -> wire.ColouredTraceback:
+        """Return an execution's traceback with the kernel's ANSI colours (404: none)."""
+        data = await self.request_as(
+            wire.ColouredTraceback,
+            "GET",
+            f"kernels/{quoted(ref)}/executions/{quoted(selector)}/traceback",
+        )
+        return data
+
     async def send_input(self, ref: str, selector: str | int, value: str) -> wire.Execution:
         """Return the execution after answering its pending input()."""
         data = await self.request_as(

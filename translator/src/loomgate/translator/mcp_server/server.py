@@ -10,6 +10,8 @@ from mcp.types import Tool
 
 from loomgate.translator import __version__
 from loomgate.translator.mcp_server import execution_tools, kernel_tools
+from loomgate.translator.mcp_server.app_tools import APP_TOOLS
+from loomgate.translator.mcp_server.apps_extension import ExecutionViewApps, apps_listing
 from loomgate.translator.mcp_server.argument_errors import (
     one_sentence_argument_errors,
     unknown_argument_refusal,
@@ -67,7 +69,8 @@ class LoomgateServer(MCPServer[Conversation]):
 
 
 def build_server(settings: Settings) -> MCPServer[Conversation]:
-    """Return the MCP server with all eleven tools registered for `settings`."""
+    """Return the MCP server with all eleven tools registered for `settings`, and the MCP Apps
+    execution view for the clients that negotiate it."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Conversation]) -> AsyncIterator[Conversation]:
@@ -85,7 +88,12 @@ def build_server(settings: Settings) -> MCPServer[Conversation]:
         instructions=INSTRUCTIONS
         + (SHARED_SESSIONS if settings.transport == "streamable-http" else ""),
         lifespan=lifespan,
-        middleware=[one_sentence_argument_errors, unknown_argument_refusal(TOOLS)],
+        extensions=[ExecutionViewApps()],
+        middleware=[
+            one_sentence_argument_errors,
+            unknown_argument_refusal(TOOLS + APP_TOOLS),
+            apps_listing,
+        ],
     )
     register_tools(server, TOOLS, schemas=settings.structured and settings.output_schemas)
     return server

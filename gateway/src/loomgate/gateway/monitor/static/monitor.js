@@ -1,6 +1,6 @@
 // The monitor page: reads the gateway's API with the token in its own URL, follows the event
-// stream, and never sends anything that changes a kernel (its token could not anyway).
-"use strict";
+// stream, and never sends anything that changes a kernel (its token could not anyway). An
+// execution's card is drawn by the shared renderer (execution_view.js), loaded before this.
 
 const TOKEN = new URLSearchParams(location.search).get("token") || "";
 const BASE = location.pathname.replace(/\/loomgate\/monitor\/?$/, "");
@@ -24,19 +24,6 @@ const state = {
 
 const $ = (id) => document.getElementById(id);
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children) if (child !== null && child !== undefined) node.append(child);
-  return node;
-}
-
 async function get(path, params = {}) {
   const url = new URL(API + path, location.origin);
   for (const [key, value] of Object.entries(params)) {
@@ -58,12 +45,6 @@ function ago(seconds) {
   if (s < 3600) return Math.round(s / 60) + " min ago";
   if (s < 86400) return Math.round(s / 3600) + " h ago";
   return Math.round(s / 86400) + " d ago";
-}
-
-function elapsed(seconds) {
-  if (seconds < 1) return Math.round(seconds * 1000) + " ms";
-  if (seconds < 60) return seconds.toFixed(1) + " s";
-  return Math.floor(seconds / 60) + " min " + Math.round(seconds % 60) + " s";
 }
 
 // A memory limit as the person writes one: 4 GiB, 512 MiB.
@@ -91,85 +72,6 @@ function sandboxRules(s) {
     "processes: " + (s.processes === null ? "no limit" : s.processes),
     s.mechanism ? "enforced by " + s.mechanism : null,
   ].filter(Boolean).join("\n");
-}
-
-function submitter(execution) {
-  if (execution.client) return execution.client;
-  return execution.source === "loomgate" ? "loomgate" : "another Jupyter client";
-}
-
-const KEYWORDS = new Set(("False None True and as assert async await break class continue def del " +
-  "elif else except finally for from global if import in is lambda nonlocal not or pass raise " +
-  "return try while with yield match case print len range self").split(" "));
-const TOKENS = /(#[^\n]*)|("""[\s\S]*?"""|'''[\s\S]*?'''|[rbfuRBFU]{0,2}"(?:\\.|[^"\\\n])*"|[rbfuRBFU]{0,2}'(?:\\.|[^'\\\n])*')|(\b\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?j?\b)|([A-Za-z_]\w*)(?=\s*\()|([A-Za-z_]\w*)/g;
-
-// Returns a fragment of the Python `code` with comments, strings, numbers, keywords and calls
-// in their own spans (a tokenizer of regular expressions: good enough to read by).
-function highlight(code) {
-  const out = document.createDocumentFragment();
-  let last = 0;
-  for (const m of code.matchAll(TOKENS)) {
-    if (m.index > last) out.append(code.slice(last, m.index));
-    let cls = null;
-    if (m[1]) cls = "com";
-    else if (m[2]) cls = "str";
-    else if (m[3]) cls = "num";
-    else if (m[4]) cls = KEYWORDS.has(m[4]) ? "kw" : "fn";
-    else if (m[5] && KEYWORDS.has(m[5])) cls = "kw";
-    out.append(cls ? el("span", { class: cls, text: m[0] }) : m[0]);
-    last = m.index + m[0].length;
-  }
-  out.append(code.slice(last));
-  return out;
-}
-
-const ANSI_COLOURS = ["#000000", "#cd3131", "#0dbc79", "#b58900", "#2472c8", "#bc3fbc", "#11a8cd", "#a0a0a0"];
-const ANSI_BRIGHT = ["#666666", "#f14c4c", "#23d18b", "#d7ba7d", "#3b8eea", "#d670d6", "#29b8db", "#e5e5e5"];
-
-function colour256(n) {
-  if (n < 8) return ANSI_COLOURS[n];
-  if (n < 16) return ANSI_BRIGHT[n - 8];
-  if (n < 232) {
-    const v = [0, 95, 135, 175, 215, 255], i = n - 16;
-    return `rgb(${v[Math.floor(i / 36)]},${v[Math.floor(i / 6) % 6]},${v[i % 6]})`;
-  }
-  const g = 8 + (n - 232) * 10;
-  return `rgb(${g},${g},${g})`;
-}
-
-// Returns a fragment of `text` with its ANSI SGR colours as styled spans (other escapes dropped).
-function ansi(text) {
-  const out = document.createDocumentFragment();
-  let style = {};
-  const parts = text.split(/\x1b\[([0-9;]*)([A-Za-z])/);
-  for (let i = 0; i < parts.length; i += 3) {
-    if (parts[i]) {
-      const css = Object.entries(style).map(([k, v]) => `${k}:${v}`).join(";");
-      out.append(css ? el("span", { style: css, text: parts[i] }) : parts[i]);
-    }
-    if (i + 2 >= parts.length || parts[i + 2] !== "m") continue;
-    const codes = (parts[i + 1] || "0").split(";").map(Number);
-    for (let j = 0; j < codes.length; j++) {
-      const c = codes[j];
-      if (c === 0) style = {};
-      else if (c === 1) style["font-weight"] = "bold";
-      else if (c === 22) delete style["font-weight"];
-      else if (c === 3) style["font-style"] = "italic";
-      else if (c === 4) style["text-decoration"] = "underline";
-      else if (c >= 30 && c <= 37) style.color = ANSI_COLOURS[c - 30];
-      else if (c >= 90 && c <= 97) style.color = ANSI_BRIGHT[c - 90];
-      else if (c >= 40 && c <= 47) style.background = ANSI_COLOURS[c - 40];
-      else if (c >= 100 && c <= 107) style.background = ANSI_BRIGHT[c - 100];
-      else if (c === 39) delete style.color;
-      else if (c === 49) delete style.background;
-      else if ((c === 38 || c === 48) && codes[j + 1] === 5) {
-        style[c === 38 ? "color" : "background"] = colour256(codes[j + 2] || 0); j += 2;
-      } else if ((c === 38 || c === 48) && codes[j + 1] === 2) {
-        style[c === 38 ? "color" : "background"] = `rgb(${codes[j + 2] || 0},${codes[j + 3] || 0},${codes[j + 4] || 0})`; j += 4;
-      }
-    }
-  }
-  return out;
 }
 
 // -- kernels ----------------------------------------------------------------------------------
@@ -258,7 +160,6 @@ async function loadExecutions({ before = null, since = null } = {}) {
 }
 
 // Shows (or updates in place) one execution's card, newest first.
-const FINAL = new Set(["completed", "error", "interrupted", "killed", "died", "lost"]);
 
 function showExecution(execution) {
   const known = state.executions.get(execution.number);
@@ -267,7 +168,7 @@ function showExecution(execution) {
   if (old && known && FINAL.has(known.state) && known.state === execution.state &&
       known.note === execution.note && known.finished === execution.finished) return;  // unchanged
   state.executions.set(execution.number, execution);
-  const card = renderExecution(execution);
+  const card = renderExecution(execution, SOURCE);
   if (old) { old.replaceWith(card); return; }
   const container = $("executions");
   const after = [...container.children].find((node) => Number(node.dataset.number) < execution.number);
@@ -277,76 +178,12 @@ function showExecution(execution) {
   }
 }
 
-function renderExecution(x) {
-  const card = el("article", { class: "execution", id: `x-${x.number}`, "data-number": x.number, "data-state": x.state });
-  const full = el("a", { href: "#", onclick: (e) => { e.preventDefault(); openPager(x.number); } }, "full output");
-  card.append(el("header", {},
-    el("span", { class: "prompt", text: `In [${x.number}]` }),
-    el("span", { class: "badge s-" + x.state, text: x.state.replace("_", " ") }),
-    el("span", { class: "muted", text: submitter(x) }),
-    el("span", { class: "right" },
-      el("span", { class: "muted", text: elapsed(x.elapsed) }),
-      el("span", { class: "muted", text: new Date(x.started * 1000).toLocaleTimeString() }),
-      full)));
-  card.append(el("pre", { class: "code" }, highlight(x.code)));
-  const notes = [x.note, x.died && `died: ${x.died.reason}`, x.input && `waiting for input: ${x.input.prompt}`,
-    x.unstored && `output not stored from line ${x.unstored.from_line}: ${x.unstored.reason}`].filter(Boolean);
-  for (const note of notes) card.append(el("div", { class: "note", text: note }));
-  const output = el("div", { class: "output", "data-total": x.output ? x.output.total : 0 });
-  if (x.output) renderLines(output, x, [...x.output.head], x.output.omitted, [...x.output.tail]);
-  card.append(output);
-  if (x.error) colourTraceback(x, output);
-  if (x.state === "running" || x.state === "awaiting_input") output.scrollTop = output.scrollHeight;
-  return card;
-}
-
-function renderLines(box, x, head, omitted, tail) {
-  box.replaceChildren();
-  const richByLine = new Map((x.rich || []).map((r) => [r.line, r]));
-  const addLine = (line) => {
-    const rich = line.start ? richByLine.get(line.n) : null;
-    if (rich && rich.mimetypes.some((m) => m.startsWith("image/"))) {
-      const img = el("img", { alt: line.text, "data-rich": rich.index });
-      box.append(img);
-      loadImage(x.number, rich, img);
-      return;
-    }
-    const out = line.kind === "result" && line.start ? el("span", { class: "out", text: `Out[${x.number}]: ` }) : null;
-    box.append(el("div", { class: "l", "data-kind": line.kind || "stdout", "data-n": line.n },
-      el("span", { class: "n", text: line.n }), out, line.text));
-  };
-  head.forEach(addLine);
-  if (omitted) {
-    box.append(el("div", { class: "omitted" }, `… ${omitted} lines not shown — `,
-      el("a", { href: "#", onclick: (e) => { e.preventDefault(); openPager(x.number, head.length + 1); } }, "page through them"), " …"));
-  }
-  tail.forEach(addLine);
-}
-
-async function loadImage(number, rich, img) {
-  try {
-    const bundle = await get(`/kernels/${state.selected}/executions/${number}/rich/${rich.index}`);
-    const mime = rich.mimetypes.find((m) => m.startsWith("image/"));
-    const data = bundle.data[mime];
-    img.src = mime === "image/svg+xml"
-      ? "data:image/svg+xml;charset=utf-8," + encodeURIComponent(Array.isArray(data) ? data.join("") : data)
-      : `data:${mime};base64,${String(data).replace(/\s/g, "")}`;
-  } catch (error) {
-    img.replaceWith(el("div", { class: "l muted", text: `[image not loaded: ${error.message}]` }));
-  }
-}
-
-// Replaces the plain traceback lines of `x` with the kernel's coloured traceback.
-async function colourTraceback(x, box) {
-  const errorLines = [...box.querySelectorAll('.l[data-kind="error"]')];
-  if (!errorLines.length) return;
-  try {
-    const { text } = await get(`/kernels/${state.selected}/executions/${x.number}/traceback`);
-    const block = el("pre", { class: "l", "data-kind": "error" }, ansi(text));
-    errorLines[0].before(block);
-    for (const line of errorLines) line.remove();
-  } catch (error) { /* the plain lines stay */ }
-}
+// Where the shared renderer (shared/views/execution_view.js) gets what a card shows.
+const SOURCE = {
+  rich: (number, index) => get(`/kernels/${state.selected}/executions/${number}/rich/${index}`),
+  traceback: (number) => get(`/kernels/${state.selected}/executions/${number}/traceback`),
+  openPager: (number, first) => openPager(number, first),
+};
 
 // Changes seen on the event stream are applied together, at most every FOLLOW_MS: a kernel that
 // runs a hundred cells a second costs the page (and the gateway) one request per interval.
@@ -411,8 +248,7 @@ async function showPage(first) {
   $("pager-range").textContent = read.lines.length
     ? `lines ${read.first}–${read.last} of ${read.total}` : `no lines (of ${read.total})`;
   const box = $("pager-lines");
-  box.replaceChildren(...read.lines.map((line) =>
-    el("div", { class: "l", "data-kind": line.kind || "stdout", "data-n": line.n }, el("span", { class: "n", text: line.n }), line.text)));
+  renderPage(box, read.lines);
   box.scrollTop = 0;
 }
 
