@@ -1,7 +1,8 @@
 """The MCP Apps view in a real host: headless Chromium, a host page built on the official
 `@modelcontextprotocol/ext-apps` app-bridge (installed by `npm ci` from apps_host/'s lockfile,
 bundled here by its esbuild), the view in an iframe sandboxed as hosts do under the default CSP,
-its tool calls relayed to a real `loomgate-mcp` over stdio. Screenshots go to test-artifacts/apps/."""
+its tool calls relayed to a real `loomgate-mcp` over stdio. Screenshots go to
+test-artifacts/apps/."""
 
 from __future__ import annotations
 
