@@ -212,7 +212,7 @@ class ExecutionTracker:
         listened (its code from the kernel's history, its sender from the journal when this
         gateway's predecessor sent it): ended `lost`, its output unseen. No number without a
         record."""
-        reply = await channels.request("execute_request", count_content(), UNSEEN_TIMEOUT)
+        reply = await channels.ask("execute_request", count_content(), UNSEEN_TIMEOUT)
         last = int(reply["content"].get("execution_count") or 0)
         if last <= self.store.last_number:
             return

@@ -31,6 +31,7 @@ class KernelChannels:
         self.on_stdin = on_stdin
         self._replies: dict[str, asyncio.Future[Message]] = {}
         self._probes: set[str] = set()
+        self._asked: set[str] = set()  # the gateway's own questions: their IOPub is not news
         self._iopub_seen: asyncio.Future[None] | None = None
         self._idle_waiters: dict[str, asyncio.Future[None]] = {}
         self._silent_output: dict[str, list[str]] = {}  # stream text of silent runs, by msg_id
@@ -54,6 +55,13 @@ class KernelChannels:
         if self._probes and parent_id in self._probes:
             if self._iopub_seen is not None and not self._iopub_seen.done():
                 self._iopub_seen.set_result(None)
+            return
+        if parent_id in self._asked:
+            if (
+                msg["header"]["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"
+            ):
+                self._asked.discard(parent_id)
             return
         if parent_id in self._idle_waiters:
             msg_type = msg["header"]["msg_type"]
@@ -79,6 +87,16 @@ class KernelChannels:
         msg_id = msg["header"]["msg_id"]
         future = self._replies[msg_id] = asyncio.get_running_loop().create_future()
         return msg_id, future
+
+    async def ask(self, msg_type: str, content: dict[str, Any], timeout: float) -> Message:
+        """Send a shell request of the gateway's own (a question about the kernel, not a use of
+        it) and return its reply; what it causes on IOPub is not the kernel's activity."""
+        msg_id, future = self._send_expecting_reply(msg_type, content)
+        self._asked.add(msg_id)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self._replies = {k: f for k, f in self._replies.items() if f is not future}
 
     async def request(self, msg_type: str, content: dict[str, Any], timeout: float) -> Message:
         """Send a shell request and return its reply (TimeoutError after `timeout` seconds)."""

@@ -59,13 +59,16 @@ class Journal:
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / JOURNAL_FILE
-        self._fd: int | None = None
 
     def append(self, entry: Mapping[str, object]) -> None:
-        """Add `entry` as one line, in one write (OSError if the disk refuses it)."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.write(self._fd, json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+        """Add `entry` as one line, in one write (OSError if the disk refuses it). The file is
+        not kept open: an idle kernel holds nothing open for writing on the state dir."""
+        line = json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
     def entries(self) -> list[dict[str, object]]:
         """Return every whole line of the journal, oldest first."""
@@ -97,13 +100,6 @@ class Journal:
             for entry in self.entries()
             if isinstance(entry.get("sent"), str) and isinstance(entry.get("code"), str)
         ]
-
-    def close(self) -> None:
-        """Close the journal's file (a later append opens it again)."""
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
 
 
 def end_entry(record: ExecutionRecord) -> EndEntry:

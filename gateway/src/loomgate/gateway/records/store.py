@@ -213,7 +213,6 @@ class RecordStore:
         retention period)."""
         self.meta["ended"] = time.time()
         self.meta["end_reason"] = reason
-        self.journal.close()
         self.save()
 
     def note_paths(self, paths: list[str]) -> None:
