@@ -1,8 +1,9 @@
 """Reliability report: run tests/reliability (optionally scaled up) and tabulate its figures.
 
 Run: `uv run python -m bench.stress` regenerates docs/reliability.md (the suite as CI runs it).
-`uv run python -m bench.stress --scale N` runs the longer versions (N times the cells, calls
-and races) and writes bench/results/stress-xN.md.
+`uv run python -m bench.stress --scale N` runs the longer versions (N times the cells, calls,
+races and chaos kills) and writes bench/results/stress-xN.md; `--only test_chaos` runs one
+module (bench/results/chaos-xN.md).
 """
 
 from __future__ import annotations
@@ -20,17 +21,25 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # In the order of the issue: load, faults of processes, faults of the disk, bad input, security.
-SUITE = ["test_load", "test_faults", "test_storage", "test_bad_input", "test_security"]
+SUITE = [
+    "test_load",
+    "test_faults",
+    "test_chaos",
+    "test_storage",
+    "test_bad_input",
+    "test_security",
+]
 
 
-def run_suite(scale: float, report: Path) -> tuple[int, float]:
-    """Run the reliability tests at `scale`, figures into `report`; return (status, seconds)."""
+def run_suite(scale: float, report: Path, only: list[str]) -> tuple[int, float]:
+    """Run the reliability tests (`only` these modules, if given) at `scale`, figures into
+    `report`; return (status, seconds)."""
     env = {
         **os.environ,
         "LOOMGATE_RELIABILITY_SCALE": str(scale),
         "LOOMGATE_RELIABILITY_REPORT": str(report),
     }
-    files = [f"tests/reliability/{name}.py" for name in SUITE]
+    files = [f"tests/reliability/{name}.py" for name in only or SUITE]
     began = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", *files], cwd=ROOT, env=env)
     return done.returncode, time.monotonic() - began
@@ -75,19 +84,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply counts (default 1)")
     parser.add_argument("--out", type=Path, help="report file (default: by scale)")
+    parser.add_argument(
+        "--only", action="append", choices=SUITE, default=[], help="run this module (repeatable)"
+    )
     args = parser.parse_args()
     if args.scale <= 0:
         parser.error("--scale must be positive")
+    name = "-".join(name.removeprefix("test_") for name in args.only) or "stress"
     default = (
-        "docs/reliability.md" if args.scale == 1 else f"bench/results/stress-x{args.scale:g}.md"
+        "docs/reliability.md"
+        if args.scale == 1 and not args.only
+        else f"bench/results/{name}-x{args.scale:g}.md"
     )
     out = args.out or ROOT / default
-    command = "uv run python -m bench.stress" + (
-        f" --scale {args.scale:g}" if args.scale != 1 else ""
+    command = (
+        "uv run python -m bench.stress"
+        + (f" --scale {args.scale:g}" if args.scale != 1 else "")
+        + "".join(f" --only {name}" for name in args.only)
     )
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "figures.jsonl"
-        status, seconds = run_suite(args.scale, report)
+        status, seconds = run_suite(args.scale, report, args.only)
         rows = (
             [json.loads(line) for line in report.read_text().splitlines()]
             if report.exists()
