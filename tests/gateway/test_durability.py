@@ -513,4 +513,5 @@ async def test_a_gateway_killed_while_a_kernel_starts_leaves_no_process(
     assert wait_gone(launched, 30) == set(), "a kernel launched by a killed gateway ran on"
     async with client(fresh_gateway) as http:
         r = await http.get(f"{API}/starting")
-        assert r.json()["kernel"]["state"] == "gone", r.text  # it never served: gone
+        # It never served: unknown if the kill came before its records, else gone.
+        assert r.status_code == 404 or r.json()["kernel"]["state"] == "gone", r.text
