@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from loomgate.gateway.records.last_seen import LAST_SEEN_FILE
 from loomgate.translator.client.errors import GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from tests.gateway.test_prewarm import slow_kernel_spec
@@ -515,3 +518,84 @@ async def test_a_gateway_killed_while_a_kernel_starts_leaves_no_process(
         r = await http.get(f"{API}/starting")
         # It never served: unknown if the kill came before its records, else gone.
         assert r.status_code == 404 or r.json()["kernel"]["state"] == "gone", r.text
+
+
+async def beat_after(state_dir: Path, moment: float, timeout: float = 15) -> float:
+    """Return the time of the gateway's first note that it listens (its beat) after `moment`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            text = await asyncio.to_thread((state_dir / LAST_SEEN_FILE).read_text)
+            written = json.loads(text)
+            if written["time"] > moment:
+                return float(written["time"])
+        await asyncio.sleep(0.05)  # the beat is a file rewritten on the gateway's timer
+    raise AssertionError(f"no beat in {state_dir / LAST_SEEN_FILE} after {moment}")
+
+
+async def file_appears(path: Path, timeout: float = 30) -> None:
+    """Return once `path` exists (a kernel's cell made it)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if await asyncio.to_thread(path.exists):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{path} did not appear within {timeout} s")
+
+
+async def test_a_gap_begins_when_the_gateway_was_last_seen_not_at_the_last_output(
+    fresh_gateway: GatewayProcess, gate: Gate
+) -> None:
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"name": "seen"})
+        assert r.status_code == 201, r.text
+        code = f"print('one', flush=True)\n{gate.wait}\nprint('two')"
+        body = {"code": code, "wait": 30, "until_silent": 0.3}
+        r = await http.post(f"{API}/seen/executions", json=body)
+        printed = r.json()["execution"]["last_output"]
+        beat = await beat_after(fresh_gateway.state_dir, printed + 1)
+    fresh_gateway.kill()
+    back = time.time()
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.get(f"{API}/seen/executions/1")
+        [gap] = r.json()["execution"]["gaps"]
+        assert gap["after_line"] == 1
+        assert beat <= gap["since"] < back <= gap["until"], (printed, beat, back, gap)
+        gate.open()
+        r = await http.get(f"{API}/seen/executions/1", params={"wait": 30, "head": 5})
+        execution = r.json()["execution"]
+        assert execution["state"] == "completed"
+        assert [x["text"] for x in execution["output"]["head"]] == ["one", "two"]
+
+
+async def test_a_cell_that_ended_unseen_ran_until_the_gateway_was_last_seen(
+    fresh_gateway: GatewayProcess, gate: Gate, tmp_path: Path
+) -> None:
+    # It printed nothing: before, its `finished` was its `started`, a 0 s run.
+    done = tmp_path / "done"
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"name": "quiet"})
+        assert r.status_code == 201, r.text
+        code = f"{gate.wait}\nopen({str(done)!r}, 'w').close()"
+        r = await http.post(f"{API}/quiet/executions", json={"code": code, "wait": 0.5})
+        started = r.json()["execution"]["started"]
+        assert r.json()["execution"]["state"] == "running"
+        beat = await beat_after(fresh_gateway.state_dir, started + 1)
+    fresh_gateway.kill()
+    gate.open()
+    await file_appears(done)  # the cell's end, with no gateway to tell of it
+    back = time.time()
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.get(f"{API}/quiet/executions/1", params={"wait": 30})
+        execution = r.json()["execution"]
+        assert execution["state"] == "lost", execution
+        assert beat <= execution["finished"] < back, (started, beat, back, execution)
+        assert execution["elapsed"] >= 1
+        [gap] = execution["gaps"]
+        assert gap["since"] == execution["finished"] and gap["until"] >= back

@@ -1,4 +1,8 @@
-"""Every kernel the gateway knows: live ones, gone ones whose records remain, names, holders."""
+"""Every kernel the gateway knows: live ones, gone ones whose records remain, names, holders.
+
+Longer than 400 lines: loading the archive, taking kernels back, and the hooks of every start,
+restart and end read and change the same maps of live kernels, stores and intents.
+"""
 
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ from loomgate.gateway.kernels.provisioner import process_ending, sandbox_of
 from loomgate.gateway.kernels.references import find_store, gone
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.take_back import TakeBack
+from loomgate.gateway.records.last_seen import Heartbeat, read_last_seen
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.gateway.sandbox.catalog import SandboxCatalog
 from loomgate.shared.echo import echo
@@ -92,6 +97,8 @@ class KernelRegistry:
         self.pool = KernelPool(mkm, state_dir, prewarm, log)
         self.launches = LaunchMarkers(state_dir / LAUNCHING_DIR)
         self.sandboxes = SandboxCatalog(state_dir)
+        self._left_seen = read_last_seen(state_dir)  # before this gateway's own beat
+        self.heartbeat = Heartbeat(state_dir, lambda: list(self.live), log)
         self._load_archive()
 
     # -- the archive of earlier kernels -------------------------------------------------------
@@ -106,6 +113,7 @@ class KernelRegistry:
             except (OSError, ValueError) as e:
                 self.log.warning("Skipping unreadable kernel records in %s: %s", child, e)
                 continue
+            store.left_seen = self._left_seen.get(store.kernel_id, 0.0)
             if store.meta.get("ended") is None:
                 if resident.exists(child):
                     self.stores[store.kernel_id] = store
@@ -139,12 +147,14 @@ class KernelRegistry:
                     time.monotonic() - began,
                 )
             self._left_running = []
+            self.heartbeat.start()
             self.ready.set()
         self.pool.fill_default(self.sandboxes)
 
     def leave_all(self) -> int:
         """Let go of every live kernel without ending it (the gateway exits); return how many."""
         self.holders.forget_all()
+        self.heartbeat.stop()
         kernels = list(self.live.values())
         for kernel in kernels:
             kernel.leave()

@@ -73,6 +73,8 @@ class ExecutionRecord:
         self.streams: dict[StreamName, OutputStream] = {}
         self.rich = RichOutputs(directory, rich if rich is not None else [])
         self.last_output: float = meta.get("last_output") or meta["started"]
+        # The last moment a gateway was known to listen while this ran (its store sets it).
+        self.left_seen = 0.0
         self._wakeups = Wakeups()
         self._flush_handle: asyncio.TimerHandle | None = None
         self._save_pending = False
@@ -121,16 +123,22 @@ class ExecutionRecord:
         self.meta["note"], self.meta["input"] = note, None
         if died is not None:
             self.meta["died"] = died
-        self.meta["finished"] = self.last_output
+        self.meta["finished"] = self.last_seen
         self.save()
 
     def note_gap(self, until: float) -> None:
         """Note that output after the last stored line, up to `until`, may be missing."""
-        gap = Gap(after_line=self.log("combined").count, since=self.last_output, until=until)
+        gap = Gap(after_line=self.log("combined").count, since=self.last_seen, until=until)
         self.meta["gaps"] = [*self.meta["gaps"], gap]
         self.save()
 
     # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def last_seen(self) -> float:
+        """Return the last moment this execution was known to run under a listening gateway:
+        its last output, or the earlier gateway's last beat, whichever came later."""
+        return max(self.last_output, self.left_seen)
 
     @property
     def number(self) -> int:
@@ -270,8 +278,8 @@ class ExecutionRecord:
         self.meta["state"] = state
         note_details(self.meta, details)
         if state in FINAL_STATES:
-            # A lost execution ended unseen: its time ends at the last thing the gateway saw.
-            self.meta["finished"] = self.last_output if state == "lost" else time.time()
+            # A lost execution ended unseen: its time ends at the last moment a gateway saw it.
+            self.meta["finished"] = self.last_seen if state == "lost" else time.time()
             self.meta["input"] = None
             # Output and the end (a journal line) are on disk before a reply says the cell
             # ended; record.json follows (save_soon).

@@ -56,6 +56,8 @@ class RecordStore:
         self._records: dict[int, ExecutionRecord] | None = None
         self.storage_error: OSError | None = None  # the last refused write, until a probe passes
         self.journal = Journal(directory)
+        # The last moment the gateway before this one was known to listen to the kernel.
+        self.left_seen = 0.0
 
     @classmethod
     def create(cls, directory: Path, start: KernelStart) -> RecordStore:
@@ -117,6 +119,7 @@ class RecordStore:
             for child in self.directory.iterdir():
                 if child.name.isdigit() and (child / "record.json").exists():
                     record = ExecutionRecord.load(child, running_ok=True)
+                    record.left_seen = self.left_seen
                     ended = ends.get(record.number)
                     if not record.final and ended is not None:  # its reply told this
                         end_as_journalled(record, ended)
