@@ -116,38 +116,36 @@ async def http(sandboxed: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-def reads(path: Path) -> dict[str, str]:
-    """Return cells that read `path` four ways, each raising or printing its failure."""
+def four_ways(path: Path, python: str, command: str, flags: str, then: str = "") -> dict[str, str]:
+    """Return cells that touch `path` through plain Python (`python`, with `{p}` for the path),
+    `os.system` and `subprocess` (`command` PATH), and ctypes (`open(path, flags)`, `then`
+    after it); each raises or prints its failure."""
     p = repr(str(path))
     return {
-        "python": f"print(open({p}).read())",
-        "os.system": f"import os\nif os.system('cat ' + {p}): raise OSError('cat failed')",
-        "subprocess": f"import subprocess; subprocess.run(['cat', {p}], check=True)",
+        "python": python.format(p=p),
+        "os.system": (
+            f"import os\nif os.system('{command} ' + {p}): raise OSError('{command} failed')"
+        ),
+        "subprocess": f"import subprocess; subprocess.run(['{command}', {p}], check=True)",
         "ctypes": (
             "import ctypes, os\n"
             "libc = ctypes.CDLL(None, use_errno=True)\n"
-            f"fd = libc.open({p}.encode(), os.O_RDONLY)\n"
-            f"if fd < 0: raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), {p})\n"
-            "buf = ctypes.create_string_buffer(64)\n"
-            "print(libc.read(fd, buf, 64), buf.value)"
+            f"fd = libc.open({p}.encode(), {flags})\n"
+            f"if fd < 0: raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), {p})"
+            + then
         ),
     }
+
+
+def reads(path: Path) -> dict[str, str]:
+    """Return cells that read `path` four ways."""
+    then = "\nbuf = ctypes.create_string_buffer(64)\nprint(libc.read(fd, buf, 64), buf.value)"
+    return four_ways(path, "print(open({p}).read())", "cat", "os.O_RDONLY", then)
 
 
 def writes(path: Path) -> dict[str, str]:
-    """Return cells that write `path` four ways, each raising or printing its failure."""
-    p = repr(str(path))
-    return {
-        "python": f"open({p}, 'w').write('x')",
-        "os.system": f"import os\nif os.system('touch ' + {p}): raise OSError('touch failed')",
-        "subprocess": f"import subprocess; subprocess.run(['touch', {p}], check=True)",
-        "ctypes": (
-            "import ctypes, os\n"
-            "libc = ctypes.CDLL(None, use_errno=True)\n"
-            f"fd = libc.open({p}.encode(), os.O_WRONLY | os.O_CREAT, 0o644)\n"
-            f"if fd < 0: raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), {p})"
-        ),
-    }
+    """Return cells that write `path` four ways."""
+    return four_ways(path, "open({p}, 'w').write('x')", "touch", "os.O_WRONLY | os.O_CREAT, 0o644")
 
 
 async def rule_of(http: httpx.AsyncClient, execution: dict[str, Any]) -> dict[str, Any] | None:
