@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,8 @@ from tests.support.cells import submit
 from tests.support.gateways import (
     GatewayProcess,
     client,
-    kernel_processes_in,
     resident_kernels,
+    terminated_as_a_kernel_starts,
     wait_gone,
 )
 
@@ -123,20 +121,8 @@ async def test_a_gateway_stopped_as_its_pool_kernel_starts_leaves_no_kernel(
     # Three gateways: the first start of a run is slow enough to finish its kernel's start.
     for attempt in range(3):
         gateway = GatewayProcess(tmp_path / f"state{attempt}", prewarm=1)
-        try:
-            gateway.start()
-            assert gateway.proc is not None
-            deadline = time.monotonic() + 30
-            while not gateway.kernel_pids() and time.monotonic() < deadline:
-                pass
-            gateway.proc.terminate()
-            gateway.proc.wait(30)
-            running = kernel_processes_in(gateway.state_dir)
-            assert wait_gone(running, 30) == set(), "a prewarmed kernel outlived its gateway"
-        finally:
-            gateway.stop()
-            for pid in kernel_processes_in(gateway.state_dir):  # what a failure left running
-                os.kill(pid, signal.SIGKILL)
+        left = terminated_as_a_kernel_starts(gateway)
+        assert left == set(), "a prewarmed kernel outlived its gateway"
 
 
 # A kernel that takes a second before it becomes ipykernel: its launcher, then the kernel.

@@ -333,3 +333,28 @@ def stop_upstream_gateways(state_dir: Path) -> None:
     gateways.toml `kind = "jupyter"` entry), with its kernels."""
     for gateway_dir in sorted((state_dir / UPSTREAMS_DIR).glob("*")):
         stop_local_gateway(gateway_dir)
+
+
+def terminated_as_a_kernel_starts(
+    gateway: GatewayProcess, *, until_resident: bool = False
+) -> set[int]:
+    """Start `gateway`, SIGTERM it as soon as a kernel process of it exists (with
+    `until_resident`, once that kernel's resident.json is written too), and return the kernel
+    processes of its state dir still alive 30 s after it exited; whatever a failure leaves is
+    killed."""
+    try:
+        gateway.start()
+        assert gateway.proc is not None
+        deadline = time.monotonic() + 30
+        while not gateway.kernel_pids() and time.monotonic() < deadline:
+            pass
+        while until_resident and not resident_kernels(gateway.state_dir):
+            if time.monotonic() > deadline:
+                break
+        gateway.proc.terminate()
+        gateway.proc.wait(30)
+        return wait_gone(kernel_processes_in(gateway.state_dir), 30)
+    finally:
+        gateway.stop()
+        for pid in kernel_processes_in(gateway.state_dir):  # what a failure left running
+            os.kill(pid, signal.SIGKILL)

@@ -4,10 +4,7 @@ as the kernel it becomes."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +16,8 @@ from tests.support.cells import KERNELS, output_texts, run
 from tests.support.gateways import (
     GatewayProcess,
     client,
-    kernel_processes_in,
     resident_kernels,
-    wait_gone,
+    terminated_as_a_kernel_starts,
 )
 
 
@@ -105,21 +101,7 @@ def test_a_gateway_stopped_as_its_confined_pool_kernel_starts_leaves_no_process(
     # SIGTERM while the pool's confined kernel starts: bubblewrap just launched, or the kernel
     # inside still importing (the pool waits for its kernel_info). Nothing of it may outlive
     # the gateway: not bubblewrap, not the sandbox's init, not the kernel.
-    gateway = gateway_in(root, prewarm=1)
-    try:
-        gateway.start()
-        assert gateway.proc is not None
-        deadline = time.monotonic() + 30
-        while not gateway.kernel_pids() and time.monotonic() < deadline:
-            pass
-        if stage == "warming":
-            while not resident_kernels(gateway.state_dir) and time.monotonic() < deadline:
-                pass  # its resident.json is written once bubblewrap's child is known
-        gateway.proc.terminate()
-        gateway.proc.wait(30)
-        running = kernel_processes_in(gateway.state_dir)
-        assert wait_gone(running, 30) == set(), "a confined pool kernel outlived its gateway"
-    finally:
-        gateway.stop()
-        for pid in kernel_processes_in(gateway.state_dir):  # what a failure left running
-            os.kill(pid, signal.SIGKILL)
+    left = terminated_as_a_kernel_starts(
+        gateway_in(root, prewarm=1), until_resident=stage == "warming"
+    )
+    assert left == set(), "a confined pool kernel outlived its gateway"
