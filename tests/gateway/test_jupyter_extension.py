@@ -48,6 +48,10 @@ async def test_jupyterlab_works_as_before_and_every_cell_is_recorded(
             interrupted = await ws.answer(running, "execute_reply")
             assert interrupted["content"]["ename"] == "KeyboardInterrupt"
             reply, _ = await ws.run("len(data)")
+            if reply["content"]["status"] == "aborted":
+                # ipykernel stops aborting requests after an error only once its loop has
+                # turned: one that overtook that turn is refused unrun, and is sent again.
+                reply, _ = await ws.run("len(data)")
             assert (reply["content"]["status"], reply["content"]["execution_count"]) == ("ok", 4)
         kernels = (await http.get(f"{API}/kernels")).json()["kernels"]
         [kernel] = kernels
