@@ -126,8 +126,11 @@ async def agent_session(
 
 
 def test_the_cli_reaches_a_notebook_and_names_servers_without_loomgate(
-    gateway: GatewayProcess, tmp_path: Path
+    fresh_gateway: GatewayProcess, tmp_path: Path
 ) -> None:
+    # A gateway of its own: the shared one may still hold another test's conversation kernel
+    # (in its grace period), and this test reads the gateway's section whole.
+    gateway = fresh_gateway.start()
     lab = JupyterServerProcess(tmp_path / "person")
     plain = JupyterServerProcess(tmp_path / "plain", app="server", extension=False)
     other = JupyterServerProcess(tmp_path / "colleague")
