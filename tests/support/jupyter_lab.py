@@ -33,6 +33,8 @@ def jupyter_environment(home: Path) -> dict[str, str]:
         "JUPYTER_PREFER_ENV_PATH": "0",
         "LOOMGATE_STATE_DIR": str(home / "loomgate-state"),
         "XDG_CONFIG_HOME": str(home / "config"),
+        # The servers' own kernels keep IPython's history here, not in one file for the suite.
+        "IPYTHONDIR": str(home / "ipython"),
     }
 
 

@@ -34,6 +34,11 @@ PROVISIONER_NAME = "loomgate-resident"
 # ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.
 PARENT_VARIABLE = "JPY_PARENT_PID"
 SANDBOX_ARGUMENT = "loom_sandbox"  # the start argument that carries a kernel's SandboxRules
+# IPython's history database is one SQLite file shared by every kernel of the user: under many
+# kernels a lock times out, IPython moves the file aside, and every other kernel's saving thread
+# then prints its error into a cell's output. The record is a gateway kernel's history.
+IPYTHON_HISTORY_IN_MEMORY = "--HistoryManager.hist_file=:memory:"
+IPYKERNEL_MODULES = frozenset({"ipykernel_launcher", "ipykernel"})
 
 
 class ResidentProvisioner(LocalProvisioner):
@@ -65,6 +70,11 @@ class ResidentProvisioner(LocalProvisioner):
             self._prepare_sandbox(self.rules)
         kwargs["env"] = env
         kwargs["independent"] = True
+        if self.kernel_spec is not None and runs_ipykernel(self.kernel_spec.argv):
+            kwargs["extra_arguments"] = [
+                *kwargs.get("extra_arguments", ()),
+                IPYTHON_HISTORY_IN_MEMORY,
+            ]
         launch: dict[str, Any] = await super().pre_launch(**kwargs)
         return launch
 
@@ -255,6 +265,13 @@ class ResidentProvisioner(LocalProvisioner):
             self.identity = None
         if self.sandbox is not None and not restart:
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
+
+
+def runs_ipykernel(argv: list[str]) -> bool:
+    """Return whether a kernel spec's command runs ipykernel (`python -m ipykernel_launcher`)."""
+    return any(
+        flag == "-m" and module in IPYKERNEL_MODULES for flag, module in zip(argv, argv[1:])
+    )
 
 
 def launch_markers(km: object) -> LaunchMarkers | None:

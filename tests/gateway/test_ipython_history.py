@@ -1,0 +1,51 @@
+"""A gateway's IPython kernels keep IPython's history in memory: the person's history file is
+never touched, so many kernels never race for it (and never print its errors into a cell)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loomgate.gateway.kernels.provisioner import runs_ipykernel
+from tests.support.cells import submit
+from tests.support.gateways import GatewayProcess, client
+
+API = "/api/loomgate/kernels"
+HISTORY = (
+    "hm = get_ipython().history_manager\n"
+    "print(hm.hist_file, [source for _, _, source in hm.get_tail(2, include_latest=True)])"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"], True),
+        (["/usr/bin/python3", "-Xfrozen_modules=off", "-m", "ipykernel", "-f", "c"], True),
+        (["python", "-m", "ipykernel_launcher_other", "-f", "c"], False),
+        (["ipykernel_launcher", "-m"], False),
+        (["R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"], False),
+        ([], False),
+    ],
+)
+def test_which_kernel_specs_run_ipykernel(argv: list[str], expected: bool) -> None:
+    assert runs_ipykernel(argv) is expected
+
+
+async def test_a_gateway_kernel_keeps_ipython_history_in_memory(tmp_path: Path) -> None:
+    ipython_dir = tmp_path / "ipython"
+    gateway = GatewayProcess(tmp_path / "state", env={"IPYTHONDIR": str(ipython_dir)}).start()
+    try:
+        async with client(gateway) as http:
+            r = await http.post(API, json={})
+            assert r.status_code == 201, r.text
+            kernel = r.json()["kernel"]["id"]
+            await submit(http, kernel, "x = 6 * 7")
+            reply = await submit(http, kernel, HISTORY, head=5)
+            lines = [line["text"] for line in reply["execution"]["output"]["head"]]
+            # In-memory history still serves the kernel's own session (%history, up-arrow).
+            assert lines == [":memory: ['x = 6 * 7', " + repr(HISTORY) + "]"]
+    finally:
+        gateway.stop()
+    assert list(ipython_dir.rglob("history*.sqlite")) == []
