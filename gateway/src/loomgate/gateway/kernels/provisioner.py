@@ -10,6 +10,7 @@ later gateway, signals and polls it by pid only while the pid still belongs to t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -270,7 +271,7 @@ class ResidentProvisioner(LocalProvisioner):
 def runs_ipykernel(argv: list[str]) -> bool:
     """Return whether a kernel spec's command runs ipykernel (`python -m ipykernel_launcher`)."""
     return any(
-        flag == "-m" and module in IPYKERNEL_MODULES for flag, module in zip(argv, argv[1:])
+        flag == "-m" and module in IPYKERNEL_MODULES for flag, module in itertools.pairwise(argv)
     )
 
 
