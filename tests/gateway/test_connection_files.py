@@ -4,11 +4,16 @@ the pool; a kernel that died keeps its log beside its records."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import stat
+import tempfile
 from pathlib import Path
 
 import httpx
+from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from loomgate.gateway.kernels.kernel_files import DEATH_LOG
 from tests.support.cells import submit
@@ -77,3 +82,66 @@ async def test_connection_files_go_with_their_kernels(fresh_gateway: GatewayProc
 
     fresh_gateway.stop()  # as `loomgate gateway stop` does: with its kernels
     assert kernel_files(state) == set(), sorted((state / "runtime").iterdir())
+
+
+def listening_tcp_sockets() -> set[str]:
+    """Return the socket inodes of every TCP socket listening on this machine."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), Path(table).open() as f:
+            for row in list(f)[1:]:
+                fields = row.split()
+                if fields[3] == "0A":  # LISTEN
+                    inodes.add(fields[9])
+    return inodes
+
+
+def sockets_of(pid: int) -> set[str]:
+    """Return the socket inodes process `pid` holds open."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = str(fd.readlink())
+            if target.startswith("socket:["):
+                inodes.add(target.removeprefix("socket:[").removesuffix("]"))
+    return inodes
+
+
+async def test_a_local_kernel_has_ipc_sockets_of_its_own_and_no_ports(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    fresh_gateway.start()
+    runtime = fresh_gateway.state_dir / "runtime"
+    async with client(fresh_gateway) as http:
+        kernel = await started(http, "sockets")
+        pid = await pid_of(http, kernel)
+        info = json.loads((runtime / f"kernel-{kernel}.json").read_text())
+        # No port to choose, so none another process can take before the kernel binds it.
+        assert info["transport"] == "ipc"
+        # (One TCP listener stays: ipykernel's pipe for subprocess output, which it binds
+        # itself on a random port, retrying; the five channels were five listeners.)
+        assert len(sockets_of(pid) & listening_tcp_sockets()) <= 1
+        own = Path(info["ip"]).parent.parent
+        assert own == Path(tempfile.gettempdir()) / f"loomgate-{os.getuid()}" / kernel[:13]
+        assert stat.S_IMODE(own.stat().st_mode) == 0o700
+        assert len(list(own.glob("ipc/k-*"))) == 5
+
+        # Another Jupyter client reaches it through its connection file.
+        other = AsyncKernelClient(connection_file=str(runtime / f"kernel-{kernel}.json"))
+        other.load_connection_file()
+        other.start_channels()
+        try:
+            reply = await other.execute_interactive("seen_by = 'another client'", timeout=30)
+            assert reply["content"]["status"] == "ok"
+        finally:
+            other.stop_channels()
+
+        # A restart keeps its sockets (a connected client reconnects to the same files).
+        assert (await http.post(f"/api/kernels/{kernel}/restart")).status_code == 200
+        reply = await submit(http, kernel, "'restarted'", head=1)
+        assert reply["execution"]["output"]["head"][0]["text"] == "'restarted'"
+        again = json.loads((runtime / f"kernel-{kernel}.json").read_text())
+        assert again["ip"] == info["ip"]
+
+        assert (await http.delete(f"{API}/{kernel}")).status_code == 200
+        assert not own.exists()

@@ -1,10 +1,13 @@
-"""A kernel process's files beside its connection file: the connection file itself (it holds
-the kernel's key) and the log of the kernel's own output, and how they go when it ends."""
+"""A kernel process's files: its connection file (it holds the kernel's key), the log of its
+own output beside it, its ipc sockets, and how they go when it ends."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 DEATH_LOG = "kernel.log"  # a dead kernel's own output, kept beside its records (and gone with them)
 
@@ -21,6 +24,7 @@ def remove_kernel_files(connection_file: str, keep_log_in: Path | None = None) -
         return
     connection = Path(connection_file)
     log = output_log_of(connection)
+    remove_sockets(connection_info_in(connection))
     with contextlib.suppress(OSError):
         connection.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
@@ -28,3 +32,26 @@ def remove_kernel_files(connection_file: str, keep_log_in: Path | None = None) -
             log.replace(keep_log_in / DEATH_LOG)
         else:
             log.unlink(missing_ok=True)
+
+
+def remove_sockets(info: Mapping[str, Any]) -> None:
+    """Remove the ipc socket files connection info `info` names, and their dir and the
+    kernel's own dir once empty (a confined kernel's sandbox removes the rest of its own)."""
+    if info.get("transport") != "ipc" or not info.get("ip"):
+        return
+    prefix = Path(str(info["ip"]))
+    for socket in prefix.parent.glob(f"{prefix.name}-*"):
+        with contextlib.suppress(OSError):
+            socket.unlink()
+    for directory in (prefix.parent, prefix.parent.parent):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+def connection_info_in(connection: Path) -> dict[str, Any]:
+    """Return the connection info a connection file holds ({} when it is gone or unreadable)."""
+    try:
+        info = json.loads(connection.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}

@@ -22,11 +22,16 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.jupyter_internals import update_launch_arguments
-from loomgate.gateway.kernels.kernel_files import output_log_of
+from loomgate.gateway.kernels.kernel_files import output_log_of, remove_sockets
 from loomgate.gateway.kernels.launches import LaunchMarkers
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox.environment import confined_environment
-from loomgate.gateway.sandbox.launch import SandboxLaunch, sandbox_wire
+from loomgate.gateway.sandbox.launch import (
+    SandboxLaunch,
+    ipc_prefix,
+    sandbox_wire,
+    unconfined_kernel_dir,
+)
 from loomgate.gateway.sandbox.mechanism import SandboxUnavailable
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.shared import wire
@@ -69,6 +74,8 @@ class ResidentProvisioner(LocalProvisioner):
         if self.rules is not None and self.rules.confined:
             env = confined_environment(env, ())
             self._prepare_sandbox(self.rules)
+        else:
+            self._use_own_sockets()
         kwargs["env"] = env
         kwargs["independent"] = True
         if self.kernel_spec is not None and runs_ipykernel(self.kernel_spec.argv):
@@ -98,11 +105,20 @@ class ResidentProvisioner(LocalProvisioner):
             self.sandbox = SandboxLaunch.prepare(rules, km.kernel_id)
         except SandboxUnavailable as e:
             raise Unavailable(str(e)) from None
-        ipc = self.sandbox.ipc_prefix
-        if ipc is not None:  # no network inside: the kernel's sockets are files both sides see
-            km.transport = "ipc"
-            km.ip = ipc
-            km.cache_ports = False
+        use_ipc(km, self.sandbox.ipc_prefix)
+
+    def _use_own_sockets(self) -> None:
+        """Give an unconfined local kernel ipc sockets in a dir of its own (once: restarts
+        reuse them, as a client's connection expects)."""
+        km = self.parent
+        assert km is not None
+        if km.transport != "tcp" or km.shell_port:
+            return  # chosen already (a restart, or a kernel an earlier gateway started)
+        try:
+            directory = unconfined_kernel_dir(km.kernel_id)
+        except SandboxUnavailable as e:
+            raise Unavailable(str(e)) from None
+        use_ipc(km, ipc_prefix(directory))
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         """Launch the kernel with stdin on /dev/null and its output in a log of its own."""
@@ -264,8 +280,18 @@ class ResidentProvisioner(LocalProvisioner):
             markers.forget(str(self.kernel_id))
         if self.taken_back and not self._is_ours():
             self.identity = None
+        if not restart:
+            remove_sockets(self.connection_info)
         if self.sandbox is not None and not restart:
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
+
+
+def use_ipc(km: Any, prefix: str) -> None:
+    """Make kernel manager `km` give its kernel ZMQ ipc sockets at `prefix`: files, no ports,
+    so none another process can take between their choice and the kernel's bind."""
+    km.transport = "ipc"
+    km.ip = prefix
+    km.cache_ports = False
 
 
 def runs_ipykernel(argv: list[str]) -> bool:

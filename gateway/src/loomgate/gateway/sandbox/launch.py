@@ -21,14 +21,14 @@ from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.shared import wire
 from loomgate.shared.sizes import format_size
 
-IPC_PREFIX = "k"  # ZMQ ipc sockets of a kernel without network: k-1 … k-5 in its ipc dir
+IPC_PREFIX = "k"  # a local kernel's ZMQ ipc sockets: k-1 … k-5 in its ipc dir
 INIT_TIMEOUT = 10.0  # how long a start waits for bubblewrap to name its init
 MEMORY_KILL = "killed: memory limit"  # how the death of a kernel its memory limit ended begins
 
 
 def kernel_dirs_root() -> Path:
-    """Return the directory that holds every confined kernel's own (short: ipc socket paths
-    must fit in 107 bytes), created private to this user."""
+    """Return the directory that holds every local kernel's own (short: ipc socket paths must
+    fit in 107 bytes), created private to this user."""
     root = Path(tempfile.gettempdir()) / f"loomgate-{os.getuid()}"
     root.mkdir(mode=0o700, exist_ok=True)
     status = root.lstat()
@@ -37,6 +37,20 @@ def kernel_dirs_root() -> Path:
             f"{root} is not a private directory of this user; remove it and start again"
         )
     return root
+
+
+def ipc_prefix(kernel_dir: Path) -> str:
+    """Return the prefix of the ZMQ ipc sockets of the kernel whose own dir is `kernel_dir`."""
+    return str(bubblewrap.ipc_dir(kernel_dir) / IPC_PREFIX)
+
+
+def unconfined_kernel_dir(kernel_id: str) -> Path:
+    """Return an unconfined kernel's own dir, with its ipc dir (SandboxUnavailable when the
+    root is not private to this user)."""
+    directory = kernel_dirs_root() / kernel_id[:13]
+    directory.mkdir(mode=0o700, exist_ok=True)
+    bubblewrap.ipc_dir(directory).mkdir(mode=0o700, exist_ok=True)
+    return directory
 
 
 class SandboxLaunch:
@@ -71,11 +85,9 @@ class SandboxLaunch:
         return cls(rules, directory, limits, mechanism.describe(rules))
 
     @property
-    def ipc_prefix(self) -> str | None:
-        """Return where ZMQ's ipc sockets go when the kernel has no network (else None: tcp)."""
-        if self.rules.network:
-            return None
-        return str(bubblewrap.ipc_dir(self.directory) / IPC_PREFIX)
+    def ipc_prefix(self) -> str:
+        """Return where the kernel's ZMQ ipc sockets go (files both sides of the sandbox see)."""
+        return ipc_prefix(self.directory)
 
     def command(
         self,
