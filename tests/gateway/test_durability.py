@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from loomgate.gateway.records.last_seen import LAST_SEEN_FILE
 from loomgate.translator.client.errors import GatewayError
@@ -599,3 +600,44 @@ async def test_a_cell_that_ended_unseen_ran_until_the_gateway_was_last_seen(
         assert execution["elapsed"] >= 1
         [gap] = execution["gaps"]
         assert gap["since"] == execution["finished"] and gap["until"] >= back
+
+
+async def test_cells_another_client_ran_while_no_gateway_listened_have_records(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    # A person's Jupyter client (the kernel's connection file) runs cells while the gateway is
+    # down: the next gateway gives each number a record from the kernel's own history.
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        r = await http.post(API, json={"name": "shared"})
+        assert r.status_code == 201, r.text
+        kernel = r.json()["kernel"]["id"]
+        first = await http.post(f"{API}/shared/executions", json={"code": "n = 40", "wait": 30})
+        assert first.json()["execution"]["number"] == 1
+    fresh_gateway.kill()
+    connection = fresh_gateway.state_dir / "runtime" / f"kernel-{kernel}.json"
+    other = AsyncKernelClient(connection_file=str(connection))
+    other.load_connection_file()
+    other.start_channels()
+    try:
+        for code in ("n += 1", "n += 1\nprint(n)"):
+            reply = await other.execute_interactive(code, timeout=30)
+            assert reply["content"]["status"] == "ok", reply
+    finally:
+        other.stop_channels()
+    fresh_gateway.start()
+    async with client(fresh_gateway) as http:
+        records = [
+            (await http.get(f"{API}/shared/executions/{number}")).json()["execution"]
+            for number in (2, 3)
+        ]
+        assert [(e["state"], e["code"], e["source"]) for e in records] == [
+            ("lost", "n += 1", "other"),
+            ("lost", "n += 1\nprint(n)", "other"),
+        ]
+        assert all("no gateway listened" in e["note"] for e in records), records
+        after = (
+            await http.post(f"{API}/shared/executions", json={"code": "n", "wait": 30, "head": 1})
+        ).json()["execution"]
+        assert after["number"] == 4
+        assert [line["text"] for line in after["output"]["head"]] == ["42"]
