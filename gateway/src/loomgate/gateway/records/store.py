@@ -217,6 +217,14 @@ class RecordStore:
         try:
             self.journal.append(end_entry(record))
         except OSError as error:
+            log.error(
+                "Cannot journal how record %d of kernel %s ended (%s): %s; a gateway killed "
+                "before its record.json is written reads it lost",
+                record.number,
+                self.kernel_id,
+                record.state,
+                os_error_reason(error),
+            )
             self._storage_failed(error)
 
     def get(self, number: int) -> ExecutionRecord | None:
