@@ -128,13 +128,11 @@ async def test_an_end_entry_says_how_the_record_ended(tmp_path: Path) -> None:
     record = new_record(tmp_path / "3")
     record.write_stream("stdout", "a\nb\n")
     record.last_output = 12.5
-    record.meta.update(
-        state="error",
-        finished=20.0,
-        error=ErrorInfo(name="ValueError", value="bad"),
-        note="a note",
-        died=Death(reason="SIGKILL", restarted=False),
-    )
+    record.meta["state"] = "error"
+    record.meta["finished"] = 20.0
+    record.meta["error"] = ErrorInfo(name="ValueError", value="bad")
+    record.meta["note"] = "a note"
+    record.meta["died"] = Death(reason="SIGKILL", restarted=False)
     entry = end_entry(record)
     assert entry == {
         "end": 3,
