@@ -451,6 +451,15 @@ RULES = (
         'rstrip("XX0XX")',
         'the text is digits and one ".", so stripping an "X" too strips nothing more',
     ),
+    # last seen
+    Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
+    Rule(
+        "last_seen.x_read_last_seen_",
+        "read_text(None)",
+        "the file holds only ASCII (a time and kernel ids, which are UUIDs), which the "
+        "locale's encoding reads as UTF-8 does",
+    ),
+    Rule("last_seen.xǁHeartbeatǁ", "self._failing = None", FALSE),
     Rule(
         "shared.sizes.x_format_size_",
         'rstrip("XX.XX")',

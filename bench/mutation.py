@@ -67,6 +67,25 @@ TARGETS = (
     ),
     Target("search", ("gateway/records/search.py",), ("tests/gateway/records/test_search.py",)),
     Target(
+        "journal",
+        (
+            "gateway/records/journal.py",
+            "gateway/records/json_lines.py",
+            "gateway/records/unsaved.py",
+        ),
+        ("tests/gateway/records/test_journal.py", "tests/gateway/records/test_unsaved.py"),
+    ),
+    Target(
+        "last seen",
+        ("gateway/records/last_seen.py",),
+        ("tests/gateway/records/test_last_seen.py",),
+    ),
+    Target(
+        "launch markers",
+        ("gateway/kernels/launches.py",),
+        ("tests/gateway/test_launch_markers.py",),
+    ),
+    Target(
         "presentation",
         (
             "translator/presentation/cells.py",

@@ -55,7 +55,7 @@ class LaunchMarkers:
         """Note the launched process of kernel `kernel_id` (before anything else can run)."""
         marker = self._marker(kernel_id)
         data: dict[str, Any] = {"connection_file": connection_file, "since": time.time()}
-        with contextlib.suppress(OSError, ValueError, KeyError):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             data["since"] = json.loads(marker.read_text())["since"]
         data.update(
             identity=identity.to_json() if identity is not None else None,

@@ -3,21 +3,19 @@ record.json says it, so that a gateway killed in between leaves it on disk for t
 
 The facts: a cell sent to the kernel (its msg_id, code and sender, before it is sent), and an
 execution's end (state, error, note, death, stream sizes, finish time, before its reply). A
-line is one `write` on a file opened for appending, so a SIGKILL of the gateway leaves either
-the whole line or none; the next gateway applies each end to a record still `running` and
-ignores a line it cannot read.
+line is one `write` on a file opened for appending (json_lines.py), so a SIGKILL of the gateway
+leaves the whole line, none, or (a full disk) a torn one the next line does not join; the next
+gateway applies each end to a record still `running` and ignores a line it cannot read.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict, cast
 
+from loomgate.gateway.records.json_lines import JsonLines
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.shared.wire import (
     Death,
@@ -59,30 +57,15 @@ class Journal:
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / JOURNAL_FILE
+        self.lines = JsonLines(self.path)
 
     def append(self, entry: Mapping[str, object]) -> None:
-        """Add `entry` as one line, in one write (OSError if the disk refuses it). The file is
-        not kept open: an idle kernel holds nothing open for writing on the state dir."""
-        line = json.dumps(entry, separators=(",", ":")).encode() + b"\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        """Add `entry` as one line, in one write (OSError if the disk refuses it)."""
+        self.lines.append(entry)
 
     def entries(self) -> list[dict[str, object]]:
         """Return every whole line of the journal, oldest first."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        entries = []
-        for line in data.splitlines():
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if isinstance(entry, dict):
-                    entries.append(entry)
-        return entries
+        return self.lines.read()
 
     def ends(self) -> dict[int, EndEntry]:
         """Return each execution end the journal holds, by number (the last one wins)."""

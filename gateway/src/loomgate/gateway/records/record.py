@@ -211,6 +211,9 @@ class ExecutionRecord:
             combined.write_block(text, int(kind))
             self._stream("result").write_block(text, int(kind))
             if any(mime != "text/plain" for mime in data):
+                # The index names a line that is on disk: a gateway killed before its flush
+                # would leave it naming a line the next gateway gives to later output.
+                combined.log.flush()
                 self.rich.save(data, metadata, first_line, result=result)
 
         self._store(write)

@@ -1,17 +1,24 @@
-"""One execution's rich (non-text) outputs: each MIME bundle under rich/, indexed in rich.jsonl."""
+"""One execution's rich (non-text) outputs: each MIME bundle under rich/, indexed in rich.jsonl.
+
+A bundle's file is written before its index line, and the index line after its text stand-in
+is on disk in `combined` (the record flushes it first): a gateway killed in between leaves a
+bundle no line names, never a line naming what is not there. An index line cut short (a full
+disk) is skipped, and the next one starts on a line of its own.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, cast
 
+from loomgate.gateway.records.json_lines import JsonLines
 from loomgate.shared.wire import RichEntry
 
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
 INDEX_FILE = "rich.jsonl"
+INDEX_SEPARATORS = (", ", ": ")  # as the first gateways spelled the index
 
 
 class MimeBundle(TypedDict):
@@ -32,18 +39,12 @@ class RichOutputs:
     def __init__(self, directory: Path, entries: list[RichEntry]) -> None:
         self.directory = directory
         self.entries = entries
+        self.index = JsonLines(directory / INDEX_FILE, separators=INDEX_SEPARATORS)
 
     @staticmethod
     def read_index(directory: Path) -> list[RichEntry]:
         """Return the index entries stored in `directory` (none if there is no index)."""
-        path = directory / INDEX_FILE
-        if not path.exists():
-            return []
-        entries: list[RichEntry] = []
-        for line in path.read_text("utf-8").splitlines():
-            with contextlib.suppress(ValueError):  # a line cut short by a full disk
-                entries.append(json.loads(line))
-        return entries
+        return cast(list[RichEntry], JsonLines(directory / INDEX_FILE).read())
 
     def save(
         self, data: Mapping[str, object], metadata: Mapping[str, object], line: int, *, result: bool
@@ -61,8 +62,7 @@ class RichOutputs:
             bytes=sum(len(str(v)) for v in data.values()),
             result=result,
         )
-        with (self.directory / INDEX_FILE).open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+        self.index.append(entry)
         self.entries.append(entry)
 
     def bundle(self, index: int) -> MimeBundle:

@@ -17,12 +17,14 @@ from loomgate.gateway.records.journal import (
 from loomgate.gateway.records.record import LEFT_RUNNING, ExecutionRecord, os_error_reason
 from loomgate.gateway.records.stored_meta import (
     KERNEL_FILE,
+    RECORD_FILE,
     KernelMeta,
     KernelStart,
     Restart,
     new_kernel_meta,
     read_kernel_meta,
 )
+from loomgate.gateway.records.unsaved import unsaved_record
 from loomgate.shared.paths import write_json_atomic
 from loomgate.shared.wire import Kernel, Setup, Source
 
@@ -114,22 +116,70 @@ class RecordStore:
 
     def _loaded(self, *, running_ok: bool = False) -> dict[int, ExecutionRecord]:
         if self._records is None:
-            records: dict[int, ExecutionRecord] = {}
+            records, unsaved, unreadable = self._read_records()
+            sends = self.journal.sends()
+            for number in unsaved:
+                directory = self.directory / str(number)
+                record = unsaved_record(directory, self.kernel_id, number, records, sends)
+                if record is None:
+                    log.warning(
+                        "Cannot read record %d of kernel %s (%s): its record.json was never "
+                        "written and the journal names no cell for it",
+                        number,
+                        self.kernel_id,
+                        directory,
+                    )
+                    continue
+                log.warning(
+                    "Record %d of kernel %s had no record.json (its gateway stopped as the cell "
+                    "began); made again from the journal",
+                    number,
+                    self.kernel_id,
+                )
+                records[number] = record
             ends = self.journal.ends()
-            for child in self.directory.iterdir():
-                if child.name.isdigit() and (child / "record.json").exists():
-                    record = ExecutionRecord.load(child, running_ok=True)
-                    record.left_seen = self.left_seen
-                    ended = ends.get(record.number)
-                    if not record.final and ended is not None:  # its reply told this
-                        end_as_journalled(record, ended)
-                    if not record.final and not running_ok:
-                        record.end_unseen("lost", LEFT_RUNNING)
-                    records[record.number] = record
+            for record in records.values():
+                record.left_seen = self.left_seen
+                # One taken back running ends here: journalled, as a record begun here is.
+                record.on_end = self._journal_end
+                record.on_storage_error = self._storage_failed
+                ended = ends.get(record.number)
+                if not record.final and ended is not None:  # its reply told this
+                    end_as_journalled(record, ended)
+                if not record.final and not running_ok:
+                    record.end_unseen("lost", LEFT_RUNNING)
             self._records = dict(sorted(records.items()))
-            if records:
-                self.meta["last_number"] = max(self.last_number, max(records))
+            # A number whose record cannot be read is not given out again.
+            if taken := [*records, *unreadable]:
+                self.meta["last_number"] = max(self.last_number, max(taken))
         return self._records
+
+    def _read_records(self) -> tuple[dict[int, ExecutionRecord], list[int], list[int]]:
+        """Return the records on disk by number, the numbers whose record.json was never
+        written, and those whose record.json cannot be read (each said in the log)."""
+        records: dict[int, ExecutionRecord] = {}
+        unsaved: list[int] = []
+        unreadable: list[int] = []
+        for child in self.directory.iterdir():
+            if not child.name.isdigit() or not child.is_dir():
+                continue
+            if not (child / RECORD_FILE).exists():
+                unsaved.append(int(child.name))
+                continue
+            try:
+                record = ExecutionRecord.load(child, running_ok=True)
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                log.warning(
+                    "Cannot read record %s of kernel %s (%s): %s; it is left as it is on disk",
+                    child.name,
+                    self.kernel_id,
+                    child / RECORD_FILE,
+                    error,
+                )
+                unreadable.append(int(child.name))
+                continue
+            records[record.number] = record
+        return records, sorted(unsaved), unreadable
 
     def new_record(
         self, *, number: int, msg_id: str, code: str, source: Source, client: str | None = None
@@ -167,6 +217,14 @@ class RecordStore:
         try:
             self.journal.append(end_entry(record))
         except OSError as error:
+            log.error(
+                "Cannot journal how record %d of kernel %s ended (%s): %s; a gateway killed "
+                "before its record.json is written reads it lost",
+                record.number,
+                self.kernel_id,
+                record.state,
+                os_error_reason(error),
+            )
             self._storage_failed(error)
 
     def get(self, number: int) -> ExecutionRecord | None:
