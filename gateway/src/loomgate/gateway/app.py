@@ -165,6 +165,7 @@ class LoomgateServerApp(ServerApp):
             self.log.info("Stopped %d prewarmed kernel(s)", pooled)
         if registry is None or registry.stop_kernels_on_exit:
             if registry is not None:
+                registry.abandon_starts()  # a kernel still starting is ended, not waited for
                 await registry.settle_all()
             await super().cleanup_kernels()
             return

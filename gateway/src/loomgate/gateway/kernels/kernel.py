@@ -37,6 +37,7 @@ Phase = Literal["ready", ProcessState]
 CONFIRM_TIMEOUT = 60.0
 START_TIMEOUT = 30.0
 START_OUTPUT_LINES = 10  # of a kernel that failed to start, shown with the reason
+STOPPED_WHILE_STARTING = "the kernel was stopped while it was starting"
 
 
 class LoomKernel:
@@ -64,6 +65,7 @@ class LoomKernel:
         self.executions = ExecutionTracker(self, store, self.setup, events, log)
         self.held_by: list[str] = []  # who holds it (translators' open connections), one each
         self._settled = asyncio.Event()  # set while the phase is not starting or restarting
+        self._stop_asked = asyncio.Event()  # a stop came while the process was starting
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -86,7 +88,28 @@ class LoomKernel:
 
     async def process_started(self, prepare: dict[str, Any] | None = None) -> None:
         """Attach fresh channels to a just-launched process, prove IOPub live, run `prepare` (a
-        silent execute_request) if given, seed its counter, run its setup."""
+        silent execute_request) if given, seed its counter, run its setup; given up at once
+        (Unavailable) when a stop is asked meanwhile (`abandon_start`)."""
+        start = asyncio.ensure_future(self._start(prepare))
+        stop = asyncio.ensure_future(self._stop_asked.wait())
+        try:
+            await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not start.done():
+            start.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await start
+            raise Unavailable(STOPPED_WHILE_STARTING)
+        start.result()
+
+    def abandon_start(self) -> None:
+        """Give up a start or restart in progress (a stop is asked): its wait for the process
+        to answer ends now, and the start fails, instead of holding the stop up to its timeout."""
+        if self.phase in ("starting", "restarting"):
+            self._stop_asked.set()
+
+    async def _start(self, prepare: dict[str, Any] | None) -> None:
         try:
             await self._attach(CONFIRM_TIMEOUT)
             if prepare is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +25,9 @@ from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry
+
+# How long a stop waits for the starts it gave up to end (each ends within a probe interval).
+ABANDON_TIMEOUT = 5.0
 
 
 class LoomKernelManager(HookedKernelManager):
@@ -96,6 +100,47 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         if session and store is not None:
             store.note_paths([session])  # a notebook's kernel is known by its path at once
         return kernel_id
+
+    async def shutdown_kernel(  # type: ignore[override]
+        self, kernel_id: str, now: bool = False, restart: bool = False
+    ) -> None:
+        """Shut a kernel down; one still starting (as kernels do after the start returned, with
+        `use_pending_kernels`) gives up its start instead of being waited for."""
+        if not restart and kernel_id in self:
+            self.loom_registry.abandon_start(kernel_id)
+            await self._starts_ended([kernel_id])
+        await super().shutdown_kernel(kernel_id, now=now, restart=restart)
+
+    async def shutdown_all(self, now: bool = False) -> None:  # type: ignore[override]
+        """Shut every kernel down (the server stops with its kernels): starts in progress are
+        given up, not waited for (jupyter_client awaits each start before its shutdown)."""
+        kernel_ids = self.list_kernel_ids()
+        self.loom_registry.abandon_starts(kernel_ids)
+        await self._starts_ended(kernel_ids)
+        await super().shutdown_all(now=now)
+
+    async def _starts_ended(self, kernel_ids: list[str]) -> None:
+        """Return once the given-up starts of `kernel_ids` have ended (at most ABANDON_TIMEOUT).
+
+        jupyter_server's shutdown cancels the task that awaits a pending kernel's `ready`, which
+        cancels that future too, and the start then fails to set it (InvalidStateError).
+        """
+        starting = [
+            ready
+            for kernel_id in kernel_ids
+            if kernel_id in self
+            and isinstance(ready := self.get_kernel(kernel_id).ready, asyncio.Future)
+            and not ready.done()
+        ]
+        if not starting:
+            return
+        waits = [asyncio.shield(ready) for ready in starting]
+        await asyncio.wait(waits, timeout=ABANDON_TIMEOUT)
+        for wait in waits:  # a failed start is jupyter_client's to log, not asyncio's
+            if not wait.done():
+                wait.cancel()
+            elif not wait.cancelled():
+                wait.exception()
 
     async def kernel_specs(self) -> list[str]:
         """Return the names of the kernel specs kernels can be started with."""

@@ -12,6 +12,7 @@ import logging
 import shutil
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,12 @@ from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.holders import Holders
-from loomgate.gateway.kernels.kernel import CONFIRM_TIMEOUT, START_TIMEOUT, LoomKernel
+from loomgate.gateway.kernels.kernel import (
+    CONFIRM_TIMEOUT,
+    START_TIMEOUT,
+    STOPPED_WHILE_STARTING,
+    LoomKernel,
+)
 from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.launch_options import (
     KernelIntent,
@@ -80,6 +86,7 @@ class KernelRegistry:
         self.live: dict[str, LoomKernel] = {}
         self.stores: dict[str, RecordStore] = {}
         self._intents: dict[str, KernelIntent] = {}
+        self._stop_asked: set[str] = set()  # kernels stopped while still being launched
         self.holders = Holders(
             events,
             grace_seconds,
@@ -181,13 +188,18 @@ class KernelRegistry:
         if kernel is not None:
             try:
                 await kernel.process_started()
-            except Exception:
+            except Exception as e:
                 # Raising here would reset jupyter_client's restart counter and loop for ever;
                 # the restarter sees the dead process and gives up after its restart limit.
-                self.log.exception("Kernel %s did not come back after a restart", kernel.id)
+                if not (isinstance(e, Unavailable) and e.message == STOPPED_WHILE_STARTING):
+                    self.log.exception("Kernel %s did not come back after a restart", kernel.id)
             return
         if intent is None:
             intent = self._intents.pop(kernel_id_of(km), {})
+        if kernel_id_of(km) in self._stop_asked:  # stopped before it could answer anything
+            self._stop_asked.discard(kernel_id_of(km))
+            await self._discard_process(km)
+            raise Unavailable(STOPPED_WHILE_STARTING)
         await self._make_kernel(km, intent)
 
     async def _make_kernel(
@@ -224,11 +236,13 @@ class KernelRegistry:
                 await kernel.take_back(None, CONFIRM_TIMEOUT)
             else:
                 await kernel.process_started(prepare)
-        except Exception:
+        except Exception as e:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
-            kernel.store.mark_ended("its start failed")
+            stopped = isinstance(e, Unavailable) and e.message == STOPPED_WHILE_STARTING
+            kernel.store.mark_ended(STOPPED_WHILE_STARTING if stopped else "its start failed")
             await self._discard_process(km)
+            kernel.process_gone()  # whoever waits for the start to settle goes on
             raise
         self.wire_up(kernel)
 
@@ -398,12 +412,28 @@ class KernelRegistry:
         still pending (InvalidStateError), and the process it is starting would be left behind.
         """
         await kernel.settle()
-        km = self.mkm.get_kernel(kernel.id)
         with contextlib.suppress(Exception):  # a failed start: shutdown handles that itself
-            ready = km.ready
+            ready = self.mkm.get_kernel(kernel.id).ready  # gone from the map if it failed
             assert isinstance(ready, asyncio.Future)  # an async kernel manager's
             await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT)
 
     async def settle_all(self) -> None:
         """Return once no live kernel is starting or restarting."""
         await asyncio.gather(*(self.settle(kernel) for kernel in list(self.live.values())))
+
+    def abandon_starts(self, kernel_ids: Iterable[str] = ()) -> None:
+        """Give up every start and restart in progress (the kernels are being stopped): each
+        ends now, its process ended, rather than holding the stop until the kernel answers or
+        its start times out; `kernel_ids` (the kernel map's) also covers kernels still being
+        launched, which are ended as their launch returns."""
+        for kernel in list(self.live.values()):
+            kernel.abandon_start()
+        self._stop_asked.update(set(kernel_ids) - set(self.live))
+
+    def abandon_start(self, kernel_id: str) -> None:
+        """Give up the start in progress of one kernel being stopped (as `abandon_starts`)."""
+        kernel = self.live.get(kernel_id)
+        if kernel is not None:
+            kernel.abandon_start()
+        elif not self.pool.is_pooled(kernel_id):
+            self._stop_asked.add(kernel_id)
