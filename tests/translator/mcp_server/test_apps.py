@@ -219,6 +219,12 @@ async def test_the_app_tools_read_and_act_for_the_person(connect_client: Any) ->
             await host.call_tool(
                 "run_cell", {"code": "import time; time.sleep(60)", "wait_seconds": 0.5}
             )
+            # The button of a view still showing In [4] reaches the gateway as In [5] runs:
+            # the gateway refuses it, and In [5] runs on.
+            late = await host.call_tool("view_interrupt", {"execution": 4})
+            assert text(late) == text(stale)
+            running = await host.call_tool("status", {"execution": 5})
+            assert running.structured_content["state"] == "running"
             stopped = await host.call_tool("view_interrupt", {"execution": 5})
             assert stopped.structured_content["execution"]["state"] == "interrupted"
 

@@ -30,7 +30,6 @@ from loomgate.translator.mcp_server.tool_registry import (
 )
 from loomgate.translator.presentation import (
     not_waiting_for_input,
-    nothing_to_interrupt,
     unexpected_failure,
 )
 from loomgate.translator.presentation.apps import not_running_refusal, view_summary
@@ -120,13 +119,12 @@ async def view_traceback(ctx: Context, execution: int, kernel: KernelArg = None)
 async def view_interrupt(ctx: Context, execution: int, kernel: KernelArg = None) -> CallToolResult:
     """Interrupt In [execution] for the person (only while that execution runs)."""
     client, ref = await conversation_of(ctx).kernel_ref(kernel)
-    record = (await client.execution(ref, execution))["execution"]
-    if record["state"] not in ("running", "awaiting_input"):
-        raise ToolFailure(not_running_refusal(record["number"], record["state"]))
     try:
-        await client.interrupt(ref)
-    except Conflict:
-        raise ToolFailure(nothing_to_interrupt()) from None
+        # The gateway checks that it is this execution that runs, with the interrupt: one
+        # that ended meanwhile never costs the next cell its run.
+        await client.interrupt(ref, execution)
+    except Conflict as e:
+        raise ToolFailure(not_running_refusal(execution, e.details.get("state"))) from None
     ended = (await client.execution(ref, execution, wait=INTERRUPT_WAIT))["execution"]
     return data_result(ended["number"], ended["state"], {"execution": ended})
 
