@@ -19,6 +19,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from loomgate.translator.client.errors import Conflict, GatewayConfigError, GatewayError
+from loomgate.translator.mcp_server.app_first_paint import HEAD, PAGE_CHARS, TAIL
 from loomgate.translator.mcp_server.conversation import NothingRunYet
 from loomgate.translator.mcp_server.execution_tools import INTERRUPT_WAIT, LinesArg
 from loomgate.translator.mcp_server.results import failure, text_block
@@ -39,7 +40,6 @@ log = logging.getLogger("loomgate.translator")
 AppTool = TypeVar("AppTool", bound=Callable[..., Awaitable[CallToolResult]])
 
 LinesShown = Annotated[int, Field(ge=0, le=1000, description="lines shown from this end")]
-PAGE_CHARS = 5000  # each line of a page, clipped to this
 
 
 def app_tool(fn: AppTool) -> AppTool:
@@ -71,8 +71,8 @@ def data_result(number: int, state: str, data: Any) -> CallToolResult:
 async def view_execution(
     ctx: Context,
     execution: ExecutionArg = None,
-    head: LinesShown = 20,
-    tail: LinesShown = 40,
+    head: LinesShown = HEAD,
+    tail: LinesShown = TAIL,
     kernel: KernelArg = None,
 ) -> CallToolResult:
     """The execution view's data: one execution's summary, its first and last output lines and
