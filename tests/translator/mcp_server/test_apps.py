@@ -151,6 +151,19 @@ CELLS = [
 ]
 
 
+async def assert_first_page(host: Client, named: dict[str, Any]) -> None:
+    """Check that a result's `_meta` carries the page view_execution gives (but for what the
+    clock changes between the two)."""
+    asked = await host.call_tool(
+        "view_execution", {"execution": named["execution"], "kernel": named["kernel"]}
+    )
+    moving = {"silent_for"}
+    page = {k: v for k, v in named["view"].items() if k not in moving}
+    assert page == {
+        k: v for k, v in asked.structured_content["execution"].items() if k not in moving
+    }
+
+
 async def test_results_without_apps_are_as_they_are_and_name_the_execution_with_it(
     connect_client: Any,
 ) -> None:
@@ -163,13 +176,19 @@ async def test_results_without_apps_are_as_they_are_and_name_the_execution_with_
             viewed = await host.call_tool("run_cell", {"code": code})
             assert NAMED not in (result.meta or {})
             kernel = viewed.structured_content["kernel"]
-            assert viewed.meta[NAMED] == {"kernel": kernel, "execution": number}
+            named = viewed.meta[NAMED]
+            assert {"kernel": named["kernel"], "execution": named["execution"]} == {
+                "kernel": kernel,
+                "execution": number,
+            }
+            await assert_first_page(host, named)
             assert comparable(without_view(viewed)) == comparable(result)
         for name, arguments in [("wait", {}), ("read_output", {"lines": "1:3"})]:
             result = await plain.call_tool(name, arguments)
             viewed = await host.call_tool(name, arguments)
             assert NAMED not in (result.meta or {})
             assert viewed.meta[NAMED]["execution"] == len(CELLS)
+            await assert_first_page(host, viewed.meta[NAMED])
             assert comparable(without_view(viewed)) == comparable(result)
         status = await host.call_tool("status", {})
         assert NAMED not in (status.meta or {})  # only the three viewed tools name one
@@ -219,6 +238,12 @@ async def test_the_app_tools_read_and_act_for_the_person(connect_client: Any) ->
             await host.call_tool(
                 "run_cell", {"code": "import time; time.sleep(60)", "wait_seconds": 0.5}
             )
+            # The button of a view still showing In [4] reaches the gateway as In [5] runs:
+            # the gateway refuses it, and In [5] runs on.
+            late = await host.call_tool("view_interrupt", {"execution": 4})
+            assert text(late) == text(stale)
+            running = await host.call_tool("status", {"execution": 5})
+            assert running.structured_content["state"] == "running"
             stopped = await host.call_tool("view_interrupt", {"execution": 5})
             assert stopped.structured_content["execution"]["state"] == "interrupted"
 

@@ -165,6 +165,12 @@ class ExecutionOnly(TypedDict):
     execution: Execution
 
 
+class InterruptRequest(TypedDict, total=False):
+    """The body of an interrupt: the execution it is meant for (refused if another runs)."""
+
+    execution: int
+
+
 class ExecutionList(TypedDict):
     """Executions of one kernel, oldest first."""
 

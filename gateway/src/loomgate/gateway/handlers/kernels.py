@@ -170,9 +170,13 @@ async def stop_kernel(call: Call) -> Answer:
 
 
 async def interrupt(call: Call) -> Answer:
-    """POST kernels/{ref}/interrupt: interrupt the running execution; 409 when nothing runs."""
+    """POST kernels/{ref}/interrupt {"execution": N}: interrupt the running execution (only if
+    it is N, when N is given); 409 when nothing runs, or another execution than N."""
     kernel = call.registry.resolve(call.path["ref"])
-    record = await kernel.executions.interrupt()
+    expected = call.int_arg("execution", None, lo=1)
+    if expected is not None:
+        call.select(kernel.store, str(expected))  # an unknown number: 404, as elsewhere
+    record = await kernel.executions.interrupt(expected)
     return 200, wire.ExecutionOnly(execution=record.summary())
 
 

@@ -245,10 +245,21 @@ class ExecutionTracker:
 
     # -- interrupting, and answering input ----------------------------------------------------
 
-    async def interrupt(self) -> ExecutionRecord:
-        """Interrupt the running execution and return its record; an interrupt sent within
-        EARLY_INTERRUPT of the cell's start is repeated while the cell runs on unaffected."""
+    async def interrupt(self, expected: int | None = None) -> ExecutionRecord:
+        """Interrupt the running execution (only if it is `expected`, when given: checked after
+        the IOPub already received, no await before the signal) and return its record; one sent
+        within EARLY_INTERRUPT of the cell's start is repeated while the cell runs on unaffected."""
+        if expected is not None and (channels := self.process.channels) is not None:
+            channels.catch_up()
         record = self.current
+        if expected is not None and (record is None or record.number != expected):
+            named = self.store.get(expected)
+            raise Conflict(
+                f"execution {expected} is not running; nothing was interrupted",
+                running=record.number if record else None,
+                number=expected,
+                state=named.state if named else None,
+            )
         if record is None:
             raise Conflict("nothing is running on this kernel", running=None)
         record.meta["interrupt_requested"] = time.time()

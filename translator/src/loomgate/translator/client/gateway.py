@@ -111,9 +111,13 @@ class GatewayClient(GatewaySession):
         data = await self.request_as(wire.KernelReply, "DELETE", f"kernels/{quoted(ref)}")
         return data["kernel"]
 
-    async def interrupt(self, ref: str) -> wire.Execution:
-        """Return the execution interrupted, as it was when the interrupt was sent."""
-        data = await self.request_as(wire.ExecutionOnly, "POST", f"kernels/{quoted(ref)}/interrupt")
+    async def interrupt(self, ref: str, execution: int | None = None) -> wire.Execution:
+        """Return the execution interrupted, as it was when the interrupt was sent; with
+        `execution`, only that one (Conflict when another one runs, or none)."""
+        body = None if execution is None else wire.InterruptRequest(execution=execution)
+        data = await self.request_as(
+            wire.ExecutionOnly, "POST", f"kernels/{quoted(ref)}/interrupt", body=body
+        )
         return data["execution"]
 
     async def reset(self, ref: str) -> wire.ResetReply:

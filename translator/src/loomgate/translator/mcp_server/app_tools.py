@@ -19,6 +19,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from loomgate.translator.client.errors import Conflict, GatewayConfigError, GatewayError
+from loomgate.translator.mcp_server.app_first_paint import HEAD, PAGE_CHARS, TAIL
 from loomgate.translator.mcp_server.conversation import NothingRunYet
 from loomgate.translator.mcp_server.execution_tools import INTERRUPT_WAIT, LinesArg
 from loomgate.translator.mcp_server.results import failure, text_block
@@ -30,7 +31,6 @@ from loomgate.translator.mcp_server.tool_registry import (
 )
 from loomgate.translator.presentation import (
     not_waiting_for_input,
-    nothing_to_interrupt,
     unexpected_failure,
 )
 from loomgate.translator.presentation.apps import not_running_refusal, view_summary
@@ -40,7 +40,6 @@ log = logging.getLogger("loomgate.translator")
 AppTool = TypeVar("AppTool", bound=Callable[..., Awaitable[CallToolResult]])
 
 LinesShown = Annotated[int, Field(ge=0, le=1000, description="lines shown from this end")]
-PAGE_CHARS = 5000  # each line of a page, clipped to this
 
 
 def app_tool(fn: AppTool) -> AppTool:
@@ -72,8 +71,8 @@ def data_result(number: int, state: str, data: Any) -> CallToolResult:
 async def view_execution(
     ctx: Context,
     execution: ExecutionArg = None,
-    head: LinesShown = 20,
-    tail: LinesShown = 40,
+    head: LinesShown = HEAD,
+    tail: LinesShown = TAIL,
     kernel: KernelArg = None,
 ) -> CallToolResult:
     """The execution view's data: one execution's summary, its first and last output lines and
@@ -120,13 +119,12 @@ async def view_traceback(ctx: Context, execution: int, kernel: KernelArg = None)
 async def view_interrupt(ctx: Context, execution: int, kernel: KernelArg = None) -> CallToolResult:
     """Interrupt In [execution] for the person (only while that execution runs)."""
     client, ref = await conversation_of(ctx).kernel_ref(kernel)
-    record = (await client.execution(ref, execution))["execution"]
-    if record["state"] not in ("running", "awaiting_input"):
-        raise ToolFailure(not_running_refusal(record["number"], record["state"]))
     try:
-        await client.interrupt(ref)
-    except Conflict:
-        raise ToolFailure(nothing_to_interrupt()) from None
+        # The gateway checks that it is this execution that runs, with the interrupt: one
+        # that ended meanwhile never costs the next cell its run.
+        await client.interrupt(ref, execution)
+    except Conflict as e:
+        raise ToolFailure(not_running_refusal(execution, e.details.get("state"))) from None
     ended = (await client.execution(ref, execution, wait=INTERRUPT_WAIT))["execution"]
     return data_result(ended["number"], ended["state"], {"execution": ended})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextvars import ContextVar
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ImageContent, TextContent
@@ -32,6 +33,11 @@ INPUT_WAIT = 10.0  # how long a tool waits on after an input answer
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 4 << 20
 FULL_READ_LINES = 10_000
+# The executions a call's cell results were made of, collected for whoever put a list here
+# before the call (the MCP Apps view paints its first frame from them, without asking again).
+RESULT_EXECUTIONS: ContextVar[list[wire.Execution] | None] = ContextVar(
+    "result_executions", default=None
+)
 
 
 class CellFollower:
@@ -127,6 +133,9 @@ class CellFollower:
         note: str,
     ) -> CallToolResult:
         """Return the tool result of one execution: its text, images and structured summary."""
+        collected = RESULT_EXECUTIONS.get()
+        if collected is not None:
+            collected.append(execution)
         number = execution["number"]
         output = CellOutput.from_gateway(execution.get("output"))
         if execution["state"] in FINAL_STATES:

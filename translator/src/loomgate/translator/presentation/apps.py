@@ -11,8 +11,11 @@ def app_only_refusal(tool: str) -> str:
     )
 
 
-def not_running_refusal(number: int, state: str) -> str:
-    """Return why the view's interrupt did nothing: In [`number`] is no longer running."""
+def not_running_refusal(number: int, state: str | None) -> str:
+    """Return why the view's interrupt did nothing: In [`number`] is no longer running (or has
+    not started: `state` None)."""
+    if state is None:
+        return f"In [{number}] is not running; nothing was interrupted."
     return (
         f"In [{number}] is not running (it is {state.replace('_', ' ')}); nothing was interrupted."
     )

@@ -85,14 +85,18 @@ function fromInput(args) {
   view.target = { kernel: args.kernel || undefined, execution: args.execution || undefined };
 }
 
+// The result names the execution and, from a server that has it, carries the first page
+// (`view`): drawn at once; the tools are asked only for what follows.
 function fromResult(result) {
   const named = (result._meta || {})["loomgate/execution"];
   const data = result.structuredContent || {};
-  const target = named || { kernel: data.kernel, execution: data.execution };
+  const { view: page, ...target } = named || { kernel: data.kernel, execution: data.execution };
   if (target.execution === undefined && view.target) target.execution = view.target.execution;
   if (target.kernel === undefined && view.target) target.kernel = view.target.kernel;
   view.target = target;
-  refresh();
+  if (!page) { refresh(); return; }
+  show(page);
+  follow();
 }
 
 function args(extra = {}) {
@@ -117,6 +121,13 @@ async function refresh() {
     view.reading = false;
   }
   if (view.again) { view.again = false; refresh(); return; }
+  follow();
+}
+
+// Reads the execution again in a while, as long as it has not ended.
+function follow() {
+  clearTimeout(view.timer);
+  view.timer = null;
   if (view.shown && !FINAL.has(view.shown.state)) view.timer = setTimeout(refresh, FOLLOW_MS);
 }
 
