@@ -26,6 +26,7 @@ SUITE = [
     "test_faults",
     "test_chaos",
     "test_storage",
+    "test_torn_records",
     "test_bad_input",
     "test_security",
 ]
