@@ -62,9 +62,12 @@ async def raw_run(client: object, code: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def raw_kernel() -> AsyncIterator[Any]:
-    """Yield a ready AsyncKernelClient of a kernel of its own, shut down afterwards."""
+async def raw_kernel(ipc_prefix: str | None = None) -> AsyncIterator[Any]:
+    """Yield a ready AsyncKernelClient of a kernel of its own (on TCP loopback, or on ipc
+    sockets at `ipc_prefix`), shut down afterwards."""
     km = AsyncKernelManager()
+    if ipc_prefix is not None:
+        km.transport, km.ip, km.cache_ports = "ipc", ipc_prefix, False
     await km.start_kernel()
     raw = km.client()
     raw.start_channels()

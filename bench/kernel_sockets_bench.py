@@ -15,33 +15,19 @@ import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.manager import AsyncKernelManager
-
-from bench.gateway_bench import interleave, publish
+from bench.gateway_bench import interleave, publish, raw_kernel
 
 
-@asynccontextmanager
-async def kernel(transport: str, work: Path) -> AsyncIterator[Any]:
-    """Yield a ready client of a kernel of its own on `transport`, shut down afterwards."""
-    km = AsyncKernelManager()
-    if transport == "ipc":
-        (work / "ipc").mkdir(mode=0o700, exist_ok=True)
-        km.transport, km.ip, km.cache_ports = "ipc", str(work / "ipc" / "k"), False
-    km.connection_file = str(work / f"kernel-{transport}-{time.monotonic_ns()}.json")
-    await km.start_kernel()
-    client = km.client()
-    client.start_channels()
-    try:
-        await client.wait_for_ready(timeout=60)
-        yield client
-    finally:
-        client.stop_channels()
-        await km.shutdown_kernel(now=True)
+def kernel(transport: str, work: Path) -> AbstractAsyncContextManager[Any]:
+    """Return a ready client of a kernel of its own on `transport` (a fresh ipc dir each)."""
+    if transport == "tcp":
+        return raw_kernel()
+    sockets = Path(tempfile.mkdtemp(prefix="ipc-", dir=work))
+    return raw_kernel(str(sockets / "k"))
 
 
 async def start_seconds(transport: str, work: Path) -> float:
