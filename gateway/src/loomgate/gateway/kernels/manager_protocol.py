@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Protocol
@@ -50,6 +51,19 @@ class KernelMap(Protocol):
 
     async def restart_kernel(self, kernel_id: str, now: bool = False) -> None:
         """Restart kernel `kernel_id`."""
+
+
+async def start_ended(mkm: KernelMap, kernel_id: str) -> None:
+    """Return once kernel `kernel_id`'s start has ended, raising how it failed.
+
+    With `use_pending_kernels` (a person's Jupyter may set it) `start_kernel` returns while the
+    process still starts; loomgate's own starts go on only once it has.
+    """
+    if kernel_id not in mkm:  # a failed pending start is dropped from the map
+        return
+    ready = mkm.get_kernel(kernel_id).ready
+    # Shielded: a caller given up must not cancel the future the map's own task awaits.
+    await asyncio.shield(ready if isinstance(ready, asyncio.Future) else asyncio.wrap_future(ready))
 
 
 def kernel_id_of(km: ManagedKernel) -> str:

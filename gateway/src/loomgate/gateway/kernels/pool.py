@@ -23,7 +23,7 @@ from loomgate.gateway.errors import Refusal
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel_channels import Message
 from loomgate.gateway.kernels.kernel_files import remove_kernel_files
-from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel
+from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, start_ended
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.provisioner import launch_markers
 from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
@@ -135,6 +135,7 @@ class KernelPool:
             self.members[kernel_id] = key
             try:
                 await self.mkm.start_kernel(kernel_id=kernel_id, **launch)
+                await start_ended(self.mkm, kernel_id)
             except Exception as e:
                 self.members.pop(kernel_id, None)
                 self.log.warning("A prewarmed %s kernel did not start: %s", key.kernel_spec, e)

@@ -43,7 +43,12 @@ from loomgate.gateway.kernels.launch_options import (
     validated_cwd,
 )
 from loomgate.gateway.kernels.launches import LAUNCHING_DIR, LaunchMarkers
-from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, kernel_id_of
+from loomgate.gateway.kernels.manager_protocol import (
+    KernelMap,
+    ManagedKernel,
+    kernel_id_of,
+    start_ended,
+)
 from loomgate.gateway.kernels.messages import claim_content
 from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
 from loomgate.gateway.kernels.provisioner import process_ending, sandbox_of
@@ -357,6 +362,7 @@ class KernelRegistry:
                 kernel_id = await self.mkm.start_kernel(loom_intent=intent, **kwargs)
             else:
                 await self.mkm.start_kernel(kernel_id=kernel_id, **kwargs)
+            await start_ended(self.mkm, kernel_id)  # its intent is read once the process runs
         except web.HTTPError as e:  # the kernel manager's report of a start that failed
             cause = e.__cause__
             raise cause if isinstance(cause, Refusal) else Unavailable(str(e)) from None
