@@ -9,7 +9,9 @@ from typing import Any
 from mcp import Client
 
 ERAS = ["legacy", "auto"]  # the initialize handshake era, and 2026-07-28
-TRANSPORTS = ["memory", "stdio"]
+# The tools' tests run in each era in memory and in the current era over stdio: the SDK's era
+# is the same over both transports, and test_processes runs both eras over stdio.
+CLIENT_KINDS = [("legacy", "memory"), ("auto", "memory"), ("auto", "stdio")]
 
 
 @contextlib.asynccontextmanager

@@ -12,7 +12,7 @@ from mcp import Client
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.gateways import GatewayProcess
-from tests.support.mcp_clients import ERAS, TRANSPORTS
+from tests.support.mcp_clients import CLIENT_KINDS
 from tests.support.translators import stdio_for
 
 
@@ -27,21 +27,17 @@ def settings(gateway: GatewayProcess, tmp_path: Path) -> Settings:
     )
 
 
-@pytest.fixture(params=ERAS)
-def era(request: pytest.FixtureRequest) -> str:
-    """Each protocol era in turn."""
-    return str(request.param)
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> str:
-    """In memory (the server in this process), and over stdio (a spawned `loomgate-mcp`)."""
-    return str(request.param)
+@pytest.fixture(params=CLIENT_KINDS, ids=["-".join(kind) for kind in CLIENT_KINDS])
+def client_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """Each protocol era in memory, and the current era over stdio (a spawned `loomgate-mcp`)."""
+    era, transport = request.param
+    return str(era), str(transport)
 
 
 @pytest.fixture
-def connect_client(settings: Settings, era: str, transport: str) -> Callable[..., Any]:
+def connect_client(settings: Settings, client_kind: tuple[str, str]) -> Callable[..., Any]:
     """Return a factory of MCP clients of a translator started with `settings`."""
+    era, transport = client_kind
 
     def factory(**kwargs: Any) -> Client:
         chosen = kwargs.pop("settings", settings)
