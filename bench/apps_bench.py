@@ -1,6 +1,8 @@
 """MCP Apps benchmark: run_cell("1+1") over stdio from a client that negotiated the Apps
 extension beside one that did not (issue 31: ≤ 1.01×), interleaved in blocks, and the view's
-first paint after a result in a headless Chromium host page (goal ≤ 100 ms).
+first paint after a result in a headless Chromium host page (goal ≤ 100 ms), and what the view
+following a cell printing 1,000 lines a second costs the gateway (goal ≤ 1.05×) and whether the
+page stays responsive meanwhile.
 
 Run: `uv run python -m bench.apps_bench [--iterations 500] [--out FILE.md]`
 (the first paint needs `npm ci --prefix tests/translator/mcp_server/apps_host`; without it that
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -31,6 +34,23 @@ BLOCK = 50
 VIEW = "ui://loomgate/execution"
 HOST_DIR = Path(__file__).resolve().parent.parent / "tests/translator/mcp_server/apps_host"
 PAINTS = 20
+FOLLOW_LINES = 5000  # 5 s at 1,000 lines a second
+FOLLOW_ROUNDS = 5
+# 1,000 lines a second, paced by the clock so that a slow print does not slow the rate.
+FOLLOW_CELL = (
+    "import time\nt = time.monotonic()\n"
+    f"for i in range({FOLLOW_LINES}):\n"
+    "    print('line', i, flush=True)\n"
+    "    if i % 20 == 19:\n"
+    "        time.sleep(max(0.0, t + (i + 1) / 1000 - time.monotonic()))\n"
+)
+# In the view's frame: every task over 50 ms the browser saw (the page not answering input).
+LONG_TASKS = """() => {
+  window.__longTasks = [];
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
+  }).observe({entryTypes: ["longtask"]});
+}"""
 
 
 async def latency(gw: GatewayProcess, iterations: int) -> dict[str, list[float]]:
@@ -106,6 +126,99 @@ async def first_paints(gw: GatewayProcess, script: str) -> list[float]:
     return paints
 
 
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time (user + system) process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def follow(gw: GatewayProcess, script: str) -> dict[str, list[float]]:
+    """Return, per round, the gateway's CPU seconds for a cell printing 1,000 lines a second
+    that the model waits for, without the view and with the view following it in Chromium,
+    and the view's responsiveness (its long tasks, and how long the frame took to answer a
+    probe every 0.2 s) while it followed."""
+    assert gw.proc is not None
+    pid = gw.proc.pid
+    page_html = '<!doctype html><body><script src="/host.js"></script></body>'
+    figures: dict[str, list[float]] = {
+        "without": [],
+        "with": [],
+        "long tasks": [],
+        "longest task": [],
+        "probe": [],
+    }
+    async with (
+        Client(stdio(gw, "--kernel", "bench-apps-follow"), extensions=[apps_extension()]) as mcp,
+        browser() as chromium,
+    ):
+        [content] = (await mcp.read_resource(VIEW)).contents
+
+        async def relay(raw: str) -> str:
+            params = json.loads(raw)
+            answer = await mcp.call_tool(params["name"], params.get("arguments") or {})
+            return json.dumps(answer.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+        async def serve(route: Route) -> None:
+            if route.request.url.endswith(".js"):
+                await route.fulfill(body=script, content_type="text/javascript")
+            else:
+                await route.fulfill(body=page_html, content_type="text/html")
+
+        async def cell(viewed: bool) -> float:
+            page = await chromium.new_page() if viewed else None
+            if page is not None:
+                await page.route("http://host.test/**", serve)
+                await page.expose_function("relayToolCall", relay)
+                await page.goto("http://host.test/")
+            used = cpu_seconds(pid)
+            arguments = {"code": FOLLOW_CELL, "wait_seconds": 0.2}
+            result = await mcp.call_tool("run_cell", arguments)
+            assert result.structured_content["state"] == "running", result.structured_content
+            probes: list[float] = []
+            if page is not None:
+                dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+                start = {"html": content.text, "toolName": "run_cell", "toolInput": arguments}
+                await page.evaluate(
+                    "(start) => window.startHost({...start, toolResult: start.result})",
+                    {**start, "result": dumped},
+                )
+                number = result.structured_content["execution"]
+                app = page.frame_locator("#app")
+                await app.locator(f"#x-{number} .output .l").first.wait_for()
+                frame = page.frame(url="about:srcdoc")
+                assert frame is not None
+                await frame.evaluate(LONG_TASKS)
+
+                async def probe() -> None:
+                    while True:
+                        began = time.perf_counter()
+                        await frame.evaluate("() => performance.now()")
+                        probes.append((time.perf_counter() - began) * 1000)
+                        await asyncio.sleep(0.2)
+
+                probing = asyncio.ensure_future(probe())
+            ended = await mcp.call_tool("wait", {"timeout_seconds": 60})
+            data = ended.structured_content
+            assert data["state"] == "completed" and data["output_lines"] == FOLLOW_LINES, data
+            if page is not None:
+                card = app.locator(f"#x-{number}")
+                await card.locator(".badge", has_text="completed").wait_for(timeout=30_000)
+                total = await card.locator(".output").get_attribute("data-total")
+                assert total == str(FOLLOW_LINES), total
+                probing.cancel()
+                tasks = await frame.evaluate("() => window.__longTasks")
+                figures["long tasks"].append(len(tasks))
+                figures["longest task"].append(max(tasks, default=0.0))
+                figures["probe"] += probes
+                await page.close()
+            return cpu_seconds(pid) - used
+
+        for round_ in range(FOLLOW_ROUNDS):
+            for viewed in (False, True) if round_ % 2 == 0 else (True, False):
+                figures["with" if viewed else "without"].append(await cell(viewed))
+    return figures
+
+
 async def main() -> None:
     """Measure and print (and write) the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -120,6 +233,7 @@ async def main() -> None:
             samples = await latency(gw, args.iterations)
             script = bundle(Path(work))
             paints = await first_paints(gw, script) if script else None
+            followed = await follow(gw, script) if script else None
         finally:
             gw.stop()
     plain, viewed = (statistics.median(samples[name]) for name in ("without", "with"))
@@ -140,6 +254,34 @@ async def main() -> None:
             f"The view's first paint: from sending the tool result to the card's first output "
             f"line, {PAINTS} fresh host pages (median {statistics.median(paints):.1f} ms, "
             f"max {max(paints):.1f} ms; goal ≤ 100 ms).",
+        ]
+    if followed is not None:
+        ratios = [w / o for w, o in zip(followed["with"], followed["without"], strict=True)]
+        probes = sorted(followed["probe"])
+        lines += [
+            "",
+            f"A cell printing 1,000 lines a second for {FOLLOW_LINES // 1000} s that the model "
+            f"waits for, without the view and with it following in Chromium, {FOLLOW_ROUNDS} "
+            "rounds in turn:",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            "| the gateway's CPU, without the view | "
+            + ", ".join(f"{v:.2f} s" for v in followed["without"])
+            + " |",
+            "| … with the view following | "
+            + ", ".join(f"{v:.2f} s" for v in followed["with"])
+            + " |",
+            f"| with / without, per round | {min(ratios):.3f}–{max(ratios):.3f}× "
+            f"(median {statistics.median(ratios):.3f}×; goal ≤ 1.05×) |",
+            "| the view's tasks over 50 ms while following, per round | "
+            + ", ".join(f"{n:.0f}" for n in followed["long tasks"])
+            + " (longest "
+            + ", ".join(f"{v:.0f} ms" for v in followed["longest task"])
+            + ") |",
+            "| the view's frame answering a probe every 0.2 s | "
+            f"median {statistics.median(probes):.1f} ms, p90 {probes[int(len(probes) * 0.9)]:.1f}"
+            f" ms, max {probes[-1]:.1f} ms ({len(probes)} probes) |",
         ]
     publish(lines, args.out)
 
