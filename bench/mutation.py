@@ -134,6 +134,14 @@ TARGETS = (
         ("translator/mcp_server/settings.py",),
         ("tests/translator/mcp_server/test_settings.py",),
     ),
+    Target(
+        "apps view (core)",
+        ("translator/mcp_server/app_first_paint.py", "translator/presentation/apps.py"),
+        (
+            "tests/translator/mcp_server/test_app_first_paint.py",
+            "tests/translator/test_presentation_apps.py",
+        ),
+    ),
 )
 
 STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests"}

@@ -24,10 +24,12 @@ def carrying(head: list[wire.Line], tail: list[wire.Line], total: int) -> wire.E
 
 
 def ends(execution: wire.Execution | None) -> tuple[list[int], list[int], int] | None:
-    """Return the line numbers of a page's head and tail, and what it omits."""
+    """Return the line numbers of a page's head and tail, and what it omits (its total is the
+    execution's: checked here)."""
     if execution is None:
         return None
     output = execution["output"]
+    assert output["total"] == len(output["head"]) + len(output["tail"]) + output["omitted"]
     return [x["n"] for x in output["head"]], [x["n"] for x in output["tail"]], output["omitted"]
 
 
