@@ -71,8 +71,61 @@ LINE_ZERO = (
     "0 is refused first (line numbers start at 1), so `< 0` and `<= 0` (or `< 1`) agree on every "
     "number that gets here"
 )
+FIRST_LINE = (
+    "a record's first line always begins an output (its kind, 1 to 6, is never the 0 of none), "
+    "and beginning one closes what was gathered (nothing) and sets kind, start, texts, partial "
+    "and stand_in afresh: their first values are never read"
+)
+PARTIAL = "partial is read only by a close that has lines, and every line gathered sets it"
+SLICE_END = "a slice from None starts at 0 and a slice to None ends at the length, as here"
+
 
 RULES = (
+    # notebook export
+    Rule("export.outputs.x_cell_outputs_", "whole=None", FALSE),
+    Rule("export.notebook.x_notebook_file_", "ensure_ascii=None", FALSE),
+    Rule("export.outputs.xǁ_Builderǁ__init__", "self.stand_in = None", FALSE),
+    Rule("export.outputs.xǁ_Builderǁ__init__", "self.in_tail = None", FALSE),
+    Rule("export.outputs.xǁ_Builderǁ__init__", "self.partial = ", PARTIAL),
+    Rule("export.outputs.xǁ_Builderǁ__init__", "self.kind = None", FIRST_LINE),
+    Rule("export.outputs.xǁ_Builderǁ__init__", "self.start = ", FIRST_LINE),
+    Rule("export.outputs.xǁ_Builderǁ__init__", "self.texts: list[str] = None", FIRST_LINE),
+    Rule("export.outputs.xǁ_Builderǁ__init__", "self.stand_in = True", FIRST_LINE),
+    Rule(
+        "export.outputs.xǁ_Builderǁ__init__",
+        "self.kind = 1",
+        "with 1 (stdout) as the kind at the start, a first stdout line is gathered without the "
+        "close of nothing before it; stdout lines never carry PART_START, so its start is 0 "
+        "either way",
+    ),
+    Rule(
+        "export.outputs.xǁ_Builderǁclose_",
+        "self.texts, self.kind, self.partial, self.stand_in = [], 1, False, False",
+        "the next line's kind replaces it at once, except after the omission (where a first "
+        "stdout line then joins without a close of nothing, and the start it keeps is read only "
+        "for errors, which always begin an output of their own) and at the end",
+    ),
+    Rule(
+        "export.outputs.xǁ_Builderǁclose_",
+        "self.texts, self.kind, self.partial, self.stand_in = [], 0, True, False",
+        PARTIAL,
+    ),
+    Rule("export.selection.xǁSelectionǁpick_", "lo = None", SLICE_END),
+    Rule("export.selection.xǁSelectionǁpick_", "hi = None", SLICE_END),
+    Rule("export.selection.xǁSelectionǁpick_", "elif start >= 0:", LINE_ZERO),
+    Rule("export.selection.xǁSelectionǁpick_", "elif stop >= 0:", LINE_ZERO),
+    Rule(
+        "export.selection.xǁSelectionǁran_by_",
+        'meta.get("client") or "XXXX"',
+        'a cell of no client is read as labelled "XXXX" instead of "", and a client filter '
+        'matches neither unless it is "XXXX" (no client is labelled so)',
+    ),
+    Rule(
+        "export.notebook.x_notebook_cells_",
+        "else last + 2",
+        "only restarts after at most `last` are looked at, so any bound above `last` keeps the "
+        "same ones",
+    ),
     # output stream
     Rule(
         "OutputStreamǁ__init__",

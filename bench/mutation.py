@@ -86,6 +86,20 @@ TARGETS = (
         ("tests/gateway/test_launch_markers.py",),
     ),
     Target(
+        "notebook export",
+        (
+            "gateway/export/cells.py",
+            "gateway/export/outputs.py",
+            "gateway/export/selection.py",
+            "gateway/export/notes.py",
+            "gateway/export/notebook.py",
+        ),
+        (
+            "tests/gateway/export/test_notebook_cells.py",
+            "tests/gateway/export/test_notebook_notes.py",
+        ),
+    ),
+    Target(
         "presentation",
         (
             "translator/presentation/cells.py",
@@ -93,6 +107,7 @@ TARGETS = (
             "translator/presentation/kernels.py",
             "translator/presentation/refusals.py",
             "translator/presentation/sandboxes.py",
+            "translator/presentation/notebooks.py",
             "translator/output_view.py",
         ),
         (
@@ -103,6 +118,8 @@ TARGETS = (
             "tests/translator/test_presentation_cells.py",
             "tests/translator/test_presentation_reads.py",
             "tests/translator/test_presentation_sandboxes.py",
+            "tests/translator/test_presentation_notebooks.py",
+            "tests/translator/test_notebook_file.py",
         ),
     ),
     Target(

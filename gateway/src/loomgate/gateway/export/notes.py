@@ -68,8 +68,11 @@ def cell_note(meta: RecordMeta, *, restart_follows: bool) -> str | None:
 def omitted_text(number: int, first: int, last: int, total: int, kernel: str) -> str:
     """Return the line that stands for a long output's middle, and how to read it."""
     left_out = last - first + 1
-    return (
-        f"… {left_out:,} lines of In [{number}] left out here (lines {first:,} to {last:,} of "
-        f"{total:,}); read them with: loomgate output {number} --kernel {kernel} "
-        f"--lines {first}:{last}"
-    )
+    if left_out == 1:
+        said = f"1 line of In [{number}] left out here (line {first:,} of {total:,}); read it"
+    else:
+        said = (
+            f"{left_out:,} lines of In [{number}] left out here (lines {first:,} to {last:,} of "
+            f"{total:,}); read them"
+        )
+    return f"… {said} with: loomgate output {number} --kernel {kernel} --lines {first}:{last}"
