@@ -122,6 +122,7 @@ class GatewayProcess:
     monitor_token: str = ""
     launcher: list[str] = field(default_factory=list)  # a command prefix, e.g. nsenter …
     root: Path = Path("/")  # where the gateway's own view of the filesystem is seen from here
+    cwd: Path | None = None  # the gateway's working directory (the tests' own when None)
     # Prewarmed kernels: none unless a test asks, so that tests can count a gateway's kernels.
     prewarm: int = 0
     # Every kernel process a run of this gateway started: a killed gateway leaves them running.
@@ -145,7 +146,9 @@ class GatewayProcess:
         """Return the started gateway process, writing both its streams to `log`."""
         extra = ["--log-level", "DEBUG", "--prewarm", str(self.prewarm), *self.extra_args]
         command = gateway_command(port=self.port, extra=extra)
-        return subprocess.Popen([*self.launcher, *command], env=env, stdout=log, stderr=log)
+        return subprocess.Popen(
+            [*self.launcher, *command], env=env, stdout=log, stderr=log, cwd=self.cwd
+        )
 
     def start(self) -> GatewayProcess:
         """Start the gateway and wait until it answers /api/loomgate/info."""

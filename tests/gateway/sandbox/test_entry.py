@@ -26,8 +26,8 @@ def test_the_plan_round_trips_through_the_command_line(tmp_path: Path) -> None:
         landlock=True,
     )
     argv = entry.command(plan, ["/usr/bin/bwrap", "--", "x"], python="/py")
-    assert argv[:4] == ["/py", "-I", "-m", entry.MODULE]
-    assert entry.Plan.parse(argv[4:]) == (plan, ["/usr/bin/bwrap", "--", "x"])
+    assert argv[:6] == ["/py", "-I", "-S", "-c", entry.BOOTSTRAP, entry.IMPORT_ROOT]
+    assert entry.Plan.parse(argv[6:]) == (plan, ["/usr/bin/bwrap", "--", "x"])
     assert entry.Plan.parse(["--info", "/i", "--", "b"]) == (entry.Plan("/i"), ["b"])
 
 
@@ -50,9 +50,9 @@ def test_bad_arguments_are_refused(args: list[str], message: str) -> None:
 
 
 def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the entry module with `args`, as the gateway does."""
+    """Run the entry with `args`, as the gateway does."""
     return subprocess.run(
-        [sys.executable, "-I", "-m", entry.MODULE, *args],
+        [*entry.prefix(sys.executable), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -136,3 +136,20 @@ def test_read_info_returns_the_init_pid(tmp_path: Path) -> None:
     info = bubblewrap.info_file(tmp_path)
     info.write_text('{\n    "child-pid": 4242\n}\n')
     assert entry.read_info(info, 0) == 4242
+
+
+def test_the_entry_imports_only_what_it_uses(tmp_path: Path) -> None:
+    # Every kernel start waits for the entry's interpreter: no `site` (its .pth files and
+    # site-packages), no runpy (`-m`), none of the modules its comments keep it from.
+    python, *options = entry.prefix(sys.executable)
+    done = subprocess.run(
+        [python, "-X", "importtime", *options, "--info", str(tmp_path / "i"), "--", "/bin/true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
+    assert "loomgate.gateway.sandbox.landlock" in imported  # what it needs came
+    assert imported.isdisjoint({"site", "runpy", "json", "pathlib", "collections.abc"}), imported

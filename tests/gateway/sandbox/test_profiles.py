@@ -371,6 +371,22 @@ def test_outermost() -> None:
     assert outermost(paths) == (Path("/a"), Path("/b"), Path("/bc"))
 
 
+@pytest.mark.parametrize(
+    ("paths", "expected"),
+    [
+        # A name that only begins like another ("/a-b", "/ab") is not inside it, and sorts
+        # after the paths that are ("/a/b/c").
+        (["/a/b", "/a-b", "/a", "/a/b/c", "/ab"], ["/a", "/a-b", "/ab"]),
+        (["/x", "/", "/y/z"], ["/"]),
+        (["/a/b/c", "/a/b"], ["/a/b"]),
+        (["/a/c/d", "/a/b", "/a/c", "/a/bb/x"], ["/a/b", "/a/bb/x", "/a/c"]),
+        ([], []),
+    ],
+)
+def test_outermost_keeps_each_path_no_other_holds(paths: list[str], expected: list[str]) -> None:
+    assert outermost(Path(p) for p in paths) == tuple(Path(p) for p in expected)
+
+
 def rules(
     writable: tuple[str, ...] = ("/w",),
     hidden: tuple[str, ...] = ("/h",),

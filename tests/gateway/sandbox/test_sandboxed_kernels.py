@@ -223,6 +223,67 @@ async def test_the_gateway_process_is_out_of_sight_and_reach(
 
 
 @pytest.mark.parametrize("profile", CONFINED)
+async def test_the_gateways_environ_cannot_be_read_four_ways(
+    http: httpx.AsyncClient, kernels: dict[str, str], sandboxed: GatewayProcess, profile: str
+) -> None:
+    # The gateway's environ holds its state dir (and its token under --token-env). The kernel
+    # has a /proc of its own pid namespace, where the gateway's pid names no process: the read
+    # fails with ENOENT, as for any pid that does not exist, so no rule can be claimed for it
+    # (no path of it lies in a hidden one, and nothing was refused).
+    assert sandboxed.proc is not None
+    environ = Path(f"/proc/{sandboxed.proc.pid}/environ")
+    for way, code in reads(environ).items():
+        execution = await run(http, kernels[profile], code)
+        assert failed(execution), (way, execution)
+        assert "LOOMGATE_STATE_DIR" not in "\n".join(output_texts(execution)), way
+        if way in ("python", "ctypes"):  # their error is the cell's own
+            assert execution["error"]["name"] in ("FileNotFoundError", "OSError"), way
+            assert "No such file or directory" in execution["error"]["value"], way
+    unconfined = await run(http, kernels["none"], reads(environ)["python"])
+    assert "LOOMGATE_STATE_DIR" in "\n".join(output_texts(unconfined))
+
+
+def removals(path: Path) -> dict[str, str]:
+    """Return cells that delete directory `path` (and what it holds) four ways."""
+    p = repr(str(path))
+    return {
+        "python": f"import shutil; shutil.rmtree({p})",
+        "os.system": f"import os\nif os.system('rm -r ' + {p}): raise OSError('rm failed')",
+        "subprocess": f"import subprocess; subprocess.run(['rm', '-r', {p}], check=True)",
+        "ctypes": (
+            "import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"if libc.rmdir({p}.encode()) < 0:\n"
+            f"    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), {p})"
+        ),
+    }
+
+
+@pytest.mark.parametrize("profile", CONFINED)
+async def test_a_directory_outside_the_working_directory_cannot_be_deleted_four_ways(
+    http: httpx.AsyncClient, kernels: dict[str, str], place: Place, profile: str
+) -> None:
+    doomed = place.outside / f"doomed-{profile}"
+    (doomed / "inner").mkdir(parents=True)
+    (doomed / "inner" / "kept.txt").write_text("kept")
+    empty = place.outside / f"empty-{profile}"  # rmdir(2) through ctypes takes only an empty one
+    empty.mkdir()
+    for way, code in removals(doomed).items():
+        if way == "ctypes":
+            code = removals(empty)[way]
+        execution = await run(http, kernels[profile], code)
+        assert failed(execution), (way, output_texts(execution))
+        failure = await rule_of(http, execution)
+        assert failure is not None, (way, output_texts(execution))
+        assert (failure["rule"], failure["profile"]) == ("read_only", profile), way
+        # shutil.rmtree's error names the file relative to its dir: the rule comes without it.
+        if way != "python":
+            assert str(failure["path"]).startswith(str(doomed if way != "ctypes" else empty)), way
+        assert (doomed / "inner" / "kept.txt").read_text() == "kept", way
+        assert empty.is_dir(), way
+
+
+@pytest.mark.parametrize("profile", CONFINED)
 async def test_writes_outside_the_working_directory_fail(
     http: httpx.AsyncClient, kernels: dict[str, str], place: Place, profile: str
 ) -> None:

@@ -1,17 +1,22 @@
 """Sandboxed kernels outlive their gateway and come from the pool: a kernel taken back after a
-SIGKILL of the gateway keeps its variables and its sandbox, and a prewarmed kernel is confined
-as the kernel it becomes."""
+SIGKILL of the gateway keeps its variables and its sandbox, a prewarmed kernel is confined as
+the kernel it becomes, and each profile has a pool of its own."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.gateway.test_prewarm import pooled
+from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from tests.gateway.test_prewarm import POOL_TIMEOUT, pooled
 from tests.support.cells import KERNELS, output_texts, run
 from tests.support.gateways import (
     GatewayProcess,
@@ -34,10 +39,41 @@ def root() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def gateway_in(root: Path, prewarm: int = 0) -> GatewayProcess:
+def gateway_in(root: Path, prewarm: int = 0, cwd: Path | None = None) -> GatewayProcess:
     """Return a gateway with the shipped default profile, its state in `root`."""
     return GatewayProcess(
-        root / "state", env={"XDG_CONFIG_HOME": str(root / "config")}, prewarm=prewarm
+        root / "state", env={"XDG_CONFIG_HOME": str(root / "config")}, prewarm=prewarm, cwd=cwd
+    )
+
+
+def launched_pid(gateway: GatewayProcess, kernel_id: str) -> int:
+    """Return the pid of the process the gateway launched for a kernel (bubblewrap's, for a
+    confined one: the pid the pool reports), as its resident.json records it."""
+    resident = gateway.state_dir / "kernels" / kernel_id / RESIDENT_FILE
+    pid: int = json.loads(resident.read_text())["provisioner"]["identity"]["pid"]
+    return pid
+
+
+async def prewarmed_pids(http: httpx.AsyncClient, count: int) -> list[int]:
+    """Return the pids of the ready pool kernels once there are `count` (no event says a pool
+    kernel is ready: the gateway's report is polled)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + POOL_TIMEOUT
+    while loop.time() < deadline:
+        info = (await http.get("/api/loomgate/info")).json()
+        pids = [int(k["pid"]) for k in info["prewarmed"]]
+        if len(pids) >= count:
+            return pids
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"fewer than {count} prewarmed kernels became ready")
+
+
+def reach(port: int) -> str:
+    """Return a cell that connects over TCP to a loopback port and says so."""
+    return (
+        "import socket\n"
+        f"socket.create_connection(('127.0.0.1', {port}), timeout=5).close()\n"
+        "print('reached')"
     )
 
 
@@ -91,6 +127,53 @@ async def test_a_prewarmed_kernel_is_confined_as_the_kernel_it_becomes(root: Pat
             assert ready["pid"] not in [k["pid"] for k in info["prewarmed"]]  # it was claimed
             await http.delete(f"{KERNELS}/{kernel['id']}")
     finally:
+        gateway.stop()
+
+
+async def test_each_profile_has_its_own_pool(root: Path) -> None:
+    # The gateway prewarms its default profile (workspace). A strict kernel asked for must not
+    # be that pool's kernel (its rules are fixed when its process starts): it starts under
+    # strict, and a strict pool begins; a workspace kernel asked for is the workspace pool's.
+    project = root / "project"
+    gateway = gateway_in(root, prewarm=1, cwd=project)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    made: list[str] = []
+    try:
+        gateway.start()
+        async with client(gateway) as http:
+            workspace_pool = (await pooled(http))["pid"]
+            r = await http.post(KERNELS, json={"sandbox": "strict"})  # in the pool's directory
+            assert r.status_code == 201, r.text
+            strict = r.json()["kernel"]
+            made.append(strict["id"])
+            assert strict["sandbox"]["profile"] == "strict"
+            assert strict["sandbox"]["network"] is False
+            assert launched_pid(gateway, strict["id"]) != workspace_pool
+            offline = await run(http, strict["id"], reach(port))
+            assert offline["sandbox_failure"]["rule"] == "network", output_texts(offline)
+            # The workspace pool kept its kernel; a strict one joins it in a pool of its own.
+            ready = await prewarmed_pids(http, 2)
+            assert workspace_pool in ready
+            [strict_pool] = [pid for pid in ready if pid != workspace_pool]
+            r = await http.post(KERNELS, json={"sandbox": "strict"})
+            assert r.status_code == 201, r.text
+            made.append(r.json()["kernel"]["id"])
+            assert launched_pid(gateway, made[-1]) == strict_pool
+            again = await run(http, made[-1], reach(port))
+            assert again["sandbox_failure"]["rule"] == "network", output_texts(again)
+            r = await http.post(KERNELS, json={})  # the default profile
+            assert r.status_code == 201, r.text
+            workspace = r.json()["kernel"]
+            made.append(workspace["id"])
+            assert workspace["sandbox"]["profile"] == "workspace"
+            assert launched_pid(gateway, workspace["id"]) == workspace_pool
+            online = await run(http, workspace["id"], reach(port))
+            assert output_texts(online) == ["reached"], online
+            for kernel_id in made:
+                await http.delete(f"{KERNELS}/{kernel_id}")
+    finally:
+        server.close()
         gateway.stop()
 
 

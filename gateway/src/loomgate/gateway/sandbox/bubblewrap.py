@@ -8,7 +8,7 @@ import signal
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside
 
 __all__ = [
     "ISOLATION",
@@ -165,7 +165,7 @@ def existing(paths: Iterable[Path]) -> list[Path]:
 
 def within(path: Path, top: Path) -> bool:
     """Return whether `path` is `top` or lies under it."""
-    return path == top or top in path.parents
+    return lies_inside(path, top)
 
 
 def outermost(paths: list[Path]) -> list[Path]:

@@ -76,14 +76,13 @@ class SandboxCatalog:
         default; with `stricter_only` (a model's request), only one at least as strict as the
         default (Forbidden otherwise)."""
         config = self.config()
-        default = self.rules(config.default, cwd)
         if name is None:
-            return default
+            return self.rules(config.default, cwd)
         if name not in config.profiles:
             known = ", ".join(sorted(config.profiles))
             raise BadRequest(f"no sandbox profile named {echo(name)}; known: {known}")
         chosen = self.rules(name, cwd)
-        if stricter_only and not at_least_as_strict(chosen, default):
+        if stricter_only and not at_least_as_strict(chosen, self.rules(config.default, cwd)):
             raise Forbidden(
                 f"the sandbox profile {name} is looser than this gateway's default "
                 f"({config.default})",

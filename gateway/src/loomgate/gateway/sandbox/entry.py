@@ -1,7 +1,8 @@
 """The stage before bwrap, outside the sandbox: `python -I -m loomgate.gateway.sandbox.entry
 [--join FILE]... [--rlimit NAME=SOFT:HARD]... [--landlock] --info FILE -- BWRAP_ARGV...` joins
 the kernel's cgroups, sets its rlimits, applies Landlock scopes, opens bwrap's info file and
-execs bwrap. On the start path: stdlib modules that cost nothing to import, and landlock."""
+execs bwrap. The gateway runs it through `command()`, without `site` and `runpy`. On the start
+path: stdlib modules that cost nothing to import, and landlock."""
 
 from __future__ import annotations
 
@@ -16,9 +17,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # collections.abc would cost the entry an import
     from collections.abc import Mapping, Sequence
 
-__all__ = ["Plan", "PlanError", "command", "main", "read_info"]
+__all__ = ["Plan", "PlanError", "command", "main", "prefix", "read_info"]
 
 MODULE = "loomgate.gateway.sandbox.entry"
+# What `command()` runs: `python -I -S` imports no `site` (and so no .pth files, sitecustomize or
+# site-packages), and `-c` needs no runpy; the one dir this package is imported from comes
+# first in its arguments.
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    f"from {MODULE} import main; sys.exit(main(sys.argv[1:]))"
+)
+# The dir `loomgate` is imported from, 4 levels above this loomgate/gateway/sandbox/entry.py
+# (pathlib would cost the entry an import).
+IMPORT_ROOT = __file__.rsplit("/", 4)[0]
 POLL = 0.002  # seconds between looks at the info file while bwrap starts
 
 
@@ -103,9 +114,14 @@ def rlimit(value: str) -> tuple[str, tuple[int, int]]:
     return name, (int(soft), int(hard))
 
 
+def prefix(python: str = sys.executable) -> list[str]:
+    """Return the argv that runs the entry, before its own arguments."""
+    return [python, "-I", "-S", "-c", BOOTSTRAP, IMPORT_ROOT]
+
+
 def command(plan: Plan, bwrap_argv: Sequence[str], *, python: str = sys.executable) -> list[str]:
     """Return the argv that runs the entry with `plan` in front of `bwrap_argv`."""
-    return [python, "-I", "-m", MODULE, *plan.args(), "--", *bwrap_argv]
+    return [*prefix(python), *plan.args(), "--", *bwrap_argv]
 
 
 def read_info(info_file: str | os.PathLike[str], timeout: float) -> int:

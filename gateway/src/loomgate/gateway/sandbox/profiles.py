@@ -273,14 +273,22 @@ def resolved(path: Path) -> Path:
 
 
 def lies_inside(path: Path, root: Path) -> bool:
-    """Return whether `path` is `root` or below it (by whole components, no file system)."""
-    return path == root or root in path.parents
+    """Return whether absolute `path` is absolute `root` or below it (by whole components, no
+    file system)."""
+    # A Path keeps its parts; `root in path.parents` would build a Path for every parent, and
+    # each kernel's start asks this for its ~60 hidden paths against one another.
+    parts = root.parts
+    return path.parts[: len(parts)] == parts
 
 
 def outermost(paths: Iterable[Path]) -> tuple[Path, ...]:
     """Return `paths` sorted, without duplicates and without those inside another of them."""
-    unique = sorted(set(paths))
-    return tuple(p for p in unique if not any(q != p and lies_inside(p, q) for q in unique))
+    kept: list[Path] = []
+    # Sorted by their parts, the paths inside one follow it, before any path outside it.
+    for path in sorted(set(paths)):
+        if not kept or not lies_inside(path, kept[-1]):
+            kept.append(path)
+    return tuple(kept)
 
 
 def check_rules(

@@ -1,0 +1,222 @@
+"""Where a sandboxed kernel's start spends its time, stage by stage, without a gateway.
+
+Run: `uv run --frozen python -m bench.sandbox_stages [--rounds 15] [--profile workspace]`
+
+The gateway's per-start work in-process (the profile made concrete, the sandbox prepared, its
+command built), then processes timed from spawn to exit (the interpreter alone, the entry
+exec'ing /bin/true, bwrap with the kernel's mounts and with none running /bin/true), then whole
+kernels from spawn to their first kernel_info reply: unconfined, through bwrap alone, through
+the entry and bwrap as the gateway starts them. The stages take turns; medians with ranges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.connect import write_connection_file
+
+from loomgate.gateway.sandbox import bubblewrap, entry
+from loomgate.gateway.sandbox.catalog import SandboxCatalog
+from loomgate.gateway.sandbox.launch import SandboxLaunch
+from loomgate.gateway.sandbox.mechanism import probe
+from tests.support.gateways import child_pids
+
+READY_TIMEOUT = 20.0
+
+
+def ms_since(began: int) -> float:
+    """Return the milliseconds since `began` (perf_counter_ns)."""
+    return (time.perf_counter_ns() - began) / 1e6
+
+
+CPU: dict[str, list[float]] = {}  # each process stage's CPU time (user + system), ms
+
+
+def spawned(name: str, argv: list[str]) -> float:
+    """Return the ms from spawning `argv` to its exit (checked to succeed), noting its CPU time
+    (of the process and the children it waited for) under `name`."""
+    began = time.perf_counter_ns()
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    took = ms_since(began)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.stderr is not None
+    assert process.returncode == 0, (argv[:3], process.stderr.read().decode()[-500:])
+    process.stderr.close()
+    CPU.setdefault(name, []).append((usage.ru_utime + usage.ru_stime) * 1000)
+    return took
+
+
+def tree_cpu_ms(pid: int) -> float:
+    """Return the CPU time (ms) process `pid` and its live descendants have run so far."""
+    total = 0
+    for each in (pid, *child_pids(pid)):
+        with contextlib.suppress(OSError):
+            total += int(Path(f"/proc/{each}/schedstat").read_text().split()[0])
+    return total / 1e6
+
+
+def kernel_ready(name: str, argv: list[str], connection_file: Path, env: dict[str, str]) -> float:
+    """Return the ms from spawning kernel `argv` to its first kernel_info reply, noting the CPU
+    time its processes ran until then under `name`; the kernel (its sandbox's init when there
+    is one) is killed after."""
+    info = bubblewrap.info_file(connection_file.parent)
+    info.unlink(missing_ok=True)
+    for socket_file in bubblewrap.ipc_dir(connection_file.parent).iterdir():
+        socket_file.unlink()  # the last kernel's: a client must not reach it before it is gone
+    fds: tuple[int, ...] = ()
+    if Path(argv[0]).name == "bwrap":  # no entry to open the info file: open it here
+        fds = (os.open(info, os.O_WRONLY | os.O_CREAT, 0o600),)
+        argv = [argv[0], "--info-fd", str(fds[0]), *argv[1:]]
+    began = time.perf_counter_ns()
+    process = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        pass_fds=fds,
+    )
+    for fd in fds:
+        os.close(fd)
+    client = BlockingKernelClient()
+    client.load_connection_file(str(connection_file))
+    client.start_channels(iopub=False, stdin=False, hb=False, control=False)
+    try:
+        # The request waits in the client's socket until the kernel has bound its own.
+        asked = client.kernel_info()
+        while client.get_shell_msg(timeout=READY_TIMEOUT)["parent_header"].get("msg_id") != asked:
+            pass
+        took = ms_since(began)
+        CPU.setdefault(name, []).append(tree_cpu_ms(process.pid))
+    finally:
+        client.stop_channels()
+        if info.exists():  # the sandbox outlives bwrap killed alone: end it by its init
+            bubblewrap.kill(entry.read_info(info, 5))
+        else:
+            process.kill()
+        process.wait()  # bwrap exits once everything in the sandbox has
+    return took
+
+
+def medians(samples: dict[str, list[float]]) -> None:
+    """Print each stage's median and range."""
+    width = max(map(len, samples))
+    for name, values in samples.items():
+        lo, mid, hi = min(values), statistics.median(values), max(values)
+        print(f"{name:<{width}}  {mid:8.2f} ms  ({lo:.2f}–{hi:.2f})")
+
+
+def main() -> None:
+    """Measure the stages and print their medians."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--profile", default="workspace")
+    parser.add_argument("--no-kernels", action="store_true", help="skip the whole kernels")
+    args = parser.parse_args()
+    root = Path("/var/tmp") / f"loomgate-stages-{uuid.uuid4().hex[:8]}"
+    project, state = root / "project", root / "state"
+    project.mkdir(parents=True)
+    state.mkdir()
+    catalog = SandboxCatalog(state, config_file=root / "sandbox.toml")
+    kernel_id = str(uuid.uuid4())
+    began = time.perf_counter_ns()
+    mechanism = probe()
+    print(f"probe (once per gateway): {ms_since(began):.1f} ms; {mechanism}")
+    assert mechanism.bwrap is not None
+    env = {k: v for k, v in os.environ.items() if k != "JPY_PARENT_PID"}
+    try:
+        rules = catalog.choose(args.profile, stricter_only=False, cwd=project)
+        launch = SandboxLaunch.prepare(rules, kernel_id)
+        ipc = bubblewrap.ipc_dir(launch.directory)
+        connection_file = ipc.parent / "kernel.json"
+        write_connection_file(str(connection_file), transport="ipc", ip=launch.ipc_prefix, key=b"k")
+        kernel = [
+            sys.executable,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            str(connection_file),
+            "--HistoryManager.hist_file=:memory:",
+        ]
+        full = launch.command(
+            kernel, cwd=project, connection_file=connection_file, unset_env=("JPY_PARENT_PID",)
+        )
+        split = full.index("--", full.index("--info"))
+        bwrap_argv = full[split + 1 :]
+        bwrap_true = [*bwrap_argv[: bwrap_argv.index("--", 1) + 1], "/bin/true"]
+        minimal = [mechanism.bwrap, *bubblewrap.ISOLATION, "--ro-bind", "/", "/"]
+        minimal += ["--dev", "/dev", "--proc", "/proc", "--", "/bin/true"]
+        entry_true = [*full[: split + 1], "/bin/true"]
+        print(
+            f"bwrap arguments: {len(bwrap_argv)}; mounts of hidden paths: "
+            f"{sum(a in ('--tmpfs', '--ro-bind', '--bind') for a in bwrap_argv)}"
+        )
+
+        def rules_stage() -> float:
+            t = time.perf_counter_ns()
+            catalog.choose(args.profile, stricter_only=False, cwd=project)
+            return ms_since(t)
+
+        def prepare_stage() -> float:
+            t = time.perf_counter_ns()
+            prepared = SandboxLaunch.prepare(rules, kernel_id)
+            prepared.command(kernel, cwd=project, connection_file=connection_file, unset_env=("X",))
+            return ms_since(t)
+
+        stages: dict[str, Callable[[], float]] = {
+            "gateway: profile made concrete": rules_stage,
+            "gateway: sandbox prepared + command": prepare_stage,
+            "python -I -c pass": lambda: spawned("python", [sys.executable, "-I", "-c", "pass"]),
+            "entry -> /bin/true": lambda: spawned("entry", entry_true),
+            "bwrap (minimal) -> /bin/true": lambda: spawned("bwrap (minimal)", minimal),
+            "bwrap (kernel's mounts) -> /bin/true": lambda: spawned("bwrap", bwrap_true),
+            "entry + bwrap -> /bin/true": lambda: spawned(
+                "entry + bwrap", [*full[: split + 1], *bwrap_true]
+            ),
+        }
+        if not args.no_kernels:
+            stages |= {
+                "kernel unconfined -> kernel_info": lambda: kernel_ready(
+                    "kernel unconfined", kernel, connection_file, env
+                ),
+                "kernel in bwrap -> kernel_info": lambda: kernel_ready(
+                    "kernel in bwrap", bwrap_argv, connection_file, env
+                ),
+                "kernel entry + bwrap -> kernel_info": lambda: kernel_ready(
+                    "kernel entry + bwrap", full, connection_file, env
+                ),
+            }
+        for stage in stages.values():  # warm the page cache
+            stage()
+        samples: dict[str, list[float]] = {name: [] for name in stages}
+        for _ in range(args.rounds):
+            for name, stage in stages.items():
+                samples[name].append(stage())
+        medians(samples)
+        print("CPU time of the process stages (a kernel's: all its processes until its reply):")
+        medians({name: values[-args.rounds :] for name, values in CPU.items()})
+        launch.remove()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(
+            Path(tempfile.gettempdir()) / f"loomgate-{os.getuid()}" / kernel_id[:13],
+            ignore_errors=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

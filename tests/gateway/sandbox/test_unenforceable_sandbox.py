@@ -1,0 +1,72 @@
+"""A profile this machine cannot enforce: the kernel does not start, the refusal names what is
+missing and how to get it, and `none` (what the refusal offers) still works."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.cells import KERNELS
+from tests.support.gateways import GatewayProcess, child_pids, client
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """A directory outside the host's /tmp for the gateway's state, config and project."""
+    path = Path("/var/tmp") / f"loomgate-sandbox-{uuid.uuid4().hex[:8]}"
+    (path / "project").mkdir(parents=True)
+    (path / "config" / "loomgate").mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def kernel_processes(pid: int) -> list[int]:
+    """Return the descendants of `pid` that run a kernel (or bubblewrap, which would start one)."""
+    found = []
+    for child in child_pids(pid):
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        if b"ipykernel" in command or b"bwrap" in command:
+            found.append(child)
+    return found
+
+
+async def test_a_profile_without_its_mechanism_refuses_the_kernel_and_names_what_is_missing(
+    root: Path,
+) -> None:
+    # The gateway finds bubblewrap on its PATH (mechanism.working_bwrap); this PATH holds the
+    # environment's own commands (python, loomgate's) and no bwrap.
+    path = str(Path(sys.executable).parent)
+    assert shutil.which("bwrap", path=path) is None
+    env = {"XDG_CONFIG_HOME": str(root / "config"), "PATH": path}
+    gateway = GatewayProcess(root / "state", env=env)
+    try:
+        gateway.start()
+        assert gateway.proc is not None
+        async with client(gateway) as http:
+            for asked in ({}, {"sandbox": "strict"}):  # the default (workspace), and strict
+                r = await http.post(KERNELS, json={**asked, "cwd": str(root / "project")})
+                assert r.status_code == 503, (asked, r.text)
+                message = r.json()["message"]
+                assert "bubblewrap is not installed" in message, message
+                assert "apt-get install bubblewrap" in message, message
+                assert "the sandbox profile none" in message, message
+                assert kernel_processes(gateway.proc.pid) == [], asked
+            assert (await http.get(KERNELS)).json()["kernels"] == []
+            assert (await http.get("/api/kernels")).json() == []
+            # What the refusal offers works: an unconfined kernel starts.
+            r = await http.post(KERNELS, json={"sandbox": "none", "cwd": str(root / "project")})
+            assert r.status_code == 201, r.text
+            assert r.json()["kernel"]["sandbox"]["profile"] == "none"
+            await http.delete(f"{KERNELS}/{r.json()['kernel']['id']}")
+    finally:
+        gateway.stop()
