@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from mcp import Client
-from playwright.async_api import Route
+from playwright.async_api import Browser, Page, Route
 
 from bench.gateway_bench import interleave, publish
 from tests.support.apps_hosts import apps_extension
@@ -34,6 +34,7 @@ BLOCK = 50
 VIEW = "ui://loomgate/execution"
 HOST_DIR = Path(__file__).resolve().parent.parent / "tests/translator/mcp_server/apps_host"
 PAINTS = 20
+HOST_PAGE = '<!doctype html><body><script src="/host.js"></script></body>'
 FOLLOW_LINES = 5000  # 5 s at 1,000 lines a second
 FOLLOW_ROUNDS = 5
 # 1,000 lines a second, paced by the clock so that a slow print does not slow the rate.
@@ -86,9 +87,30 @@ def bundle(work: Path) -> str | None:
     return out.read_text(encoding="utf-8")
 
 
+async def host_page(chromium: Browser, mcp: Client, script: str) -> Page:
+    """Return a new host page in `chromium` that serves `script` and relays its view's tool
+    calls to `mcp`, as a host does."""
+
+    async def relay(raw: str) -> str:
+        params = json.loads(raw)
+        answer = await mcp.call_tool(params["name"], params.get("arguments") or {})
+        return json.dumps(answer.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+    async def serve(route: Route) -> None:
+        if route.request.url.endswith(".js"):
+            await route.fulfill(body=script, content_type="text/javascript")
+        else:
+            await route.fulfill(body=HOST_PAGE, content_type="text/html")
+
+    page = await chromium.new_page()
+    await page.route("http://host.test/**", serve)
+    await page.expose_function("relayToolCall", relay)
+    await page.goto("http://host.test/")
+    return page
+
+
 async def first_paints(gw: GatewayProcess, script: str) -> list[float]:
     """Return the ms from handing the view a result to its card being drawn, PAINTS times."""
-    page_html = '<!doctype html><body><script src="/host.js"></script></body>'
     paints = []
     async with (
         Client(stdio(gw, "--kernel", "bench-apps-paint"), extensions=[apps_extension()]) as mcp,
@@ -98,22 +120,8 @@ async def first_paints(gw: GatewayProcess, script: str) -> list[float]:
         result = await mcp.call_tool("run_cell", {"code": "print('painted')"})
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
 
-        async def relay(raw: str) -> str:
-            params = json.loads(raw)
-            answer = await mcp.call_tool(params["name"], params.get("arguments") or {})
-            return json.dumps(answer.model_dump(by_alias=True, exclude_none=True, mode="json"))
-
-        async def serve(route: Route) -> None:
-            if route.request.url.endswith(".js"):
-                await route.fulfill(body=script, content_type="text/javascript")
-            else:
-                await route.fulfill(body=page_html, content_type="text/html")
-
         for _ in range(PAINTS):
-            page = await chromium.new_page()
-            await page.route("http://host.test/**", serve)
-            await page.expose_function("relayToolCall", relay)
-            await page.goto("http://host.test/")
+            page = await host_page(chromium, mcp, script)
             start = {"html": content.text, "toolName": "run_cell", "toolInput": {}}
             await page.evaluate(
                 "(start) => window.startHost({...start, toolResult: start.result, theme: 'light'})",
@@ -139,7 +147,6 @@ async def follow(gw: GatewayProcess, script: str) -> dict[str, list[float]]:
     probe every 0.2 s) while it followed."""
     assert gw.proc is not None
     pid = gw.proc.pid
-    page_html = '<!doctype html><body><script src="/host.js"></script></body>'
     figures: dict[str, list[float]] = {
         "without": [],
         "with": [],
@@ -153,23 +160,8 @@ async def follow(gw: GatewayProcess, script: str) -> dict[str, list[float]]:
     ):
         [content] = (await mcp.read_resource(VIEW)).contents
 
-        async def relay(raw: str) -> str:
-            params = json.loads(raw)
-            answer = await mcp.call_tool(params["name"], params.get("arguments") or {})
-            return json.dumps(answer.model_dump(by_alias=True, exclude_none=True, mode="json"))
-
-        async def serve(route: Route) -> None:
-            if route.request.url.endswith(".js"):
-                await route.fulfill(body=script, content_type="text/javascript")
-            else:
-                await route.fulfill(body=page_html, content_type="text/html")
-
         async def cell(viewed: bool) -> float:
-            page = await chromium.new_page() if viewed else None
-            if page is not None:
-                await page.route("http://host.test/**", serve)
-                await page.expose_function("relayToolCall", relay)
-                await page.goto("http://host.test/")
+            page = await host_page(chromium, mcp, script) if viewed else None
             used = cpu_seconds(pid)
             arguments = {"code": FOLLOW_CELL, "wait_seconds": 0.2}
             result = await mcp.call_tool("run_cell", arguments)

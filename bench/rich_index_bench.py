@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.journal_bench import new_store
+from bench.journal_bench import new_store, side_rows
 from loomgate.gateway.records.record import ExecutionRecord
 from tests.support.cells import PNG_BYTES
 
@@ -74,11 +74,7 @@ def report(times: dict[str, list[float]]) -> str:
             "",
             "| before its index line | µs per figure, median | p90 |",
             "|---|---|---|",
-            *(
-                f"| {side} | {statistics.median(times[side]) * 1e6:.1f} | "
-                f"{sorted(times[side])[int(len(times[side]) * 0.9)] * 1e6:.1f} |"
-                for side in ("no flush", "flush")
-            ),
+            *side_rows(times, ("no flush", "flush")),
             "",
             f"Added per figure by the flush: {flush - off:.1f} µs ({flush / off:.3f}×).",
         ]

@@ -56,18 +56,28 @@ class SandboxedGateway:
 
 
 @contextmanager
-def sandboxed_gateway() -> Iterator[SandboxedGateway]:
-    """Yield a started gateway with the shipped default profile, under /var/tmp; stopped with
-    its kernels, its directory removed."""
+def sandbox_root() -> Iterator[Path]:
+    """Yield a new directory outside the host's /tmp (which a sandbox replaces) with a
+    `project` and a `config/loomgate` for a gateway; removed afterwards."""
     root = Path("/var/tmp") / f"loomgate-sandbox-{uuid.uuid4().hex[:8]}"
     (root / "project").mkdir(parents=True)
     (root / "config" / "loomgate").mkdir(parents=True)
-    gateway = GatewayProcess(root / "state", env={"XDG_CONFIG_HOME": str(root / "config")})
-    place = SandboxedGateway(gateway, root)
-    place.config_file.write_text(f'default = "{SHIPPED_DEFAULT}"\n')
     try:
-        gateway.start()
-        yield place
+        yield root
     finally:
-        gateway.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def sandboxed_gateway() -> Iterator[SandboxedGateway]:
+    """Yield a started gateway with the shipped default profile, under /var/tmp; stopped with
+    its kernels, its directory removed."""
+    with sandbox_root() as root:
+        gateway = GatewayProcess(root / "state", env={"XDG_CONFIG_HOME": str(root / "config")})
+        place = SandboxedGateway(gateway, root)
+        place.config_file.write_text(f'default = "{SHIPPED_DEFAULT}"\n')
+        try:
+            gateway.start()
+            yield place
+        finally:
+            gateway.stop()

@@ -4,9 +4,7 @@ after a restart."""
 
 from __future__ import annotations
 
-import shutil
 import socket
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 
 from tests.support.cells import KERNELS, output_texts, run
 from tests.support.gateways import GatewayProcess, client
+from tests.support.sandboxed_gateways import sandbox_root
 
 CONFIG = 'jupyter_api = "strict"\n'
 
@@ -23,16 +22,11 @@ CONFIG = 'jupyter_api = "strict"\n'
 def root() -> Iterator[Path]:
     """A fake home with a key, a config naming `jupyter_api`, and a project, outside the host's
     /tmp (which a sandbox replaces)."""
-    path = Path("/var/tmp") / f"loomgate-sandbox-{uuid.uuid4().hex[:8]}"
-    (path / "home" / ".ssh").mkdir(parents=True)
-    (path / "home" / ".ssh" / "id_rsa").write_text("SECRET\n")
-    (path / "project").mkdir()
-    (path / "config" / "loomgate").mkdir(parents=True)
-    (path / "config" / "loomgate" / "sandbox.toml").write_text(CONFIG)
-    try:
+    with sandbox_root() as path:
+        (path / "home" / ".ssh").mkdir(parents=True)
+        (path / "home" / ".ssh" / "id_rsa").write_text("SECRET\n")
+        (path / "config" / "loomgate" / "sandbox.toml").write_text(CONFIG)
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

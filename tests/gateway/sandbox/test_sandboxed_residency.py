@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import socket
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,19 +22,15 @@ from tests.support.gateways import (
     resident_kernels,
     terminated_as_a_kernel_starts,
 )
+from tests.support.sandboxed_gateways import sandbox_root
 
 
 @pytest.fixture
 def root() -> Iterator[Path]:
     """A directory outside the host's /tmp (which a sandbox replaces) for a gateway's state,
     config and project."""
-    path = Path("/var/tmp") / f"loomgate-sandbox-{uuid.uuid4().hex[:8]}"
-    (path / "project").mkdir(parents=True)
-    (path / "config" / "loomgate").mkdir(parents=True)
-    try:
+    with sandbox_root() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def gateway_in(root: Path, prewarm: int = 0, cwd: Path | None = None) -> GatewayProcess:

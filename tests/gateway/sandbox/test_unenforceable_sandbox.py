@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,18 +12,14 @@ import pytest
 
 from tests.support.cells import KERNELS
 from tests.support.gateways import GatewayProcess, child_pids, client
+from tests.support.sandboxed_gateways import sandbox_root
 
 
 @pytest.fixture
 def root() -> Iterator[Path]:
     """A directory outside the host's /tmp for the gateway's state, config and project."""
-    path = Path("/var/tmp") / f"loomgate-sandbox-{uuid.uuid4().hex[:8]}"
-    (path / "project").mkdir(parents=True)
-    (path / "config" / "loomgate").mkdir(parents=True)
-    try:
+    with sandbox_root() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def kernel_processes(pid: int) -> list[int]:
