@@ -47,6 +47,9 @@ class Target:
     name: str
     modules: tuple[str, ...]  # paths under src/loomgate
     tests: tuple[str, ...]
+    # Its mutants may signal any process they can see (a broken pid match SIGKILLs all): they
+    # run one at a time in a PID namespace of their own (see `mutmut_command`).
+    signals: bool = False
 
 
 TARGETS = (
@@ -84,6 +87,7 @@ TARGETS = (
         "launch markers",
         ("gateway/kernels/launches.py",),
         ("tests/gateway/test_launch_markers.py",),
+        signals=True,
     ),
     Target(
         "notebook export",
@@ -197,6 +201,23 @@ def toml_table(values: dict[str, object]) -> list[str]:
         f"{key} = {json.dumps(value) if not isinstance(value, bool) else str(value).lower()}"
         for key, value in values.items()
     ]
+
+
+def mutmut_command(targets: list[Target]) -> list[str]:
+    """Return the command that runs mutmut on `targets`.
+
+    A target whose mutants signal runs under `unshare --pid --mount-proc`: they see and reach
+    only the run's own processes, and mutmut, the namespace's init, ignores the SIGKILL of one
+    that matches every pid (the kernel drops signals an init has no handler for). One mutant at
+    a time, so a mutant that kills its neighbours' tests cannot be credited with their kill.
+    """
+    command = [sys.executable, "-m", "mutmut", "run"]
+    if not any(target.signals for target in targets):
+        return command
+    namespace = ["unshare", "--pid", "--fork", "--mount-proc"]
+    if os.getuid() != 0:
+        namespace.insert(1, "--map-root-user")
+    return [*namespace, *command, "--max-children", "1"]
 
 
 def outcome(code: int | None) -> str:
@@ -333,9 +354,7 @@ def main() -> None:
     stage(work, targets)
     started = time.monotonic()
     with (work / "mutmut.log").open("w") as log:
-        subprocess.run(
-            [sys.executable, "-m", "mutmut", "run"], cwd=work, stdout=log, stderr=log, check=True
-        )
+        subprocess.run(mutmut_command(targets), cwd=work, stdout=log, stderr=log, check=True)
     publish(report(work, targets, time.monotonic() - started), args.out)
     print(f"work dir (mutmut browse / show there): {work}", file=sys.stderr)
 

@@ -49,9 +49,23 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def parameter_names(item: pytest.Item) -> set[str]:
+    """Return the names `item`'s parametrize marks give values directly (not through a fixture)."""
+    names: set[str] = set()
+    for mark in item.iter_markers("parametrize"):
+        if mark.kwargs.get("indirect", False) is True:
+            continue
+        argnames = mark.args[0] if mark.args else mark.kwargs["argnames"]
+        if isinstance(argnames, str):
+            argnames = [name.strip() for name in argnames.split(",")]
+        indirect = mark.kwargs.get("indirect", ())
+        names |= {name for name in argnames if not (indirect and name in indirect)}
+    return names
+
+
 def starts_processes(item: pytest.Item) -> bool:
     """Return whether `item` uses a process fixture, or lives in a module that spawns."""
-    if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+    if PROCESS_FIXTURES & (set(getattr(item, "fixturenames", ())) - parameter_names(item)):
         return True
     module: ModuleType | None = getattr(item, "module", None)
     names = vars(module).values() if module is not None else ()
