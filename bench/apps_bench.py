@@ -1,6 +1,7 @@
 """MCP Apps benchmark: run_cell("1+1") over stdio from a client that negotiated the Apps
 extension beside one that did not (issue 31: ≤ 1.01×), interleaved in blocks, and the view's
-first paint after a result in a headless Chromium host page (goal ≤ 100 ms), and what the view
+first paint after a result in a headless Chromium host page (goal ≤ 100 ms; timed in the page,
+from the host sending the result to the view's first frame with the card), and what the view
 following a cell printing 1,000 lines a second costs the gateway (goal ≤ 1.05×) and whether the
 page stays responsive meanwhile.
 
@@ -45,6 +46,37 @@ FOLLOW_CELL = (
     "    if i % 20 == 19:\n"
     "        time.sleep(max(0.0, t + (i + 1) / 1000 - time.monotonic()))\n"
 )
+# Put first in the view's document (before its own script): when the tool result reached the
+# view, when its card's first output line was in the document, and the frame drawn after that,
+# each on the clock the host page reads too; and the view's clock, when the host asks.
+PAINT_PROBE = """<script>{
+  const now = () => performance.timeOrigin + performance.now();
+  window.__paint = {};
+  window.addEventListener("message", (event) => {
+    const method = event.data && event.data.method;
+    const first = method === "ui/notifications/tool-result" && !window.__paint.result;
+    if (first) window.__paint.result = now();
+    if (event.data && event.data.clockProbe) window.parent.postMessage({ clock: now() }, "*");
+  }, true);
+  new MutationObserver((_, observer) => {
+    if (!document.querySelector("#x-1 .output .l")) return;
+    observer.disconnect();
+    window.__paint.drawn = now();
+    requestAnimationFrame(() => { window.__paint.frame = now(); });
+  }).observe(document, { childList: true, subtree: true });
+}</script>"""
+# In the host page: its clock before and after the frame's clock was read, to check that the two
+# agree (a frame may run in another process).
+CLOCKS = """() => new Promise((resolve) => {
+  const now = () => performance.timeOrigin + performance.now();
+  const before = now();
+  window.addEventListener("message", function answer(event) {
+    if (!event.data || event.data.clock === undefined) return;
+    window.removeEventListener("message", answer);
+    resolve([before, event.data.clock, now()]);
+  });
+  document.getElementById("app").contentWindow.postMessage({ clockProbe: true }, "*");
+})"""
 # In the view's frame: every task over 50 ms the browser saw (the page not answering input).
 LONG_TASKS = """() => {
   window.__longTasks = [];
@@ -109,9 +141,12 @@ async def host_page(chromium: Browser, mcp: Client, script: str) -> Page:
     return page
 
 
-async def first_paints(gw: GatewayProcess, script: str) -> list[float]:
-    """Return the ms from handing the view a result to its card being drawn, PAINTS times."""
-    paints = []
+async def first_paints(gw: GatewayProcess, script: str) -> dict[str, list[float]]:
+    """Return, PAINTS times on a fresh host page, the ms from the host sending the view a result
+    to the view's next frame with the card drawn (`paint`; of it, from the result reaching the
+    view: `in view`), and to Playwright seeing the card from outside (`seen`: its locator's
+    first look into a new frame included)."""
+    paints: dict[str, list[float]] = {"paint": [], "in view": [], "seen": []}
     async with (
         Client(stdio(gw, "--kernel", "bench-apps-paint"), extensions=[apps_extension()]) as mcp,
         browser() as chromium,
@@ -122,14 +157,27 @@ async def first_paints(gw: GatewayProcess, script: str) -> list[float]:
 
         for _ in range(PAINTS):
             page = await host_page(chromium, mcp, script)
-            start = {"html": content.text, "toolName": "run_cell", "toolInput": {}}
-            await page.evaluate(
-                "(start) => window.startHost({...start, toolResult: start.result, theme: 'light'})",
+            html = content.text.replace("<head>", "<head>" + PAINT_PROBE, 1)
+            assert PAINT_PROBE in html
+            start = {"html": html, "toolName": "run_cell", "toolInput": {}}
+            sent = await page.evaluate(
+                "async (start) => { await window.startHost({...start, toolResult: start.result,"
+                " theme: 'light'}); return performance.timeOrigin + performance.now(); }",
                 {**start, "result": dumped},
             )
             begun = time.perf_counter()
             await page.frame_locator("#app").locator("#x-1 .output .l").first.wait_for()
-            paints.append((time.perf_counter() - begun) * 1000)
+            paints["seen"].append((time.perf_counter() - begun) * 1000)
+            frame = page.frame(url="about:srcdoc")
+            assert frame is not None
+            await frame.wait_for_function("() => window.__paint.frame !== undefined")
+            marks = await frame.evaluate("() => window.__paint")
+            # performance.now() is coarsened to 0.1 ms where a page is not cross-origin isolated.
+            assert marks["result"] - 0.2 <= marks["drawn"] <= marks["frame"], marks
+            before, clock, after = await page.evaluate(CLOCKS)
+            assert before - 0.2 <= clock <= after + 0.2, (before, clock, after)
+            paints["paint"].append(marks["frame"] - sent)
+            paints["in view"].append(marks["frame"] - marks["result"])
             await page.close()
     return paints
 
@@ -241,11 +289,16 @@ async def main() -> None:
         f"| with Apps (result names the view's execution) | {viewed:.2f} | {viewed / plain:.3f}× |",
     ]
     if paints is not None:
+        paint, in_view, seen = (paints[k] for k in ("paint", "in view", "seen"))
         lines += [
             "",
-            f"The view's first paint: from sending the tool result to the card's first output "
-            f"line, {PAINTS} fresh host pages (median {statistics.median(paints):.1f} ms, "
-            f"max {max(paints):.1f} ms; goal ≤ 100 ms).",
+            f"The view's first paint, {PAINTS} fresh host pages: from the host sending the tool "
+            "result to the view's first frame with the card's first output line, measured in "
+            f"the page: median {statistics.median(paint):.1f} ms, max {max(paint):.1f} ms "
+            f"(goal ≤ 100 ms); of it, from the result reaching the view: median "
+            f"{statistics.median(in_view):.1f} ms. Seen from outside, by Playwright's locator "
+            f"(its first look into a new frame included): median {statistics.median(seen):.1f} "
+            f"ms, max {max(seen):.1f} ms.",
         ]
     if followed is not None:
         ratios = [w / o for w, o in zip(followed["with"], followed["without"], strict=True)]

@@ -89,15 +89,17 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
 async def interleave(
     runs: Mapping[str, Callable[[], Awaitable[object]]], iterations: int, block: int = BLOCK
 ) -> dict[str, list[float]]:
-    """Return each run's latencies (ms): warmed up, then run in turns of `block` iterations."""
+    """Return each run's latencies (ms): warmed up, then run in turns of `block` iterations,
+    each turn starting with the next run, so that no run always follows the same one."""
     for fn in runs.values():
         for _ in range(5):
             await fn()
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(iterations // block):
-        for name, fn in runs.items():
+    names = list(runs)
+    for turn in range(iterations // block):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
             for _ in range(block):
-                samples[name].append(await timed(fn))
+                samples[name].append(await timed(runs[name]))
     return samples
 
 

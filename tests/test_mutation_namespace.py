@@ -11,7 +11,7 @@ from bench.mutation import TARGETS, mutmut_command
 # Run as the namespace's init: a child SIGKILLs every process it can see, itself included.
 INIT = """
 import os, subprocess, sys
-killer = "import os\\nfor p in os.listdir('/proc'):\\n    if p.isdigit():\\n        os.kill(int(p), 9)"
+killer = "import os\\nfor p in os.listdir('/proc'):\\n if p.isdigit(): os.kill(int(p), 9)"
 seen = [int(p) for p in os.listdir('/proc') if p.isdigit()]
 code = subprocess.run([sys.executable, '-c', killer]).returncode
 print(os.getpid(), code, max(seen))

@@ -10,6 +10,7 @@ import contextlib
 import json
 import re
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,10 +130,17 @@ async def test_a_printing_cell_shows_its_lines_as_they_come(
     opened = f"__import__('os').path.exists({str(gate.path)!r})"
     code = f"import time\ni = 0\nwhile not {opened}:\n    print('line', i, flush=True)\n"
     code += "    i += 1\n    time.sleep(0.1)\nprint('done')"
+    began = time.time()
     async with hosted(settings, host_script, code, wait_seconds=0.2, theme="dark") as host:
         card = host.app.locator("#x-1")
         await expect(card.locator("pre.code")).to_have_text(code, timeout=SEEN)
         await expect(card.locator(".prompt")).to_have_text("In [1]")
+        started = await card.locator(".started").inner_text()  # the local time it started
+        assert re.fullmatch(r"\d\d:\d\d:\d\d", started), started
+        hours, minutes, seconds = (int(part) for part in started.split(":"))
+        local = time.localtime(began)
+        late = hours * 3600 + minutes * 60 + seconds - (local.tm_hour * 3600 + local.tm_min * 60)
+        assert 0 <= (late - local.tm_sec) % 86400 <= 60, (started, local)
         for line in ("line 3", "line 12", "line 70"):  # they keep coming while it runs
             await expect(
                 shown_lines(host.app).filter(has_text=re.compile(f"^\\d+{line}$"))

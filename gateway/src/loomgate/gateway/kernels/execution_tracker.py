@@ -557,7 +557,9 @@ class ExecutionTracker:
             return wire.SandboxFailure(rule="memory", profile=sandbox["profile"], path=None)
         error = record.meta["error"]
         stderr = record.log("stderr")
-        lines = stderr.tail(FAILURE_LINES) if stderr.total else []
+        if error is None and not stderr.total:  # nothing a rule could explain: most cells
+            return None
+        lines = stderr.tail(FAILURE_LINES)
         return failure_of(
             rules_from_wire(sandbox),
             error_name=error["name"] if error else None,
