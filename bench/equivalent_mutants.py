@@ -77,6 +77,12 @@ FIRST_LINE = (
     "and stand_in afresh: their first values are never read"
 )
 PARTIAL = "partial is read only by a close that has lines, and every line gathered sets it"
+ENDS_WHOLE = (
+    "None is false, as False is; and a JsonLines that forgets a whole write ended its file only "
+    'checks the file\'s last byte again before the next append, finds the "\\n" that write '
+    "ended with (it is the file's one writer) and writes the same line: a stat and a one-byte "
+    "read more, nothing else"
+)
 SLICE_END = "a slice from None starts at 0 and a slice to None ends at the length, as here"
 
 
@@ -504,6 +510,22 @@ RULES = (
         'rstrip("XX0XX")',
         'the text is digits and one ".", so stripping an "X" too strips nothing more',
     ),
+    # journal
+    Rule(
+        "records.journal.xǁJournalǁ",
+        "cast(None, entry)",
+        "typing.cast returns its value whatever type it names: it only tells the type checker",
+    ),
+    Rule("json_lines.xǁJsonLinesǁ__init__", "self._ends_whole = None", FALSE),
+    Rule(
+        "json_lines.xǁJsonLinesǁappend_",
+        "os.pread(fd, 2, size - 1)",
+        "a read at a file's last byte returns that byte alone, however many are asked for (the "
+        "file does not grow meanwhile: this JsonLines is its one writer, and the append is its "
+        "own)",
+    ),
+    Rule("json_lines.xǁJsonLinesǁappend_", "self._ends_whole = None", ENDS_WHOLE),
+    Rule("json_lines.xǁJsonLinesǁappend_", "self._ends_whole = False", ENDS_WHOLE, exact=True),
     # last seen
     Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
     Rule(
