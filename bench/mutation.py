@@ -288,10 +288,10 @@ def report(work: Path, targets: list[Target], seconds: float) -> list[str]:
                 f"Suspicious (the tests' process died of a signal, not counted as killed; a "
                 f"SIGKILL a mutant sent to the tests' own process ends it so): {shown}.",
             ]
-            for mutant in survivors:
-                diff = diff_of(work, mutant)
-                reason = reason_for(mutant, diff) or "not shown to be equivalent: a test is missing"
-                details += [f"Equivalent: {reason}.", "```diff", diff, "```"]
+        for mutant in survivors:
+            diff = diff_of(work, mutant)
+            reason = reason_for(mutant, diff) or "not shown to be equivalent: a test is missing"
+            details += [f"Equivalent: {reason}.", "```diff", diff, "```"]
     return [*lines, *details]
 
 
