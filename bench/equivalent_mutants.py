@@ -77,6 +77,54 @@ FIRST_LINE = (
     "and stand_in afresh: their first values are never read"
 )
 PARTIAL = "partial is read only by a close that has lines, and every line gathered sets it"
+ENDS_WHOLE = (
+    "None is false, as False is; and a JsonLines that forgets a whole write ended its file only "
+    'checks the file\'s last byte again before the next append, finds the "\\n" that write '
+    "ended with (it is the file's one writer) and writes the same line: a stat and a one-byte "
+    "read more, nothing else"
+)
+LAUNCHES = "tests/gateway/test_launches.py::"
+
+
+def signalled(test: str, what: str) -> str:
+    """Return the reason of a mutant seen only when a marked process runs and is signalled."""
+    return (
+        f"seen only with a marked process running, which a fast test cannot have but its own "
+        f"(signalled, the run dies); {LAUNCHES}{test} catches it: {what}"
+    )
+
+
+NO_PID = "test_a_marker_without_a_pid_ends_the_process_naming_its_connection_file"
+BY_IDENTITY = "test_a_marker_with_an_identity_ends_that_process_only_while_it_is_that_one"
+BY_GROUP = "test_a_marker_with_a_process_group_ends_the_whole_group"
+BY_SANDBOX = "test_a_sandboxed_marker_ends_the_sandbox_init_and_removes_the_sandbox"
+WRONG_CALL = signalled(NO_PID, "the call raises TypeError and the launch is not ended")
+NOT_GROUP_LEADER = signalled(
+    NO_PID,
+    "its sleeper leads no process group (its marker notes no pgid), so killpg raises "
+    "ProcessLookupError, which must be dropped",
+)
+COUNTED = signalled(
+    BY_IDENTITY, 'two markers end two kernels: "Ended 2 kernel(s) a killed gateway was starting"'
+)
+REFUSED = (
+    "PermissionError comes only from a process (or a group holding one) of another user: no "
+    "test can start one, and as root (this suite's runs) no signal is refused"
+)
+REAPED = (
+    "os.kill follows the killpg that ended the process, which is then a zombie at worst, and a "
+    "zombie takes a signal without error; it is gone only if its parent reaped it between the "
+    "two calls (or it exited after is_alive), a race no test can time"
+)
+UNSUPPRESSED_LOOKUP = (
+    f"(the one around killpg) {NOT_GROUP_LEADER}; (the one around os.kill, the same line) {REAPED}"
+)
+LISTED = (
+    "the marker was listed a moment ago and only its own gateway, which holds the state dir's "
+    "lock, touches launching/ (remove_kernel_files removes the connection file and its log), so "
+    "it is missing only if something else removed it between two calls"
+)
+FORGOT = "FileNotFoundError is an OSError, which the suppress around the unlink drops anyway"
 SLICE_END = "a slice from None starts at 0 and a slice to None ends at the length, as here"
 
 
@@ -504,6 +552,22 @@ RULES = (
         'rstrip("XX0XX")',
         'the text is digits and one ".", so stripping an "X" too strips nothing more',
     ),
+    # journal
+    Rule(
+        "records.journal.xǁJournalǁ",
+        "cast(None, entry)",
+        "typing.cast returns its value whatever type it names: it only tells the type checker",
+    ),
+    Rule("json_lines.xǁJsonLinesǁ__init__", "self._ends_whole = None", FALSE),
+    Rule(
+        "json_lines.xǁJsonLinesǁappend_",
+        "os.pread(fd, 2, size - 1)",
+        "a read at a file's last byte returns that byte alone, however many are asked for (the "
+        "file does not grow meanwhile: this JsonLines is its one writer, and the append is its "
+        "own)",
+    ),
+    Rule("json_lines.xǁJsonLinesǁappend_", "self._ends_whole = None", ENDS_WHOLE),
+    Rule("json_lines.xǁJsonLinesǁappend_", "self._ends_whole = False", ENDS_WHOLE, exact=True),
     # last seen
     Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
     Rule(
@@ -513,6 +577,69 @@ RULES = (
         "locale's encoding reads as UTF-8 does",
     ),
     Rule("last_seen.xǁHeartbeatǁ", "self._failing = None", FALSE),
+    # launch markers
+    Rule(
+        "launches.x_end_launch_",
+        "if (identity.is_alive()) and False",
+        signalled(BY_IDENTITY, "the live process would be left running"),
+    ),
+    Rule(
+        "launches.x_end_launch_",
+        'float(data.get("since") or 1.0)',
+        "a marker without `since` then matches processes started 0 s rather than -1 s after "
+        "1970 began: both precede every process's start (the boot's time is later)",
+    ),
+    Rule(
+        "launches.x_end_launch_",
+        "if sandbox is None:",
+        signalled(NO_PID, "None.signal raises AttributeError")
+        + f"; and {BY_SANDBOX} would find the sandbox's init running",
+    ),
+    Rule(
+        "launches.x_end_launch_",
+        "sandbox.signal(None)",
+        signalled(BY_SANDBOX, "os.killpg(init, None) raises TypeError"),
+    ),
+    Rule("launches.x_end_launch_", "suppress(None, PermissionError)", UNSUPPRESSED_LOOKUP),
+    Rule("launches.x_end_launch_", "suppress(PermissionError)", UNSUPPRESSED_LOOKUP),
+    Rule("launches.x_end_launch_", "suppress(ProcessLookupError, None)", REFUSED),
+    Rule("launches.x_end_launch_", "suppress(ProcessLookupError, )", REFUSED),
+    Rule("launches.x_end_launch_", "os.killpg(None, ", WRONG_CALL),
+    Rule("launches.x_end_launch_", "os.killpg(signal.SIGKILL)", WRONG_CALL),
+    Rule("launches.x_end_launch_", 'os.killpg(data.get("pgid") or pid, None)', WRONG_CALL),
+    Rule("launches.x_end_launch_", 'os.killpg(data.get("pgid") or pid, )', WRONG_CALL),
+    Rule(
+        "launches.x_end_launch_",
+        'os.killpg(data.get("pgid") and pid, ',
+        signalled(NO_PID, "with no pgid noted, killpg(None) raises TypeError")
+        + f"; and {BY_GROUP} would find the group's leader running",
+    ),
+    Rule(
+        "launches.x_end_launch_",
+        "or pid, signal.SIGKILL)",
+        signalled(BY_GROUP, "the marker's process group is not signalled, so its leader runs on"),
+    ),
+    Rule("launches.x_end_launch_", "os.kill(None, ", WRONG_CALL),
+    Rule("launches.x_end_launch_", "os.kill(pid, None)", WRONG_CALL),
+    Rule("launches.x_end_launch_", "os.kill(pid, )", WRONG_CALL),
+    Rule("launches.x_end_launch_", "os.kill(signal.SIGKILL)", WRONG_CALL),
+    Rule(
+        "launches.x_end_launch_",
+        "return bool(None)",
+        signalled(NO_PID, "end_unowned would count 0 kernels ended, not 1"),
+    ),
+    Rule(
+        "launches.x_started_with_",
+        "contextlib.suppress(None)",
+        "the only OSError here is a process that exits between the listing of /proc and the read "
+        "of its cmdline (FileNotFoundError, or ProcessLookupError): a race no test can time",
+    ),
+    Rule("launches.xǁLaunchMarkersǁend_unowned_", "unlink(missing_ok=", LISTED),
+    Rule("launches.xǁLaunchMarkersǁend_unowned_", "ended = 1", COUNTED),
+    Rule("launches.xǁLaunchMarkersǁend_unowned_", "ended -= 1", COUNTED),
+    Rule("launches.xǁLaunchMarkersǁend_unowned_", "ended += 2", COUNTED),
+    Rule("launches.xǁLaunchMarkersǁend_unowned_", "log.warning(", COUNTED),
+    Rule("launches.xǁLaunchMarkersǁforget_", "unlink(missing_ok=", FORGOT),
     Rule(
         "shared.sizes.x_format_size_",
         'rstrip("XX.XX")',

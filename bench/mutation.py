@@ -229,19 +229,18 @@ def outcome(code: int | None) -> str:
     return STATUS_BY_EXIT_CODE.get(code, "suspicious")
 
 
-def results(work: Path, target: Target) -> tuple[dict[str, int], list[str]]:
-    """Return the count per outcome of `target`'s mutants, and its survivors' names."""
+def results(work: Path, target: Target) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Return the count per outcome of `target`'s mutants, and their names by outcome."""
     counts: dict[str, int] = {}
-    survivors: list[str] = []
+    names: dict[str, list[str]] = {}
     for module in target.modules:
         meta = work / "mutants" / "src" / "loomgate" / f"{module}.meta"
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         for name, code in sorted(codes.items()):
             status = outcome(code)
             counts[status] = counts.get(status, 0) + 1
-            if status == "survived":
-                survivors.append(name)
-    return counts, survivors
+            names.setdefault(status, []).append(name)
+    return counts, names
 
 
 def diff_of(work: Path, mutant: str) -> str:
@@ -271,7 +270,8 @@ def report(work: Path, targets: list[Target], seconds: float) -> list[str]:
     ]
     details: list[str] = []
     for target in targets:
-        counts, survivors = results(work, target)
+        counts, names = results(work, target)
+        survivors, suspicious = names.get("survived", []), names.get("suspicious", [])
         total = sum(counts.values())
         caught = counts.get("killed", 0) + counts.get("timeout", 0)
         lines.append(
@@ -280,12 +280,18 @@ def report(work: Path, targets: list[Target], seconds: float) -> list[str]:
             f"| {counts.get('survived', 0)} | {counts.get('no tests', 0)} "
             f"| {100 * caught / max(total, 1):.0f} % |"
         )
-        if survivors:
+        if survivors or suspicious:
             details += ["", f"### Survivors: {target.name}", ""]
-            for mutant in survivors:
-                diff = diff_of(work, mutant)
-                reason = reason_for(mutant, diff) or "not shown to be equivalent: a test is missing"
-                details += [f"Equivalent: {reason}.", "```diff", diff, "```"]
+        if suspicious:  # in no column of the table: its total counts them
+            shown = ", ".join(f"`{name.rsplit('.', 1)[1]}`" for name in suspicious)
+            details += [
+                f"Suspicious (the tests' process died of a signal, not counted as killed; a "
+                f"SIGKILL a mutant sent to the tests' own process ends it so): {shown}.",
+            ]
+        for mutant in survivors:
+            diff = diff_of(work, mutant)
+            reason = reason_for(mutant, diff) or "not shown to be equivalent: a test is missing"
+            details += [f"Equivalent: {reason}.", "```diff", diff, "```"]
     return [*lines, *details]
 
 

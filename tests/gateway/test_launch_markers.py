@@ -18,6 +18,9 @@ from loomgate.gateway.kernels.launches import (
     started_with,
 )
 from loomgate.gateway.kernels.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.sandbox.launch import SandboxLaunch
+from loomgate.gateway.sandbox.limits import KernelLimits
+from loomgate.gateway.sandbox.profiles import SandboxRules
 
 LOG = logging.getLogger("test_launch_markers")
 
@@ -32,6 +35,23 @@ def gone_identity() -> ProcessIdentity:
     me = ProcessIdentity.of(os.getpid())
     assert me is not None
     return ProcessIdentity(me.pid, str(int(me.started) + 1), me.boot)
+
+
+def my_argument() -> str:
+    """Return the longest argument of this process's command line (so no other is a prefix)."""
+    return max(Path(f"/proc/{os.getpid()}/cmdline").read_bytes().split(b"\0"), key=len).decode()
+
+
+def sandbox_in(tmp_path: Path) -> SandboxLaunch:
+    """Return a sandbox whose directory and (stand-in) cgroup are in `tmp_path`, its init not
+    started."""
+    rules = SandboxRules("strict", True, (), (Path("/secret"),), False, 1 << 30, 64)
+    group = tmp_path / "cgroup" / "loomgate-k"
+    group.mkdir(parents=True)
+    limits = KernelLimits("k", "cgroup v2", groups={"memory": group})
+    directory = tmp_path / "sandbox"
+    (directory / "tmp").mkdir(parents=True)
+    return SandboxLaunch(rules, directory, limits, "bubblewrap")
 
 
 def test_the_markers_live_in_launching() -> None:
@@ -61,6 +81,21 @@ def test_a_marker_is_written_before_the_launch_and_completed_after(tmp_path: Pat
     markers.forget("k")
     assert not (directory / "k.json").exists()
     markers.forget("k")  # gone already: nothing to do
+    (directory / "k.json").mkdir()
+    markers.forget("k")  # it cannot be removed: left for the next start, the launch goes on
+    assert (directory / "k.json").is_dir()
+
+
+def test_a_sandboxed_launch_notes_its_sandbox_and_its_end_removes_it(tmp_path: Path) -> None:
+    markers = LaunchMarkers(tmp_path / LAUNCHING_DIR)
+    sandbox = sandbox_in(tmp_path)
+    markers.launching("k", str(tmp_path / "kernel-k.json"))
+    markers.launched("k", str(tmp_path / "kernel-k.json"), gone_identity(), 7, sandbox)
+    assert marker(markers.directory, "k")["sandbox"] == json.loads(json.dumps(sandbox.to_json()))
+    assert markers.end_unowned(LOG) == 0  # its process is gone: nothing to signal
+    assert not sandbox.directory.exists()
+    assert not (tmp_path / "cgroup" / "loomgate-k").exists()
+    assert list(markers.directory.iterdir()) == []
 
 
 @pytest.mark.parametrize("earlier", [None, "{not json", '{"connection_file": "c"}', "[1]"])
@@ -104,8 +139,13 @@ def test_markers_whose_process_is_not_running_are_removed_with_its_files(
         assert markers.end_unowned(LOG) == 0
     warned = sorted(r.getMessage() for r in caplog.records)
     assert len(warned) == 2, warned
-    assert warned[0].startswith("Removing an unreadable launch marker ")
-    assert "bad.json" in warned[0] and "odd.json" in warned[1]
+    torn = tmp_path / LAUNCHING_DIR / "bad.json"
+    with pytest.raises(ValueError) as unreadable:
+        json.loads("{torn")
+    assert warned == [
+        f"Removing an unreadable launch marker {torn}: {unreadable.value}",
+        f"Removing an unreadable launch marker {torn.with_name('odd.json')}: 'connection_file'",
+    ]
     assert sorted(p.name for p in (tmp_path / LAUNCHING_DIR).iterdir()) == ["note.txt"]
     assert sorted(p.name for p in runtime.iterdir()) == []  # connection files and logs gone
 
@@ -118,13 +158,31 @@ def test_a_marker_whose_process_ended_is_not_signalled(tmp_path: Path) -> None:
     assert end_launch(data, str(connection)) is False  # this process's pid, never signalled
 
 
+def test_a_marker_with_an_identity_is_judged_by_it_not_by_its_connection_file() -> None:
+    """This process names the connection file and began after `since`, but the marker's
+    identity is another start of its pid: it is not signalled."""
+    started = start_seconds(os.getpid())
+    assert started is not None
+    identity = gone_identity().to_json()
+    data = {"connection_file": my_argument(), "since": started, "identity": identity}
+    assert end_launch(data, my_argument()) is False
+
+
+def test_processes_naming_the_connection_file_that_began_before_the_marker_are_spared() -> None:
+    """This process names it, and so may others (the same interpreter): a marker an hour
+    ahead is later than all of them, so none is signalled."""
+    data = {"connection_file": my_argument(), "since": time.time() + 3600, "identity": None}
+    assert end_launch(data, my_argument()) is False
+
+
 def test_the_processes_naming_a_connection_file_started_after_the_marker(tmp_path: Path) -> None:
-    mine = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().split(b"\0")
-    argument = next(a for a in reversed(mine) if a).decode()
+    argument = my_argument()
     started = start_seconds(os.getpid())
     assert started is not None
     assert os.getpid() in started_with(argument, started)
     assert os.getpid() in started_with(argument, started + 0.9)  # a second's slack
+    assert os.getpid() in started_with(argument, started + 1.0)  # the whole second
+    assert os.getpid() not in started_with(argument, started + 1.5)  # and no more
     assert os.getpid() in started_with(argument, 0.0)
     assert os.getpid() not in started_with(argument, started + 5)  # it began before
     assert started_with(str(tmp_path / "kernel-none.json"), 0.0) == []

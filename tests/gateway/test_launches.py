@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from loomgate.gateway.kernels.launches import LaunchMarkers
 from loomgate.gateway.kernels.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.sandbox.launch import SandboxLaunch
+from loomgate.gateway.sandbox.limits import KernelLimits
+from loomgate.gateway.sandbox.profiles import SandboxRules
 
 LOG = logging.getLogger(__name__)
 SLEEPER = "import sys, time; time.sleep(600)"
@@ -63,23 +69,74 @@ def test_a_process_started_before_the_marker_is_not_taken_for_its_kernel(
 
 
 def test_a_marker_with_an_identity_ends_that_process_only_while_it_is_that_one(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     markers = LaunchMarkers(tmp_path / "launching")
-    first, second = tmp_path / "kernel-a.json", tmp_path / "kernel-b.json"
-    alive, gone = sleeper(first), sleeper(second)
+    paths = [tmp_path / f"kernel-{name}.json" for name in "abc"]
+    alive, gone, other = (sleeper(path) for path in paths)
     try:
-        for kernel_id, process, path in (("a", alive, first), ("b", gone, second)):
+        for kernel_id, process, path in zip("abc", (alive, gone, other), paths, strict=True):
             markers.launching(kernel_id, str(path))
             markers.launched(kernel_id, str(path), ProcessIdentity.of(process.pid), None, None)
         gone.kill()
         gone.wait()
-        assert markers.end_unowned(LOG) == 1
+        with caplog.at_level(logging.WARNING, logger=LOG.name):
+            assert markers.end_unowned(LOG) == 2
+        assert [r.getMessage() for r in caplog.records] == [
+            "Ended 2 kernel(s) a killed gateway was starting"
+        ]
         assert alive.wait(10) == -9
+        assert other.wait(10) == -9
         assert list(markers.directory.iterdir()) == []
     finally:
-        alive.kill()
-        alive.wait()
+        for process in (alive, other):
+            process.kill()
+            process.wait()
+
+
+def test_a_marker_with_a_process_group_ends_the_whole_group(tmp_path: Path) -> None:
+    markers = LaunchMarkers(tmp_path / "launching")
+    connection = tmp_path / "kernel-a.json"
+    leader = subprocess.Popen([sys.executable, "-c", SLEEPER], preexec_fn=os.setpgrp)
+    member = subprocess.Popen(
+        [sys.executable, "-c", SLEEPER, "-f", str(connection)],
+        preexec_fn=lambda: os.setpgid(0, leader.pid),  # Python 3.10 has no process_group
+    )
+    try:
+        markers.launching("a", str(connection))
+        markers.launched("a", str(connection), ProcessIdentity.of(member.pid), leader.pid, None)
+        assert markers.end_unowned(LOG) == 1
+        assert member.wait(10) == -9
+        assert leader.wait(10) == -9  # not named by the marker but by its group
+    finally:
+        for process in (leader, member):
+            process.kill()
+            process.wait()
+
+
+def test_a_sandboxed_marker_ends_the_sandbox_init_and_removes_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    markers = LaunchMarkers(tmp_path / "launching")
+    connection = tmp_path / "kernel-a.json"
+    init, kernel = sleeper(tmp_path / "init"), sleeper(connection)
+    directory = tmp_path / "sandbox"
+    directory.mkdir()
+    rules = SandboxRules("strict", True, (), (), False, None, None)
+    sandbox = SandboxLaunch(
+        rules, directory, KernelLimits("a", "none"), "bubblewrap", ProcessIdentity.of(init.pid)
+    )
+    try:
+        markers.launching("a", str(connection))
+        markers.launched("a", str(connection), ProcessIdentity.of(kernel.pid), None, sandbox)
+        assert markers.end_unowned(LOG) == 1
+        assert init.wait(10) == -9  # its init ends everything in the sandbox
+        assert kernel.wait(10) == -9
+        assert not directory.exists()
+    finally:
+        for process in (init, kernel):
+            process.kill()
+            process.wait()
 
 
 def test_a_forgotten_marker_leaves_its_process_alone(tmp_path: Path) -> None:

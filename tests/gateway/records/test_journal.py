@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import resource
 import signal
 from collections.abc import Iterator
@@ -194,6 +195,23 @@ def test_a_running_record_is_ended_as_journalled(tmp_path: Path) -> None:
     assert record.final
 
 
+def test_an_end_with_a_note_and_a_death_gives_the_record_both(tmp_path: Path) -> None:
+    record = new_record(tmp_path / "3")
+    ended = EndEntry(
+        end=3,
+        state="died",
+        finished=21.0,
+        error=None,
+        note="the kernel died",
+        died=Death(reason="SIGKILL", restarted=True),
+    )
+    end_as_journalled(record, ended)
+    for meta in (record.meta, stored(record.directory)):
+        assert meta["state"] == "died"
+        assert meta["note"] == "the kernel died"
+        assert meta["died"] == {"reason": "SIGKILL", "restarted": True}
+
+
 def test_an_old_end_line_without_the_optional_keys_keeps_what_the_record_has(
     tmp_path: Path,
 ) -> None:
@@ -232,6 +250,8 @@ def test_a_line_the_disk_took_only_part_of_fails_and_the_next_starts_afresh(
     with file_size_limit(40), pytest.raises(OSError) as refused:
         journal.append(SENT)  # 55 bytes: 10 of them fit
     assert refused.value.errno == errno.ENOSPC
+    assert refused.value.strerror == os.strerror(errno.ENOSPC)
+    assert refused.value.filename == str(tmp_path / JOURNAL_FILE)
     assert (tmp_path / JOURNAL_FILE).stat().st_size == 40  # a torn line, as a full disk leaves
     with file_size_limit(40), pytest.raises(OSError):
         journal.append(SENT)  # nothing fits now

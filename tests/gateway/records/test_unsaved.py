@@ -42,6 +42,7 @@ def records(tmp_path: Path, claimed: dict[int, str]) -> dict[int, ExecutionRecor
         (1, {2: "b"}, ["a", "b"], 0),
         (1, {2: "b"}, ["b", "a"], -1),
         (4, {2: "b", 3: "zz"}, ["a", "b", "c"], 2),  # record 3 another client's (not sent)
+        (2, {1: "a", 2: "b"}, ["a", "b", "c"], 1),  # a record claiming its cell is found there
     ],
 )
 def test_the_cell_a_record_ran_is_the_first_sent_after_the_one_below_it(
@@ -72,3 +73,13 @@ def test_a_record_made_again_runs_the_journalled_cell_and_is_saved(tmp_path: Pat
     assert [dict(e) for e in record.rich.entries] == [{"index": 0, "line": 1}]
     assert unsaved_record(tmp_path / "3", "k", 3, below, [sent("a")]) is None
     assert not (tmp_path / "3").exists()
+
+
+def test_the_first_record_made_again_runs_the_first_cell_journalled(tmp_path: Path) -> None:
+    directory = tmp_path / "1"
+    directory.mkdir()
+    record = unsaved_record(directory, "k", 1, {}, [sent("a", "print(1)"), sent("b")])
+    assert record is not None
+    meta = record.meta
+    assert (meta["number"], meta["msg_id"], meta["code"]) == (1, "a", "print(1)")
+    assert json.loads((directory / "record.json").read_text())["msg_id"] == "a"
