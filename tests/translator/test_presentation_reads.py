@@ -104,6 +104,10 @@ def test_the_first_lines_within_a_budget(
     assert texts_of(lines_within(lines(*texts), budget, least)) == kept
 
 
+def test_by_default_no_line_past_the_budget_is_kept() -> None:
+    assert lines_within(lines("aaaa", "b"), 4) == []
+
+
 @pytest.mark.parametrize(("texts", "chars"), [([], 0), ([""], 1), (["ab", "cde"], 7), (["…"], 2)])
 def test_lines_take_their_text_and_a_newline(texts: list[str], chars: int) -> None:
     assert chars_of(lines(*texts)) == chars

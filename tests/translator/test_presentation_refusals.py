@@ -108,6 +108,11 @@ UNKNOWN = [
         "kernels and the notebooks they serve.",
     ),
     (
+        "work/console-1",
+        "no kernel named 'work/console-1' on the local gateway; list_kernels() shows the "
+        "kernels and the notebooks they serve.",
+    ),
+    (
         "analysis.ipynb",
         "no kernel named 'analysis.ipynb' on the local gateway; list_kernels() shows the "
         "kernels and the notebooks they serve.",
@@ -115,7 +120,9 @@ UNKNOWN = [
 ]
 
 
-@pytest.mark.parametrize(("ref", "expected"), UNKNOWN, ids=["name", "path", "notebook"])
+@pytest.mark.parametrize(
+    ("ref", "expected"), UNKNOWN, ids=["name", "notebook path", "console path", "notebook"]
+)
 def test_a_cell_for_an_unknown_kernel_says_how_to_start_or_find_one(
     ref: str, expected: str
 ) -> None:
