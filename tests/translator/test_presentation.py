@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -176,6 +177,27 @@ def test_a_cell_waiting_for_input_says_how_each_reader_answers(
     lines = render_running(waiting, [], audience, answer).split("\n")
     assert lines[0].startswith("In [5] is waiting for input (") and lines[0].endswith("'Name? '")
     assert lines[-1] == expected
+
+
+@pytest.mark.parametrize(
+    ("audience", "expected"),
+    [
+        (
+            "model",
+            "It keeps running. wait(execution=5) waits more; read_output and search_output "
+            "look at its output; interrupt() stops it.",
+        ),
+        (
+            "person",
+            "It keeps running. `loomgate wait 5` waits more; `loomgate output 5` and "
+            "`loomgate search` look at its output; `loomgate interrupt` stops it.",
+        ),
+    ],
+)
+def test_a_running_cell_says_how_each_reader_follows_it(audience: Audience, expected: str) -> None:
+    """The last line of a running cell's reply names the reader's own calls."""
+    running = execution(number=5, state="running", elapsed=3)
+    assert render_running(running, [], audience).split("\n")[-1] == expected
 
 
 @pytest.mark.parametrize(
@@ -773,32 +795,32 @@ def test_stopped_note() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("refuse", "expected"),
     [
         (
-            nothing_run_yet(),
+            nothing_run_yet,
             "Nothing has run in this conversation yet: run_cell starts its kernel, and "
             "connect attaches to an existing one (list_kernels shows them).",
         ),
         (
-            kernel_gone_refusal("0123456789abcdef"),
+            lambda: kernel_gone_refusal("0123456789abcdef"),
             "This conversation's kernel 01234567 is no longer running (the gateway "
             "restarted, or the kernel was stopped), so its variables are gone; the cell "
             "was not run. Its records stay readable with kernel='01234567'. Run the "
             "cell again to start a new kernel, or connect() to another.",
         ),
         (
-            stopped_kernel_refusal("0123456789abcdef"),
+            lambda: stopped_kernel_refusal("0123456789abcdef"),
             "kernel 01234567 was stopped; its records stay readable with "
             "read_output(kernel='01234567', …); connect to a name to start a kernel",
         ),
-        (nothing_to_interrupt(), "Nothing is running on this kernel to interrupt."),
+        (nothing_to_interrupt, "Nothing is running on this kernel to interrupt."),
         (
-            unexpected_failure(KeyError("x")),
+            lambda: unexpected_failure(KeyError("x")),
             "loomgate-mcp failed unexpectedly (KeyError: 'x').",
         ),
     ],
     ids=["nothing-run-yet", "kernel-gone", "stopped-by-id", "nothing-to-interrupt", "bug"],
 )
-def test_refusals_of_what_cannot_be_done_now(text: str, expected: str) -> None:
-    assert text == expected
+def test_refusals_of_what_cannot_be_done_now(refuse: Callable[[], str], expected: str) -> None:
+    assert refuse() == expected

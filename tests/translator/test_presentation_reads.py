@@ -9,8 +9,14 @@ from typing import Any
 import pytest
 
 from loomgate.shared import wire
-from loomgate.translator.output_view import OutputLimits, SearchPage, fit
-from loomgate.translator.presentation import Audience, read_on, render_read, render_search
+from loomgate.translator.output_view import OutputLimits, SearchPage, chars_of, fit, lines_within
+from loomgate.translator.presentation import (
+    Audience,
+    past_the_end,
+    read_on,
+    render_read,
+    render_search,
+)
 from tests.support.wire_values import lines, read
 
 
@@ -73,6 +79,38 @@ def test_head_and_tail_fit_the_character_limit(
         lines(*head), lines(*tail, start=100), OutputLimits(max_lines=10, max_chars=max_chars)
     )
     assert (texts_of(kept_head), texts_of(kept_tail)) == (head_kept, tail_kept)
+
+
+# (texts, budget, least, texts kept); a line costs its text and 1.
+WITHIN = [
+    ("all fit", ["aaaa", "bbbb"], 100, 0, ["aaaa", "bbbb"]),
+    ("exactly the budget", ["aaaa", "bbbb"], 10, 0, ["aaaa", "bbbb"]),
+    ("one character short", ["aaaa", "bbbb"], 9, 0, ["aaaa"]),
+    ("none fits", ["aaaa", "bbbb"], 4, 0, []),
+    ("at least one, over the budget", ["aaaa", "bbbb"], 4, 1, ["aaaa"]),
+    ("at least two, over the budget", ["aaaa", "bbbb", "cccc"], 4, 2, ["aaaa", "bbbb"]),
+    ("at least one that fits, then the budget", ["aaaa", "bbbb", "cc"], 10, 1, ["aaaa", "bbbb"]),
+    ("empty lines cost their newline", ["", "", ""], 2, 0, ["", ""]),
+    ("no lines", [], 10, 1, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "texts", "budget", "least", "kept"), WITHIN, ids=[c[0] for c in WITHIN]
+)
+def test_the_first_lines_within_a_budget(
+    case: str, texts: list[str], budget: int, least: int, kept: list[str]
+) -> None:
+    assert texts_of(lines_within(lines(*texts), budget, least)) == kept
+
+
+def test_by_default_no_line_past_the_budget_is_kept() -> None:
+    assert lines_within(lines("aaaa", "b"), 4) == []
+
+
+@pytest.mark.parametrize(("texts", "chars"), [([], 0), ([""], 1), (["ab", "cde"], 7), (["…"], 2)])
+def test_lines_take_their_text_and_a_newline(texts: list[str], chars: int) -> None:
+    assert chars_of(lines(*texts)) == chars
 
 
 def test_the_tail_keeps_its_last_lines_in_order() -> None:
@@ -173,3 +211,38 @@ def test_nothing_shown_reads_on_from_the_first_line(
     fields: dict[str, Any], expected: str | None
 ) -> None:
     assert read_on(read(**fields), []) == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "audience", "refusal"),
+    [
+        (
+            {"total": 50, "range": "100:120"},
+            "person",
+            "In [3] stdout has 50 lines; lines 100:120 are past its end. "
+            "`loomgate output 3 --stream stdout --lines -20:` reads its last 20 lines.",
+        ),
+        (
+            {"total": 50, "range": "100:120"},
+            "model",
+            "In [3] stdout has 50 lines; lines 100:120 are past its end. "
+            'read_output(execution=3, stream="stdout", lines="-20:") reads its last 20 lines.',
+        ),
+        (
+            {"total": 2, "range": "1:2", "first": 1, "last": 2, "lines": lines("a", "b")},
+            "model",
+            None,
+        ),
+        ({"total": 0, "range": "1:2"}, "model", None),
+        ({"total": 50, "range": "100:120", "state": "running"}, "model", None),
+    ],
+    ids=["past the end, person", "past the end, model", "lines found", "empty", "running"],
+)
+def test_a_read_past_the_end_of_a_finished_stream_is_refused(
+    fields: dict[str, Any], audience: Audience, refusal: str | None
+) -> None:
+    """Only a range wholly past the end of a finished, non-empty stream is refused."""
+    response = read(**fields)
+    assert past_the_end(response, audience) == refusal
+    if refusal is not None:
+        assert render_read(response, audience=audience) == refusal

@@ -10,6 +10,7 @@ from loomgate.translator.presentation import (
     busy_refusal,
     dismissed_dialog_note,
     not_waiting_for_input,
+    unknown_kernel_refusal,
 )
 
 BUSY = [
@@ -93,3 +94,37 @@ def test_a_dismissed_dialog_leaves_the_cell_waiting() -> None:
         "The input dialog was dismissed; In [7] still waits for input. "
         'Answer with send_input(value="…", execution=7) or interrupt().'
     )
+
+
+UNKNOWN = [
+    (
+        "lab",
+        "no kernel named 'lab' on the local gateway. connect(kernel=\"lab\") starts a persistent "
+        "kernel by that name; list_kernels() shows the running ones.",
+    ),
+    (
+        "work/analysis.ipynb",
+        "no kernel named 'work/analysis.ipynb' on the local gateway; list_kernels() shows the "
+        "kernels and the notebooks they serve.",
+    ),
+    (
+        "work/console-1",
+        "no kernel named 'work/console-1' on the local gateway; list_kernels() shows the "
+        "kernels and the notebooks they serve.",
+    ),
+    (
+        "analysis.ipynb",
+        "no kernel named 'analysis.ipynb' on the local gateway; list_kernels() shows the "
+        "kernels and the notebooks they serve.",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"), UNKNOWN, ids=["name", "notebook path", "console path", "notebook"]
+)
+def test_a_cell_for_an_unknown_kernel_says_how_to_start_or_find_one(
+    ref: str, expected: str
+) -> None:
+    """A name is one connect starts; a notebook path is only ever found, never started."""
+    assert unknown_kernel_refusal(f"no kernel named {ref!r} on the local gateway", ref) == expected

@@ -235,6 +235,21 @@ RULE_LINES = [
         "limit).",
     ),
     (
+        "a process limit of one",
+        failure("processes"),
+        sandbox(processes=1),
+        "The kernel reached its process limit (1 process), set by its sandbox (workspace); "
+        "a cell must start fewer processes (only the person can choose a profile with a higher "
+        "limit).",
+    ),
+    (
+        "the process limit without the kernel's rules",
+        failure("processes"),
+        None,
+        "The kernel reached its process limit, set by its sandbox (workspace); a cell must "
+        "start fewer processes (only the person can choose a profile with a higher limit).",
+    ),
+    (
         "the process limit, unknown",
         failure("processes"),
         sandbox(processes=None),
@@ -302,6 +317,16 @@ def test_an_executions_status_names_the_rule_after_its_error() -> None:
     ]
 
 
+def test_an_executions_status_tells_the_rule_with_its_kernels_limit() -> None:
+    """Status words the rule line with the kernel's sandbox, as the cell's reply does."""
+    died = execution(state="died", sandbox_failure=failure("memory"))
+    shown = render_execution_status(died, sandbox()).split("\n")
+    assert (
+        "The kernel reached its memory limit (4 GiB), set by its sandbox (workspace); a cell "
+        "must use less memory (only the person can choose a profile with a higher limit)."
+    ) in shown
+
+
 @pytest.mark.parametrize(
     ("profile", "default", "sentence"),
     [
@@ -340,6 +365,13 @@ MISMATCHES = [
         "model",
         "The kernel lab is not sandboxed by loomgate; connect(kernel='lab') without sandbox "
         "attaches to it as it is, or a new name starts a kernel under strict.",
+    ),
+    (
+        kernel(name=None, sandbox=sandbox()),
+        "model",
+        "The kernel cccccccc runs under the sandbox profile workspace, fixed for its life; "
+        "connect(kernel='cccccccc') without sandbox attaches to it as it is, or a new name "
+        "starts a kernel under strict.",
     ),
     (
         kernel(sandbox=sandbox()),

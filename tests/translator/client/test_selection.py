@@ -16,7 +16,7 @@ from loomgate.translator.client.gateways_toml import (
     load_gateways_toml,
 )
 from loomgate.translator.client.selection import select_gateway
-from loomgate.translator.client.target import GatewayTarget
+from loomgate.translator.client.target import GatewayTarget, TokenSource
 
 LOCAL = GatewayTarget("http://127.0.0.1:8787", None, True, None, True)
 
@@ -78,6 +78,56 @@ def test_selection_order(
 ) -> None:
     write(config, GATEWAYS)
     assert select_gateway(option, env) == expected
+
+
+GATEWAYS_AND_OPEN = GATEWAYS + '\n[gateways.open]\nurl = "http://open:1"\n'
+
+
+FROM_LOOMGATE_TOKEN = TokenSource("in LOOMGATE_TOKEN", "set it to this gateway's token")
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "expected"),
+    [
+        ("http://h:1", {"LOOMGATE_TOKEN": "t"}, FROM_LOOMGATE_TOKEN),
+        (None, {"LOOMGATE_URL": "http://h:1", "LOOMGATE_TOKEN": "t"}, FROM_LOOMGATE_TOKEN),
+        (
+            "box",
+            {"LOOMGATE_TOKEN": "t"},
+            TokenSource("of gateway 'box' in {path}", "put this gateway's token there"),
+        ),
+        (
+            "lab",
+            {"LAB_TOKEN": "lab-t"},
+            TokenSource(
+                "in LAB_TOKEN (token_env of gateway 'lab' in {path})",
+                "set LAB_TOKEN to this gateway's token",
+            ),
+        ),
+        ("http://h:1", {}, None),
+        (None, {"LOOMGATE_URL": "http://h:1"}, None),
+        ("open", {"LOOMGATE_TOKEN": "t"}, None),
+        (None, {"LOOMGATE_TOKEN": "t"}, None),
+    ],
+    ids=[
+        "--gateway URL",
+        "LOOMGATE_URL",
+        "token in the file",
+        "token_env",
+        "--gateway URL, no token",
+        "LOOMGATE_URL, no token",
+        "named, no token",
+        "local",
+    ],
+)
+def test_a_refused_token_is_named_by_where_it_came_from(
+    config: Path, option: str | None, env: dict[str, str], expected: TokenSource | None
+) -> None:
+    """The token's source is what a refusal says: "refused the token {named}; {advice}"."""
+    write(config, GATEWAYS_AND_OPEN)
+    if expected is not None:
+        expected = TokenSource(expected.named.format(path=config), expected.advice)
+    assert select_gateway(option, env).token_source == expected
 
 
 def test_repr_hides_the_token(config: Path) -> None:

@@ -12,7 +12,7 @@ from loomgate.translator.output_view import OutputLimits
 
 SETTINGS = [
     Settings(),
-    Settings(gateway="lab", kernel="analysis", quiet=True, autostart=False),
+    Settings(gateway="lab", kernel="analysis", output_schemas=True, quiet=True, autostart=False),
     Settings(
         gateway="http://127.0.0.1:9999",
         transport="streamable-http",
@@ -80,6 +80,8 @@ HELP = [
     "--path PATH HTTP path (/mcp)",
     "--result-mode {structured,content} structured: text plus structuredContent (default); "
     "content: text only",
+    "--output-schemas structured mode: also list each tool's outputSchema, for hosts that "
+    "validate or type structuredContent (about 7,000 more characters of tools/list)",
     "--quiet do not show what startup.py printed (its failures still show)",
     "--no-autostart never start the local gateway",
     "--max-lines MAX_LINES lines of a cell's output before head/tail (200)",
