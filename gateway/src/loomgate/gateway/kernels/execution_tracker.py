@@ -555,16 +555,14 @@ class ExecutionTracker:
             return None
         if died is not None and died["reason"].startswith(MEMORY_KILL):
             return wire.SandboxFailure(rule="memory", profile=sandbox["profile"], path=None)
-        error = record.meta["error"]
-        stderr = record.log("stderr")
+        error, stderr = record.meta["error"], record.log("stderr")
         if error is None and not stderr.total:  # nothing a rule could explain: most cells
             return None
-        lines = stderr.tail(FAILURE_LINES)
         return failure_of(
             rules_from_wire(sandbox),
             error_name=error["name"] if error else None,
             error_value=error["value"] if error else None,
-            stderr="\n".join(line.text for line in lines),
+            stderr="\n".join(line.text for line in stderr.tail(FAILURE_LINES)),
             cwd=Path(self.store.meta["cwd"] or Path.cwd()),
         )
 
