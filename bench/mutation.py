@@ -297,7 +297,7 @@ def report(work: Path, targets: list[Target], seconds: float) -> list[str]:
 
 def merge(reports: list[Path]) -> list[str]:
     """Return one report of per-module reports (their rows in TARGETS order, their minutes
-    added, their survivors kept)."""
+    added, their survivors kept; where two report one target, the later one's)."""
     rows: dict[str, str] = {}
     sections: dict[str, list[str]] = {}
     minutes = 0
@@ -309,7 +309,9 @@ def merge(reports: list[Path]) -> list[str]:
         section: list[str] | None = None
         for line in text:
             if line.startswith("| ") and not line.startswith("| module "):
-                rows[line[2:].split(" (`", 1)[0]] = line
+                name = line[2:].split(" (`", 1)[0]
+                rows[name] = line
+                sections.pop(name, None)  # an earlier report's survivors of it are gone
             elif line.startswith("### Survivors: "):
                 section = sections.setdefault(line.removeprefix("### Survivors: "), [])
             elif section is not None and line:
