@@ -290,3 +290,16 @@ def test_existing_paths_are_real_once_each_in_order(tmp_path: Path) -> None:
     found = bubblewrap.existing(tmp_path / name for name in given)
     assert found == [tmp_path / "b", tmp_path / "a"]
     assert bubblewrap.real(tmp_path / "to-a" / "x") == tmp_path / "a" / "x"
+
+
+def unused_pid() -> int:
+    """Return a pid no process can have (above the kernel's pid_max)."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
+def test_signalling_a_sandbox_that_is_gone_says_so() -> None:
+    # Reaching a live sandbox: test_bubblewrap.py (these would signal the test's own process).
+    with pytest.raises(ProcessLookupError):
+        bubblewrap.interrupt(unused_pid())
+    with pytest.raises(ProcessLookupError):
+        bubblewrap.kill(unused_pid())

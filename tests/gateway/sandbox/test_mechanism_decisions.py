@@ -4,11 +4,12 @@ limits found from real mountinfo and cgroup text; no process runs."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import mechanism
+from loomgate.gateway.sandbox import landlock, mechanism
 from loomgate.gateway.sandbox.mechanism import LimitsHost, Mechanism, SandboxUnavailable
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from tests.gateway.sandbox import sandboxes
@@ -416,3 +417,24 @@ def test_bubblewrap_not_installed_is_said(tmp_path: Path, monkeypatch: pytest.Mo
         "bubblewrap is not installed: `apt-get install bubblewrap` (or your distribution's "
         f"bubblewrap package), {OR_NONE}",
     )
+
+
+@pytest.fixture
+def without_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A PATH without bwrap (so the probe runs none), and a probe found afresh for the test."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    mechanism.probe.cache_clear()
+    yield
+    mechanism.probe.cache_clear()
+
+
+def test_the_probe_without_bwrap(without_bwrap: None) -> None:
+    here = mechanism.probe()
+    assert here is mechanism.probe()  # found once per process
+    problem = mechanism.working_bwrap()[1]
+    assert here == Mechanism(
+        "Linux", None, problem, landlock.abi_version(), mechanism.limits_host()
+    )
+    with pytest.raises(SandboxUnavailable, match=r"^bubblewrap is not installed"):
+        mechanism.check(sandboxes.rules())
+    mechanism.check(unconfined(sandboxes.rules()))
