@@ -238,6 +238,7 @@ def test_the_kernel_dir_is_made_private_again_but_for_the_last_pid(tmp_path: Pat
     bubblewrap.empty_file(kernel_dir).chmod(0o644)
     bubblewrap.info_file(kernel_dir).write_text('{"child-pid": 1234}')
     (kernel_dir / "kept").write_text("x")
+    bubblewrap.ipc_dir(kernel_dir).mkdir()
     bubblewrap.prepare_kernel_dir(kernel_dir)
     assert not bubblewrap.info_file(kernel_dir).exists()
     assert (kernel_dir / "kept").read_text() == "x"

@@ -211,18 +211,26 @@ def fds_open_on(path: Path) -> list[int]:
             1,
             "cannot run /nonexistent/bwrap: No such file or directory",
         ),
+        # One that is there, but no program: its error, not that of a word after it.
+        (["--info", "INFO", "--", "PLAIN", "/bin/true"], 1, "cannot run PLAIN: Permission denied"),
     ],
 )
 def test_errors_before_exec_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], status: int, says: str
 ) -> None:
-    info = tmp_path / "info.json"
-    code = entry.main([str(info) if a == "INFO" else a for a in args])
-    for fd in fds_open_on(info):  # the info fd a failed exec leaves (the entry then exits)
+    info, plain = tmp_path / "info.json", tmp_path / "plain"
+    plain.write_text("")
+    named = {"INFO": str(info), "PLAIN": str(plain)}
+    code = entry.main([named.get(a, a) for a in args])
+    opened = fds_open_on(info)
+    for fd in opened:  # the info fd a failed exec leaves (the entry then exits)
         os.close(fd)
     err = capsys.readouterr().err
     assert code == status
+    says = says.replace("PLAIN", str(plain))
     assert err.count("\n") == 1 and err.startswith(f"loomgate sandbox entry: {says}"), err
+    # Only an exec that failed had the plan applied first: its info fd open for bwrap.
+    assert len(opened) == (1 if "cannot run" in says else 0)
 
 
 @pytest.mark.parametrize(

@@ -248,8 +248,7 @@ def test_cgroup_mounts_are_read_from_mountinfo() -> None:
 )
 def test_a_malformed_or_other_mountinfo_line_is_left_out(line: str) -> None:
     good = (
-        "41 31 0:38 /sub /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 "
-        "rw,nsdelegate"
+        "41 31 0:38 /sub /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 none rw,nsdelegate"
     )
     assert mechanism.parse_mountinfo(f"{line}\n{good}\n") == [
         ("/sys/fs/cgroup/unified", "cgroup2", "/sub", frozenset({"rw", "nsdelegate"}))
@@ -277,6 +276,7 @@ def test_our_own_cgroups_are_read_per_controller() -> None:
         # A mount showing part of the hierarchy (a container's): our path, less that part.
         ("/sys/fs/cgroup/memory", "/docker/c1", "/docker/c1/k", "/sys/fs/cgroup/memory/k"),
         ("/sys/fs/cgroup/memory", "/docker/c1", "/other/k", "/sys/fs/cgroup/memory/other/k"),
+        ("/sys/fs/cgroup/memory", "/", "/XX.slice/k", "/sys/fs/cgroup/memory/XX.slice/k"),
     ],
 )
 def test_a_cgroup_path_inside_its_mount(point: str, root: str, path: str, found: str) -> None:
@@ -317,7 +317,14 @@ def test_our_own_cgroup_v2_dir_for_what_it_delegates(tmp_path: Path) -> None:
 
 def test_only_dirs_we_may_create_children_in_are_writable(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    groups = {"memory": tmp_path, "pids": tmp_path / "missing", "cpu": tmp_path / "file"}
+    (tmp_path / "program").write_text("")
+    (tmp_path / "program").chmod(0o755)
+    groups = {
+        "memory": tmp_path,
+        "pids": tmp_path / "missing",
+        "cpu": tmp_path / "file",
+        "io": tmp_path / "program",  # writable and executable, but no dir
+    }
     assert mechanism.writable(groups) == {"memory": tmp_path}
     if os.geteuid() != 0:  # root ignores modes
         tmp_path.chmod(0o500)
