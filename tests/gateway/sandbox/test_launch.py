@@ -37,6 +37,14 @@ RULES = SandboxRules(
 DARWIN = Mechanism("Darwin", None, None, 0, LimitsHost())
 
 
+@pytest.mark.parametrize(
+    "rules", [RULES, SandboxRules(**{**vars(RULES), "network": True, "memory": 1, "processes": 2})]
+)
+def test_any_rules_survive_the_resident_file_and_the_wire(rules: SandboxRules) -> None:
+    assert rules_from_json(rules_to_json(rules)) == rules
+    assert rules_from_wire(sandbox_wire(rules, "bubblewrap")) == rules
+
+
 def test_rules_survive_the_resident_file_and_the_wire() -> None:
     assert rules_from_json(rules_to_json(RULES)) == RULES
     shown = sandbox_wire(RULES, "bubblewrap, landlock scopes")
@@ -80,6 +88,9 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
         str(connection),
     ]
     assert not sandbox.has_init  # signals go to the kernel process itself
+    assert stat.S_IMODE((tmp_path / "tmp").stat().st_mode) == 0o700  # the kernel's own
+    again = sandbox.command(["python"], cwd=tmp_path, connection_file=connection, unset_env=())
+    assert again[3:] == ["/usr/bin/env", f"TMPDIR={tmp_path / 'tmp'}", "python"]
 
 
 def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
