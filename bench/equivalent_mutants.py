@@ -84,6 +84,12 @@ PROBE_TESTS = (
     "the trial run of bwrap is covered by test_mechanism.py (test_this_machine_enforces_everything"
     " with this machine's bwrap, test_the_running_probe_sentences with one that fails)"
 )
+SIGNALS = (
+    "a signal reaching a live sandbox's init is covered by test_sandboxed_kernels.py "
+    "(test_interrupt_input_setup_reset_and_images_work_inside: SIGINT to its group; "
+    "test_the_memory_limit_ends_a_runaway_cell_and_the_kernel_comes_back: the restart's "
+    "SIGKILL) and test_sandboxed_residency.py"
+)
 ENTRY_EXEC = (
     "what the entry hands bwrap once exec succeeds is covered by test_entry.py "
     "(test_the_entry_execs_what_follows)"
@@ -564,6 +570,18 @@ RULES = (
         "run as a person (a dir of mode 0500)",
     ),
     Rule("sandbox.mechanism.x_working_bwrap_", "", PROCESS_ONLY + PROBE_TESTS),
+    Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "os.killpg(", PROCESS_ONLY + SIGNALS),
+    Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "bubblewrap.kill(None)", PROCESS_ONLY + SIGNALS),
+    Rule(
+        "sandbox.launch.xǁSandboxLaunchǁsignal_",
+        "contextlib.suppress(None)",
+        PROCESS_ONLY + SIGNALS,
+    ),
+    Rule(
+        "sandbox.launch.xǁSandboxLaunchǁsignal_",
+        "if signum != signal.SIGKILL",
+        PROCESS_ONLY + SIGNALS,
+    ),
     Rule("sandbox.entry.x_main_", '"--info-fd", ', PROCESS_ONLY + ENTRY_EXEC),
     Rule("sandbox.entry.x_main_", "*bwrap[2:]", PROCESS_ONLY + ENTRY_EXEC),
     Rule(

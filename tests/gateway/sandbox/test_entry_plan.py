@@ -182,6 +182,10 @@ def test_a_cgroup_that_cannot_be_joined_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "info.json").exists()
 
 
+# No argv here names a program that runs: a step skipped must not exec this test's process away.
+NOWHERE = "/nonexistent/true"
+
+
 def fds_open_on(path: Path) -> list[int]:
     """Return this process's fds open on `path`."""
     found = []
@@ -195,14 +199,14 @@ def fds_open_on(path: Path) -> list[int]:
 @pytest.mark.parametrize(
     ("args", "status", "says"),
     [
-        (["--", "/bin/true"], 2, "the entry needs --info FILE"),
+        (["--", NOWHERE], 2, "the entry needs --info FILE"),
         (
-            ["--rlimit", "RLIMIT_NOPE=1:1", "--info", "INFO", "--", "/bin/true"],
+            ["--rlimit", "RLIMIT_NOPE=1:1", "--info", "INFO", "--", NOWHERE],
             2,
             "--rlimit 'RLIMIT_NOPE=1:1' names no",
         ),
         (
-            ["--join", "/nonexistent/cgroup.procs", "--info", "INFO", "--", "/bin/true"],
+            ["--join", "/nonexistent/cgroup.procs", "--info", "INFO", "--", NOWHERE],
             1,
             "cannot join the kernel's cgroup /nonexistent/cgroup.procs: No such file",
         ),
@@ -212,7 +216,7 @@ def fds_open_on(path: Path) -> list[int]:
             "cannot run /nonexistent/bwrap: No such file or directory",
         ),
         # One that is there, but no program: its error, not that of a word after it.
-        (["--info", "INFO", "--", "PLAIN", "/bin/true"], 1, "cannot run PLAIN: Permission denied"),
+        (["--info", "INFO", "--", "PLAIN", NOWHERE], 1, "cannot run PLAIN: Permission denied"),
     ],
 )
 def test_errors_before_exec_are_one_line(
