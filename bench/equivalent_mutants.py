@@ -570,6 +570,7 @@ RULES = (
         "run as a person (a dir of mode 0500)",
     ),
     Rule("sandbox.mechanism.x_working_bwrap_", "", PROCESS_ONLY + PROBE_TESTS),
+    Rule("sandbox.mechanism.x_working_bwrap_", "-", PROCESS_ONLY + PROBE_TESTS),  # deletions
     Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "os.killpg(", PROCESS_ONLY + SIGNALS),
     Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "bubblewrap.kill(None)", PROCESS_ONLY + SIGNALS),
     Rule(
@@ -583,6 +584,7 @@ RULES = (
         PROCESS_ONLY + SIGNALS,
     ),
     Rule("sandbox.entry.x_main_", '"--info-fd", ', PROCESS_ONLY + ENTRY_EXEC),
+    Rule("sandbox.entry.x_main_", "str(fd), *bwrap[1:]]", PROCESS_ONLY + ENTRY_EXEC),
     Rule("sandbox.entry.x_main_", "*bwrap[2:]", PROCESS_ONLY + ENTRY_EXEC),
     Rule(
         "sandbox.entry.x_main_",
