@@ -126,6 +126,22 @@ LISTED = (
 )
 FORGOT = "FileNotFoundError is an OSError, which the suppress around the unlink drops anyway"
 SLICE_END = "a slice from None starts at 0 and a slice to None ends at the length, as here"
+SBPL_COMMENT = "an SBPL comment line: its words change nothing sandbox-exec enforces"
+PROCESS_ONLY = "not equivalent: only a real process shows it, and the fast tests start none; "
+PROBE_TESTS = (
+    "the trial run of bwrap is covered by test_mechanism.py (test_this_machine_enforces_everything"
+    " with this machine's bwrap, test_the_running_probe_sentences with one that fails)"
+)
+SIGNALS = (
+    "a signal reaching a live sandbox's init is covered by test_sandboxed_kernels.py "
+    "(test_interrupt_input_setup_reset_and_images_work_inside: SIGINT to its group; "
+    "test_the_memory_limit_ends_a_runaway_cell_and_the_kernel_comes_back: the restart's "
+    "SIGKILL) and test_sandboxed_residency.py"
+)
+ENTRY_EXEC = (
+    "what the entry hands bwrap once exec succeeds is covered by test_entry.py "
+    "(test_the_entry_execs_what_follows)"
+)
 
 
 RULES = (
@@ -568,6 +584,83 @@ RULES = (
     ),
     Rule("json_lines.xǁJsonLinesǁappend_", "self._ends_whole = None", ENDS_WHOLE),
     Rule("json_lines.xǁJsonLinesǁappend_", "self._ends_whole = False", ENDS_WHOLE, exact=True),
+    # sandbox mechanism (core)
+    Rule(
+        "sandbox.bubblewrap.x_prepare_kernel_dir_",
+        "kernel_dir.mkdir(",
+        "the chmod(0o700) that follows sets the dir's mode whatever mkdir made it (only a race "
+        "between the two calls could tell)",
+    ),
+    Rule(
+        "sandbox.bubblewrap.x_prepare_kernel_dir_",
+        "empty.touch(",
+        "the chmod(0o000) that follows sets the file's mode whatever touch made it, and touch's "
+        "exist_ok is True by default",
+    ),
+    Rule("sandbox.macos.x_sbpl_profile_", '";; ', SBPL_COMMENT),
+    Rule(
+        "sandbox.mechanism.x_inside_",
+        'root != "XX/XX"',
+        'cutting a root of "/" off the path cuts the "/" that lstrip("/") drops anyway',
+    ),
+    Rule(
+        "sandbox.mechanism.x_limits_host_",
+        '"XDG_RUNTIME_DIR", "',
+        "with XDG_RUNTIME_DIR unset, no systemd/private lies under that dir either (the "
+        "default names a dir that is not there)",
+    ),
+    Rule(
+        "sandbox.mechanism.x_parse_cgroup_",
+        'parts[1].split(",") if ',
+        '"".split(",") is [""], the else\'s list, and a cgroup path is never empty (it '
+        'begins with "/")',
+    ),
+    Rule(
+        "sandbox.mechanism.x_parse_mountinfo_",
+        "len(fields) <",
+        'a mountinfo line has six fields or more before " - " (id, parent, device, root, '
+        "mount point, options), so refusing one of five refuses none the kernel writes",
+    ),
+    Rule(
+        "sandbox.mechanism.x_parse_mountinfo_",
+        'line.rpartition(" - ")',
+        'mountinfo escapes the spaces of paths (\\040), so " - " is in a line once',
+    ),
+    Rule(
+        "sandbox.mechanism.x_writable_",
+        "os.access(d, os.W_OK & os.X_OK)",
+        "not equivalent, untestable as root (as these runs are): root may write and search any "
+        "dir, as it may see it; test_only_dirs_we_may_create_children_in_are_writable kills it "
+        "run as a person (a dir of mode 0500)",
+    ),
+    Rule("sandbox.mechanism.x_working_bwrap_", "", PROCESS_ONLY + PROBE_TESTS),
+    Rule("sandbox.mechanism.x_working_bwrap_", "-", PROCESS_ONLY + PROBE_TESTS),  # deletions
+    Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "os.killpg(", PROCESS_ONLY + SIGNALS),
+    Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "bubblewrap.kill(None)", PROCESS_ONLY + SIGNALS),
+    Rule(
+        "sandbox.launch.xǁSandboxLaunchǁsignal_",
+        "contextlib.suppress(None)",
+        PROCESS_ONLY + SIGNALS,
+    ),
+    Rule(
+        "sandbox.launch.xǁSandboxLaunchǁsignal_",
+        "if signum != signal.SIGKILL",
+        PROCESS_ONLY + SIGNALS,
+    ),
+    Rule("sandbox.entry.x_main_", '"--info-fd", ', PROCESS_ONLY + ENTRY_EXEC),
+    Rule("sandbox.entry.x_main_", "str(fd), *bwrap[1:]]", PROCESS_ONLY + ENTRY_EXEC),
+    Rule("sandbox.entry.x_main_", "*bwrap[2:]", PROCESS_ONLY + ENTRY_EXEC),
+    Rule(
+        "sandbox.entry.x_main_",
+        "return 2  # not reached",
+        "execv returns only by raising, so the line after it is never reached",
+    ),
+    Rule("sandbox.entry.x_read_info_", "time.monotonic() > deadline", UNTIMED),
+    Rule(
+        "sandbox.entry.x_rlimit_",
+        'pair.rpartition(":")',
+        'with one ":" both split alike, and with more one side holds a ":" (no number) either way',
+    ),
     # last seen
     Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
     Rule(

@@ -146,6 +146,24 @@ TARGETS = (
         ),
     ),
     Target(
+        "sandbox mechanism (core)",
+        (
+            "gateway/sandbox/bubblewrap.py",
+            "gateway/sandbox/macos.py",
+            "gateway/sandbox/mechanism.py",
+            "gateway/sandbox/entry.py",
+            "gateway/sandbox/launch.py",
+        ),
+        (
+            "tests/gateway/sandbox/test_bubblewrap_command.py",
+            "tests/gateway/sandbox/test_macos.py",
+            "tests/gateway/sandbox/test_mechanism_decisions.py",
+            "tests/gateway/sandbox/test_entry_plan.py",
+            "tests/gateway/sandbox/test_launch.py",
+        ),
+        signals=True,  # its tests signal pids no process has, and SandboxLaunch.signal a sandbox
+    ),
+    Target(
         "gateway selection (core)",
         ("translator/client/selection.py", "translator/client/gateways_toml.py"),
         ("tests/translator/client/test_selection.py",),

@@ -1,5 +1,6 @@
-"""The entry stage before bwrap: its plan, its one-line errors, and a real run that joins the
-kernel's cgroups, sets rlimits and Landlock scopes, and hands bwrap its info fd."""
+"""The entry stage before bwrap run for real: its one-line errors, and a run that joins the
+kernel's cgroups, sets rlimits and Landlock scopes, and hands bwrap its info fd (its plan and
+what needs no exec: test_entry_plan.py)."""
 
 from __future__ import annotations
 
@@ -11,42 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap, entry
+from loomgate.gateway.sandbox import entry
 from loomgate.gateway.sandbox.limits import KernelLimits
 from tests.gateway.sandbox import sandboxes
 
 MiB = 2**20
-
-
-def test_the_plan_round_trips_through_the_command_line(tmp_path: Path) -> None:
-    plan = entry.Plan(
-        info_file=tmp_path / "info.json",
-        join_files=("/sys/fs/cgroup/memory/x/cgroup.procs", "/sys/fs/cgroup/pids/x/cgroup.procs"),
-        rlimits={"RLIMIT_DATA": (MiB, 2 * MiB)},
-        landlock=True,
-    )
-    argv = entry.command(plan, ["/usr/bin/bwrap", "--", "x"], python="/py")
-    assert argv[:6] == ["/py", "-I", "-S", "-c", entry.BOOTSTRAP, entry.IMPORT_ROOT]
-    assert entry.Plan.parse(argv[6:]) == (plan, ["/usr/bin/bwrap", "--", "x"])
-    assert entry.Plan.parse(["--info", "/i", "--", "b"]) == (entry.Plan("/i"), ["b"])
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--info", "/i"], "usage: python -I -m loomgate.gateway.sandbox.entry"),
-        (["--info", "/i", "--"], "usage:"),
-        (["--", "bwrap"], "needs --info FILE"),
-        (["--info", "--", "bwrap"], "'--info' is not an entry option"),
-        (["--bogus", "x", "--info", "/i", "--", "b"], "'--bogus' is not an entry option"),
-        (["--rlimit", "RLIMIT_NOPE=1:1", "--info", "/i", "--", "b"], "names no rlimit"),
-        (["--rlimit", "getrlimit=1:1", "--info", "/i", "--", "b"], "names no rlimit"),
-        (["--rlimit", "RLIMIT_DATA=1", "--info", "/i", "--", "b"], "must be byte or count"),
-    ],
-)
-def test_bad_arguments_are_refused(args: list[str], message: str) -> None:
-    with pytest.raises(entry.PlanError, match=message):
-        entry.Plan.parse(args)
 
 
 def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
@@ -122,20 +92,6 @@ def test_the_entry_applies_its_plan_before_bwrap(tmp_path: Path) -> None:
         assert limits.groups["memory"].exists()
     finally:
         assert limits.remove()
-
-
-@pytest.mark.parametrize("text", ["", "{", '{"child-pid": 0}', '{"other": 5}'])
-def test_read_info_waits_for_a_pid(tmp_path: Path, text: str) -> None:
-    info = tmp_path / "info.json"
-    info.write_text(text)
-    with pytest.raises(TimeoutError, match="wrote no sandbox pid"):
-        entry.read_info(info, 0.05)
-
-
-def test_read_info_returns_the_init_pid(tmp_path: Path) -> None:
-    info = bubblewrap.info_file(tmp_path)
-    info.write_text('{\n    "child-pid": 4242\n}\n')
-    assert entry.read_info(info, 0) == 4242
 
 
 def test_the_entry_imports_only_what_it_uses(tmp_path: Path) -> None:

@@ -1,13 +1,19 @@
-"""A confined kernel's launch: its rules kept for a later gateway and shown on the wire, and
-the macOS command (sandbox-exec; its text is all that can be checked on Linux)."""
+"""A confined kernel's launch on described machines: its dir, its command (the entry and bwrap
+on Linux, sandbox-exec on macOS: its text is all that can be checked here), its init noted
+from bwrap's info file, its rules kept for a later gateway and shown on the wire."""
 
 from __future__ import annotations
 
+import os
+import signal
+import stat
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import launch, mechanism
+from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.sandbox import bubblewrap, entry, launch, limits, mechanism
 from loomgate.gateway.sandbox.launch import (
     SandboxLaunch,
     rules_from_json,
@@ -29,6 +35,14 @@ RULES = SandboxRules(
     processes=None,
 )
 DARWIN = Mechanism("Darwin", None, None, 0, LimitsHost())
+
+
+@pytest.mark.parametrize(
+    "rules", [RULES, SandboxRules(**{**vars(RULES), "network": True, "memory": 1, "processes": 2})]
+)
+def test_any_rules_survive_the_resident_file_and_the_wire(rules: SandboxRules) -> None:
+    assert rules_from_json(rules_to_json(rules)) == rules
+    assert rules_from_wire(sandbox_wire(rules, "bubblewrap")) == rules
 
 
 def test_rules_survive_the_resident_file_and_the_wire() -> None:
@@ -74,6 +88,9 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
         str(connection),
     ]
     assert not sandbox.has_init  # signals go to the kernel process itself
+    assert stat.S_IMODE((tmp_path / "tmp").stat().st_mode) == 0o700  # the kernel's own
+    again = sandbox.command(["python"], cwd=tmp_path, connection_file=connection, unset_env=())
+    assert again[3:] == ["/usr/bin/env", f"TMPDIR={tmp_path / 'tmp'}", "python"]
 
 
 def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,3 +102,190 @@ def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(SandboxUnavailable, match="cannot enforce on macOS: set memory = false"):
         DARWIN.check(limited)
     assert DARWIN.describe(RULES) == "sandbox-exec"
+
+
+LINUX = Mechanism("Linux", "/usr/bin/bwrap", None, 7, LimitsHost())
+
+
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp dir of the test's own where the kernel dirs' root goes."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path / f"loomgate-{os.getuid()}"
+
+
+@pytest.fixture
+def here(monkeypatch: pytest.MonkeyPatch) -> Mechanism:
+    """A described Linux machine in place of this one's probe (which runs bwrap)."""
+    monkeypatch.setattr(launch, "probe", lambda: LINUX)
+    monkeypatch.setattr(limits, "probe", lambda: LINUX)
+    return LINUX
+
+
+def test_the_kernel_dirs_root_is_private(temp_root: Path) -> None:
+    assert launch.kernel_dirs_root() == temp_root
+    assert stat.S_IMODE(temp_root.stat().st_mode) == 0o700
+    assert launch.kernel_dirs_root() == temp_root  # again: as it is
+
+
+@pytest.mark.parametrize("spoil", ["mode", "owner", "symlink"])
+def test_a_kernel_dirs_root_not_private_is_refused(temp_root: Path, spoil: str) -> None:
+    if spoil == "symlink":
+        (temp_root.parent / "elsewhere").mkdir(mode=0o700)
+        temp_root.symlink_to(temp_root.parent / "elsewhere")
+    else:
+        temp_root.mkdir(mode=0o700)
+    if spoil == "mode":
+        temp_root.chmod(0o750)
+    elif spoil == "owner":
+        if os.getuid() != 0:
+            return  # only root can give it away
+        os.chown(temp_root, os.getuid() + 1000, -1)
+    with pytest.raises(
+        SandboxUnavailable,
+        match=f"^{temp_root} is not a private directory of this user; remove it and start again$",
+    ):
+        launch.kernel_dirs_root()
+
+
+def test_an_unconfined_kernels_own_dir(temp_root: Path) -> None:
+    directory = launch.unconfined_kernel_dir("0123456789abcdef-ffff")
+    assert directory == temp_root / "0123456789abc"
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE((directory / "ipc").stat().st_mode) == 0o700
+    assert launch.unconfined_kernel_dir("0123456789abcdef-ffff") == directory
+    assert launch.ipc_prefix(directory) == f"{directory}/ipc/k"
+
+
+def test_a_linux_launch_is_prepared_with_its_dir_and_limits(
+    temp_root: Path, here: Mechanism
+) -> None:
+    sandbox = SandboxLaunch.prepare(RULES, "0123456789abcdef-ffff")
+    assert sandbox.directory == temp_root / "0123456789abc"
+    assert bubblewrap.empty_file(sandbox.directory).is_file()
+    assert sandbox.limits == KernelLimits("0123456789abcdef-ffff", "none")
+    assert (sandbox.rules, sandbox.mechanism, sandbox.init) == (
+        RULES,
+        "bubblewrap, landlock scopes",
+        None,
+    )
+    assert sandbox.ipc_prefix == f"{sandbox.directory}/ipc/k"
+    limited = SandboxRules(**{**vars(RULES), "memory": 1 << 30})
+    assert SandboxLaunch.prepare(limited, "k2").limits.rlimits == {
+        "RLIMIT_DATA": (1 << 30, 1 << 30)
+    }
+
+
+def test_a_launch_this_machine_cannot_enforce_is_refused(
+    temp_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        launch, "probe", lambda: Mechanism("Linux", None, "no bwrap here", 7, LimitsHost())
+    )
+    with pytest.raises(SandboxUnavailable, match=r"^no bwrap here$"):
+        SandboxLaunch.prepare(RULES, "k1")
+    assert not temp_root.exists()
+
+
+def test_a_macos_launch_has_no_limits(temp_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "probe", lambda: DARWIN)
+    monkeypatch.setattr(mechanism, "SANDBOX_EXEC", "/bin/sh")  # one that exists here
+    sandbox = SandboxLaunch.prepare(RULES, "k1")
+    assert sandbox.limits == KernelLimits("k1", "none")
+    assert sandbox.mechanism == "sandbox-exec" and not sandbox.has_init
+
+
+async def test_on_linux_the_kernel_runs_through_the_entry_and_bwrap(
+    tmp_path: Path, here: Mechanism
+) -> None:
+    (tmp_path / "project").mkdir()
+    bubblewrap.prepare_kernel_dir(tmp_path / "k")
+    kept = KernelLimits(
+        "k1",
+        "systemd scope",
+        {"memory": tmp_path / "m"},
+        {"RLIMIT_DATA": (1, 2)},
+        ["/usr/bin/systemd-run", "--scope"],
+    )
+    sandbox = SandboxLaunch(RULES, tmp_path / "k", kept, "bubblewrap, landlock scopes")
+    connection = tmp_path / "kernel-k1.json"
+    connection.write_text("{}")
+    argv = sandbox.command(
+        ["python", "-m", "ipykernel_launcher"],
+        cwd=tmp_path / "project",
+        connection_file=connection,
+        unset_env=["TOKEN"],
+    )
+    assert argv[:2] == ["/usr/bin/systemd-run", "--scope"]
+    assert argv[2:8] == entry.prefix()
+    plan, bwrap = entry.Plan.parse(argv[8:])
+    info = bubblewrap.info_file(tmp_path / "k")
+    assert plan == entry.Plan(
+        info, [str(tmp_path / "m/cgroup.procs")], {"RLIMIT_DATA": (1, 2)}, True
+    )
+    assert bwrap == bubblewrap.command(
+        RULES,
+        ["python", "-m", "ipykernel_launcher"],
+        bwrap="/usr/bin/bwrap",
+        cwd=tmp_path / "project",
+        kernel_dir=tmp_path / "k",
+        connection_file=connection,
+        unset_env=["TOKEN"],
+    )
+    assert sandbox.has_init and not sandbox.alive()
+    info.write_text(f'{{"child-pid": {os.getpid()}}}')
+    await sandbox.started()
+    assert sandbox.init == ProcessIdentity.of(os.getpid()) and sandbox.alive()
+    assert SandboxLaunch.from_json(sandbox.to_json()).init == sandbox.init
+
+
+async def test_on_macos_no_init_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "probe", lambda: DARWIN)
+    bubblewrap.info_file(tmp_path).write_text(f'{{"child-pid": {os.getpid()}}}')
+    sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "sandbox-exec")
+    await sandbox.started()
+    assert sandbox.init is None and not sandbox.alive()
+
+
+def test_a_sandbox_whose_init_is_gone_is_not_signalled(tmp_path: Path) -> None:
+    me = ProcessIdentity.of(os.getpid())
+    assert me is not None
+    gone = ProcessIdentity(me.pid, "not when it started", me.boot)  # its pid, reused
+    for init in (None, gone):
+        sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "bubblewrap", init)
+        sandbox.signal(signal.SIGKILL)  # would end this test's process
+        sandbox.signal(signal.SIGINT)
+        assert not sandbox.alive()
+
+
+@pytest.mark.parametrize(
+    ("mechanism_", "memory", "kills_before", "ending"),
+    [
+        ("cgroup v1", 1 << 30, 2, "killed: memory limit 1 GiB reached"),
+        ("cgroup v1", 1 << 30, 3, None),  # the kills were before this start
+        ("cgroup v1", None, 2, None),
+        ("none", 1 << 30, 0, None),
+    ],
+)
+def test_how_the_sandbox_ended_the_kernel(
+    tmp_path: Path, mechanism_: str, memory: int | None, kills_before: int, ending: str | None
+) -> None:
+    (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+    kept = KernelLimits("k1", mechanism_, {"memory": tmp_path}, oom_kills=kills_before)
+    rules = SandboxRules(**{**vars(RULES), "memory": memory})
+    assert SandboxLaunch(rules, tmp_path, kept, "bubblewrap").ending() == ending
+
+
+def test_a_removed_sandbox_leaves_nothing(tmp_path: Path) -> None:
+    directory, group = tmp_path / "k", tmp_path / "group"
+    bubblewrap.prepare_kernel_dir(directory)
+    group.mkdir()
+    sandbox = SandboxLaunch(
+        RULES, directory, KernelLimits("k1", "cgroup v1", {"memory": group}), "b"
+    )
+    sandbox.remove()
+    assert not directory.exists() and not group.exists()
+    sandbox.remove()  # twice: harmless
+    assert sandbox.wire() == sandbox_wire(RULES, "b")
