@@ -23,7 +23,7 @@ def carrying(head: list[wire.Line], tail: list[wire.Line], total: int) -> wire.E
     return {"number": 3, "state": "completed", "output": output}  # type: ignore[typeddict-item]
 
 
-def ends(execution: wire.Execution | None) -> tuple[list[int], list[int], int] | None:
+def ends(execution: dict[str, Any] | None) -> tuple[list[int], list[int], int] | None:
     """Return the line numbers of a page's head and tail, and what it omits (its total is the
     execution's: checked here)."""
     if execution is None:
@@ -75,6 +75,23 @@ def test_the_page_keeps_the_rest_of_the_execution() -> None:
     assert page is not None and page is not execution
     assert {k: v for k, v in page.items() if k != "output"} == {"number": 3, "state": "completed"}
     assert execution["output"]["head"] == numbered(1, 2)  # the result's own is left as it was
+
+
+def test_the_page_leaves_out_what_the_view_never_draws() -> None:
+    execution: Any = carrying(numbered(1, 2), [], 2) | {
+        "code": "1+1",
+        "started": 1.0,
+        "elapsed": 0.5,
+        "finished": 1.5,
+        "gaps": [],
+        "last_output": 1.2,
+        "silent_for": 0.3,
+        "streams": {"stdout": {"lines": 2, "bytes": 4}},
+    }
+    page = first_page(execution)
+    assert page is not None
+    assert set(page) == {"number", "state", "code", "started", "elapsed", "output"}
+    assert "streams" in execution  # the result's own execution is left whole
 
 
 @pytest.mark.parametrize(

@@ -3,20 +3,25 @@ so the view paints on the result without asking for it (view_execution asks for 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from loomgate.shared import wire
 
 HEAD, TAIL = 20, 40  # the lines of a page shown inline: view_execution's defaults
 PAGE_CHARS = 5000  # each line of a page, clipped to this
+# An execution's fields the view never draws, left out of the page: every client of a viewed
+# tool writes and reads the page, and these were a third of a small one.
+UNDRAWN = frozenset({"finished", "gaps", "last_output", "silent_for", "streams"})
 
 
 def first_page(
     execution: wire.Execution, head: int = HEAD, tail: int = TAIL, max_chars: int = PAGE_CHARS
-) -> wire.Execution | None:
-    """Return `execution` with the `output` view_execution(head, tail, max_chars) would give,
-    cut from the output it carries; None when that output cannot make it (none asked for,
-    fewer lines than the page, or lines clipped shorter than `max_chars`)."""
+) -> dict[str, Any] | None:
+    """Return the fields of `execution` the view draws, with the `output` view_execution(head,
+    tail, max_chars) would give, cut from the output it carries; None when that output cannot
+    make it (none asked for, fewer lines than the page, or lines clipped shorter than
+    `max_chars`)."""
     output = execution.get("output")
     if output is None:
         return None
@@ -37,9 +42,14 @@ def first_page(
     page = wire.OutputView(
         total=total, head=shown[0], tail=shown[1], omitted=total - len(first) - len(last)
     )
-    paged = execution.copy()
+    paged = drawn(execution)
     paged["output"] = page
     return paged
+
+
+def drawn(execution: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the fields of `execution` the view draws (a copy)."""
+    return {k: v for k, v in execution.items() if k not in UNDRAWN}
 
 
 def clipped(lines: Sequence[wire.Line], max_chars: int) -> list[wire.Line] | None:

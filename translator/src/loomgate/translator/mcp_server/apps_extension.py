@@ -22,7 +22,13 @@ from mcp.types import CallToolRequestParams, CallToolResult
 from loomgate.shared import wire
 from loomgate.translator.client.errors import GatewayConfigError, GatewayError
 from loomgate.translator.mcp_server.app_document import document
-from loomgate.translator.mcp_server.app_first_paint import HEAD, PAGE_CHARS, TAIL, first_page
+from loomgate.translator.mcp_server.app_first_paint import (
+    HEAD,
+    PAGE_CHARS,
+    TAIL,
+    drawn,
+    first_page,
+)
 from loomgate.translator.mcp_server.app_tools import APP_TOOLS
 from loomgate.translator.mcp_server.cell_follower import RESULT_EXECUTIONS
 from loomgate.translator.mcp_server.conversation import Conversation, NothingRunYet
@@ -86,6 +92,7 @@ class ExecutionViewApps(Apps):
         named = shown_execution(result, arguments, made[-1] if made else None)
         if not named:
             return result
+        page: dict[str, Any] | None
         if made:
             page = first_page(made[-1])
         elif not result.is_error:  # read_output: its reply holds lines, not the execution
@@ -115,9 +122,9 @@ def shown_execution(
 
 async def read_page(
     ctx: ServerRequestContext[Any, Any], named: dict[str, Any]
-) -> wire.Execution | None:
-    """Return the view's first page of the execution `named` (as view_execution answers it),
-    or None when it cannot be read now (the view asks for it itself)."""
+) -> dict[str, Any] | None:
+    """Return the view's first page of the execution `named` (as view_execution answers it,
+    the fields the view draws), or None when it cannot be read now (the view asks itself)."""
     conversation = cast(Conversation, ctx.lifespan_context)
     try:
         client, ref = await conversation.kernel_ref(named.get("kernel"))
@@ -125,7 +132,7 @@ async def read_page(
         reply = await client.execution(ref, selector, head=HEAD, tail=TAIL, max_chars=PAGE_CHARS)
     except (GatewayError, GatewayConfigError, NothingRunYet):
         return None
-    return reply["execution"]
+    return drawn(reply["execution"])
 
 
 async def apps_listing(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
