@@ -335,13 +335,14 @@ def merge(reports: list[Path]) -> list[str]:
             elif section is not None and line:
                 section.append(line)
     prefix, _, rest = header.partition(" cores, ")
-    summary = prefix.replace(
-        "`uv run python -m bench.mutation`", "`uv run python -m bench.mutation` (one module a run)"
-    )
+    command = "`uv run python -m bench.mutation`"
+    if f"{command} (one module a run)" not in prefix:  # a merged report merged again says it once
+        prefix = prefix.replace(command, f"{command} (one module a run)")
+    tail = rest.split(" min", 1)[1].removeprefix(" in all")
     lines = [
         "## Mutation testing (mutmut)",
         "",
-        f"{summary} cores, {minutes} min in all{rest.split(' min', 1)[1]}",
+        f"{prefix} cores, {minutes} min in all{tail}",
         "",
         "| module | mutants | killed | timed out | survived | no tests | killed or timed out |",
         "|---|---|---|---|---|---|---|",

@@ -39,3 +39,13 @@ def test_a_later_run_of_a_target_replaces_its_row_and_survivors(tmp_path: Path) 
     assert "### Survivors: journal" in merged and "Equivalent: kept." in merged
     # Rows in the order bench.mutation lists its targets, not the reports'.
     assert merged.index("| search (") < merged.index("| journal (")
+
+
+def test_a_merged_report_merges_again_saying_each_thing_once(tmp_path: Path) -> None:
+    first = report(tmp_path / "a.md", "2026-12-01", 7, {"search": "old"})
+    merged = tmp_path / "merged.md"
+    merged.write_text("\n".join(merge([first])) + "\n")
+    again = "\n".join(merge([merged, report(tmp_path / "b.md", "2026-12-02", 3, {"journal": ""})]))
+    assert again.count("(one module a run)") == 1
+    assert "2 cores, 10 min in all. Each mutant" in again
+    assert "| search (" in again and "| journal (" in again
