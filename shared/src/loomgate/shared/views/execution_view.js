@@ -27,7 +27,7 @@ function elapsed(seconds) {
 }
 
 // The local time of day, hh:mm:ss. Not toLocaleTimeString: its first call in a page sets up the
-// locale's formats, which took 30-60 ms, longer than the rest of a first paint.
+// locale's formats, which costs more than the rest of a first paint.
 function timeOfDay(seconds) {
   const d = new Date(seconds * 1000);
   return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");

@@ -11,7 +11,7 @@ from loomgate.shared import wire
 HEAD, TAIL = 20, 40  # the lines of a page shown inline: view_execution's defaults
 PAGE_CHARS = 5000  # each line of a page, clipped to this
 # An execution's fields the view never draws, left out of the page: every client of a viewed
-# tool writes and reads the page, and these were a third of a small one.
+# tool writes and reads the page.
 UNDRAWN = frozenset({"finished", "gaps", "last_output", "silent_for", "streams"})
 
 
