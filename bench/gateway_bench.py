@@ -86,6 +86,11 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def rotated(names: tuple[str, ...], turn: int) -> list[str]:
+    """Return `names` starting at a different one each turn, so no side always goes first."""
+    return [names[(turn + i) % len(names)] for i in range(len(names))]
+
+
 async def interleave(
     runs: Mapping[str, Callable[[], Awaitable[object]]], iterations: int, block: int = BLOCK
 ) -> dict[str, list[float]]:
@@ -95,9 +100,8 @@ async def interleave(
         for _ in range(5):
             await fn()
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    names = list(runs)
     for turn in range(iterations // block):
-        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+        for name in rotated(tuple(runs), turn):
             for _ in range(block):
                 samples[name].append(await timed(runs[name]))
     return samples

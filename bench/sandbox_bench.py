@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from bench.gateway_bench import BIG_CELL, BLOCK, interleave, publish
+from bench.gateway_bench import BIG_CELL, BLOCK, interleave, publish, rotated
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from tests.support.cells import output_texts
 from tests.support.gateways import GatewayProcess, child_pids
@@ -114,11 +114,6 @@ async def started(http: httpx.AsyncClient, profile: str, cwd: Path) -> dict[str,
         kernel = (await http.get(f"{API}/{kernel['id']}")).json()["kernel"]
     assert kernel["sandbox"]["profile"] == profile, kernel["sandbox"]
     return kernel
-
-
-def rotated(names: tuple[str, ...], turn: int) -> list[str]:
-    """Return `names` starting at a different one each turn, so no side always goes first."""
-    return [names[(turn + i) % len(names)] for i in range(len(names))]
 
 
 def spread(values: list[float], unit: str = "ms", digits: int = 0, sign: str = "") -> str:

@@ -29,6 +29,13 @@ def sleeper(connection_file: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", SLEEPER, "-f", str(connection_file)])
 
 
+def stop(*processes: subprocess.Popen[bytes]) -> None:
+    """End this test's own processes, whatever the test did to them."""
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
 def test_a_marker_without_a_pid_ends_the_process_naming_its_connection_file(
     tmp_path: Path,
 ) -> None:
@@ -43,9 +50,7 @@ def test_a_marker_without_a_pid_ends_the_process_naming_its_connection_file(
         assert unrelated.poll() is None  # another connection file: not this kernel's
         assert not connection.exists() and list(markers.directory.iterdir()) == []
     finally:
-        for process in (launched, unrelated):
-            process.kill()
-            process.wait()
+        stop(launched, unrelated)
 
 
 def test_a_process_started_before_the_marker_is_not_taken_for_its_kernel(
@@ -64,8 +69,7 @@ def test_a_process_started_before_the_marker_is_not_taken_for_its_kernel(
         assert markers.end_unowned(LOG) == 0
         assert older.poll() is None
     finally:
-        older.kill()
-        older.wait()
+        stop(older)
 
 
 def test_a_marker_with_an_identity_ends_that_process_only_while_it_is_that_one(
@@ -89,9 +93,7 @@ def test_a_marker_with_an_identity_ends_that_process_only_while_it_is_that_one(
         assert other.wait(10) == -9
         assert list(markers.directory.iterdir()) == []
     finally:
-        for process in (alive, other):
-            process.kill()
-            process.wait()
+        stop(alive, other)
 
 
 def test_a_marker_with_a_process_group_ends_the_whole_group(tmp_path: Path) -> None:
@@ -109,9 +111,7 @@ def test_a_marker_with_a_process_group_ends_the_whole_group(tmp_path: Path) -> N
         assert member.wait(10) == -9
         assert leader.wait(10) == -9  # not named by the marker but by its group
     finally:
-        for process in (leader, member):
-            process.kill()
-            process.wait()
+        stop(leader, member)
 
 
 def test_a_sandboxed_marker_ends_the_sandbox_init_and_removes_the_sandbox(
@@ -134,9 +134,7 @@ def test_a_sandboxed_marker_ends_the_sandbox_init_and_removes_the_sandbox(
         assert kernel.wait(10) == -9
         assert not directory.exists()
     finally:
-        for process in (init, kernel):
-            process.kill()
-            process.wait()
+        stop(init, kernel)
 
 
 def test_a_forgotten_marker_leaves_its_process_alone(tmp_path: Path) -> None:
@@ -150,5 +148,4 @@ def test_a_forgotten_marker_leaves_its_process_alone(tmp_path: Path) -> None:
         assert markers.end_unowned(LOG) == 0
         assert process.poll() is None
     finally:
-        process.kill()
-        process.wait()
+        stop(process)
