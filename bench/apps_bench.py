@@ -25,7 +25,7 @@ from pathlib import Path
 from mcp import Client
 from playwright.async_api import Browser, Page, Route
 
-from bench.gateway_bench import interleave, publish
+from bench.gateway_bench import block_ratios, interleave, publish
 from tests.support.apps_hosts import apps_extension
 from tests.support.browser import browser
 from tests.support.gateways import GatewayProcess
@@ -87,10 +87,11 @@ LONG_TASKS = """() => {
 
 
 async def latency(gw: GatewayProcess, iterations: int) -> dict[str, list[float]]:
-    """Return run_cell latencies (ms) of a client without Apps and of one with it."""
+    """Return run_cell latencies (ms) of a client without Apps and of one with it, both on one
+    kernel (so that only the extension differs)."""
     async with (
-        Client(stdio(gw, "--kernel", "bench-apps-plain")) as plain,
-        Client(stdio(gw, "--kernel", "bench-apps-view"), extensions=[apps_extension()]) as host,
+        Client(stdio(gw, "--kernel", "bench-apps")) as plain,
+        Client(stdio(gw, "--kernel", "bench-apps"), extensions=[apps_extension()]) as host,
     ):
 
         async def without() -> None:
@@ -277,6 +278,7 @@ async def main() -> None:
         finally:
             gw.stop()
     plain, viewed = (statistics.median(samples[name]) for name in ("without", "with"))
+    turns = block_ratios(samples, "with", "without", BLOCK)
     lines = [
         "# MCP Apps: run_cell with the extension negotiated and without",
         "",
@@ -287,6 +289,9 @@ async def main() -> None:
         "|---|---|---|",
         f"| without Apps | {plain:.2f} | 1.00× |",
         f"| with Apps (result names the view's execution) | {viewed:.2f} | {viewed / plain:.3f}× |",
+        "",
+        f"With / without, block by block ({len(turns)} turns, each side's block median): median "
+        f"{statistics.median(turns):.3f}×, {min(turns):.3f}–{max(turns):.3f}× (goal ≤ 1.01×).",
     ]
     if paints is not None:
         paint, in_view, seen = (paints[k] for k in ("paint", "in view", "seen"))

@@ -175,11 +175,8 @@ TARGETS = (
     ),
     Target(
         "apps view (core)",
-        ("translator/mcp_server/app_first_paint.py", "translator/presentation/apps.py"),
-        (
-            "tests/translator/mcp_server/test_app_first_paint.py",
-            "tests/translator/test_presentation_apps.py",
-        ),
+        ("translator/presentation/apps.py",),
+        ("tests/translator/test_presentation_apps.py",),
     ),
 )
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from bench.gateway_bench import BIG_CELL, BLOCK, interleave, publish, rotated
+from bench.gateway_bench import BIG_CELL, BLOCK, block_ratios, interleave, publish, rotated
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from tests.support.cells import output_texts
 from tests.support.gateways import GatewayProcess, child_pids
@@ -167,14 +167,9 @@ async def run_cells(
     return await interleave({p: run_on(k) for p, k in kernels.items()}, iterations)
 
 
-def block_ratios(samples: dict[str, list[float]], profile: str) -> list[float]:
+def none_blocks(samples: dict[str, list[float]], profile: str) -> list[float]:
     """Return, for each turn of blocks, `profile`'s block median over none's."""
-    blocks = len(samples["none"]) // BLOCK
-    return [
-        statistics.median(samples[profile][i * BLOCK : (i + 1) * BLOCK])
-        / statistics.median(samples["none"][i * BLOCK : (i + 1) * BLOCK])
-        for i in range(blocks)
-    ]
+    return block_ratios(samples, profile, "none")
 
 
 async def big_cells(
@@ -340,7 +335,7 @@ def report(
         "",
         "| profile | latency | / none, block by block | goal |",
         "|---|---|---|---|",
-        *ratio_rows(figures.cells, lambda v: spread(v, digits=1), block_ratios, "run_cell"),
+        *ratio_rows(figures.cells, lambda v: spread(v, digits=1), none_blocks, "run_cell"),
         "",
         f"## A cell printing 1,000,000 lines ({args.big_rounds} rounds, the profiles in turn)",
         "",

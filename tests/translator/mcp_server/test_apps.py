@@ -12,7 +12,6 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
-from loomgate.translator.mcp_server.app_first_paint import UNDRAWN
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.apps_hosts import apps_extension
@@ -152,17 +151,6 @@ CELLS = [
 ]
 
 
-async def assert_first_page(host: Client, named: dict[str, Any]) -> None:
-    """Check that a result's `_meta` carries the page view_execution gives, the fields the view
-    never draws left out (silent_for among them, which the clock changes between the two)."""
-    asked = await host.call_tool(
-        "view_execution", {"execution": named["execution"], "kernel": named["kernel"]}
-    )
-    execution = asked.structured_content["execution"]
-    assert set(execution) >= UNDRAWN  # what is left out is there to leave out
-    assert named["view"] == {k: v for k, v in execution.items() if k not in UNDRAWN}
-
-
 async def test_results_without_apps_are_as_they_are_and_name_the_execution_with_it(
     connect_client: Any,
 ) -> None:
@@ -175,19 +163,14 @@ async def test_results_without_apps_are_as_they_are_and_name_the_execution_with_
             viewed = await host.call_tool("run_cell", {"code": code})
             assert NAMED not in (result.meta or {})
             kernel = viewed.structured_content["kernel"]
-            named = viewed.meta[NAMED]
-            assert {"kernel": named["kernel"], "execution": named["execution"]} == {
-                "kernel": kernel,
-                "execution": number,
-            }
-            await assert_first_page(host, named)
+            assert viewed.meta[NAMED] == {"kernel": kernel, "execution": number}  # and no more
             assert comparable(without_view(viewed)) == comparable(result)
         for name, arguments in [("wait", {}), ("read_output", {"lines": "1:3"})]:
             result = await plain.call_tool(name, arguments)
             viewed = await host.call_tool(name, arguments)
             assert NAMED not in (result.meta or {})
-            assert viewed.meta[NAMED]["execution"] == len(CELLS)
-            await assert_first_page(host, viewed.meta[NAMED])
+            kernel = viewed.structured_content["kernel"]
+            assert viewed.meta[NAMED] == {"kernel": kernel, "execution": len(CELLS)}
             assert comparable(without_view(viewed)) == comparable(result)
         status = await host.call_tool("status", {})
         assert NAMED not in (status.meta or {})  # only the three viewed tools name one

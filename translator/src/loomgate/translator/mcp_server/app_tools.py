@@ -19,7 +19,6 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from loomgate.translator.client.errors import Conflict, GatewayConfigError, GatewayError
-from loomgate.translator.mcp_server.app_first_paint import HEAD, PAGE_CHARS, TAIL
 from loomgate.translator.mcp_server.conversation import NothingRunYet
 from loomgate.translator.mcp_server.execution_tools import INTERRUPT_WAIT, LinesArg
 from loomgate.translator.mcp_server.results import failure, text_block
@@ -39,6 +38,8 @@ log = logging.getLogger("loomgate.translator")
 
 AppTool = TypeVar("AppTool", bound=Callable[..., Awaitable[CallToolResult]])
 
+HEAD, TAIL = 20, 40  # view_execution's lines shown inline, by default (the view's too)
+PAGE_CHARS = 5000  # each line the view is given, clipped to this
 LinesShown = Annotated[int, Field(ge=0, le=1000, description="lines shown from this end")]
 
 

@@ -3,16 +3,14 @@ for the others: the SDK's `Apps` extension carries the view's resource and its a
 the listings are trimmed per client (SEP-2133: degrade gracefully).
 
 With Apps, run_cell, wait and read_output name the view (`_meta.ui.resourceUri`) in tools/list
-and name their execution in each result's `_meta`, with the page the view paints first (cut
-from the execution run_cell and wait already had; read_output asks for it), so the view draws
-on the result and asks the app-only tools only for what follows. Without it, tools/list,
-resources/list and every result are what they are without this extension, and the app-only
-tools are refused.
+and name their execution (kernel and number, nothing more) in each result's `_meta`; the view
+reads it through the app-only tools. Without it, tools/list, resources/list and every result are
+what they are without this extension, and the app-only tools are refused.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from mcp.server.apps import APP_MIME_TYPE, Apps, client_supports_apps
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -20,18 +18,9 @@ from mcp.server.mcpserver.resources import FunctionResource
 from mcp.types import CallToolRequestParams, CallToolResult
 
 from loomgate.shared import wire
-from loomgate.translator.client.errors import GatewayConfigError, GatewayError
 from loomgate.translator.mcp_server.app_document import document
-from loomgate.translator.mcp_server.app_first_paint import (
-    HEAD,
-    PAGE_CHARS,
-    TAIL,
-    drawn,
-    first_page,
-)
 from loomgate.translator.mcp_server.app_tools import APP_TOOLS
 from loomgate.translator.mcp_server.cell_follower import RESULT_EXECUTIONS
-from loomgate.translator.mcp_server.conversation import Conversation, NothingRunYet
 from loomgate.translator.mcp_server.results import failure
 from loomgate.translator.mcp_server.tool_registry import description
 from loomgate.translator.presentation.apps import app_only_refusal
@@ -88,20 +77,10 @@ class ExecutionViewApps(Apps):
             RESULT_EXECUTIONS.reset(collecting)
         if not isinstance(result, CallToolResult):
             return result
-        arguments = params.arguments or {}
-        named = shown_execution(result, arguments, made[-1] if made else None)
+        named = shown_execution(result, params.arguments or {}, made[-1] if made else None)
         if not named:
             return result
-        page: dict[str, Any] | None
-        if made:
-            page = first_page(made[-1])
-        elif not result.is_error:  # read_output: its reply holds lines, not the execution
-            page = await read_page(ctx, named)
-        else:
-            page = None
-        meta = dict(result.meta or {})
-        meta[RESULT_META] = {**named, "view": page} if page is not None else named
-        return result.model_copy(update={"meta": meta})
+        return result.model_copy(update={"meta": {**(result.meta or {}), RESULT_META: named}})
 
 
 def shown_execution(
@@ -118,21 +97,6 @@ def shown_execution(
         "execution": data.get("execution", arguments.get("execution")),
     }
     return {key: value for key, value in named.items() if value is not None}
-
-
-async def read_page(
-    ctx: ServerRequestContext[Any, Any], named: dict[str, Any]
-) -> dict[str, Any] | None:
-    """Return the view's first page of the execution `named` (as view_execution answers it,
-    the fields the view draws), or None when it cannot be read now (the view asks itself)."""
-    conversation = cast(Conversation, ctx.lifespan_context)
-    try:
-        client, ref = await conversation.kernel_ref(named.get("kernel"))
-        selector = named.get("execution", "current")
-        reply = await client.execution(ref, selector, head=HEAD, tail=TAIL, max_chars=PAGE_CHARS)
-    except (GatewayError, GatewayConfigError, NothingRunYet):
-        return None
-    return drawn(reply["execution"])
 
 
 async def apps_listing(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:

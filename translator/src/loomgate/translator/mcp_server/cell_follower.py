@@ -34,7 +34,8 @@ MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 4 << 20
 FULL_READ_LINES = 10_000
 # The executions a call's cell results were made of, collected for whoever put a list here
-# before the call (the MCP Apps view paints its first frame from them, without asking again).
+# before the call (the MCP Apps extension names the last one's kernel and number, even in content
+# mode, where the result itself names neither).
 RESULT_EXECUTIONS: ContextVar[list[wire.Execution] | None] = ContextVar(
     "result_executions", default=None
 )

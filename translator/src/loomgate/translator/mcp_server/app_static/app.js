@@ -85,18 +85,15 @@ function fromInput(args) {
   view.target = { kernel: args.kernel || undefined, execution: args.execution || undefined };
 }
 
-// The result names the execution and, from a server that has it, carries the first page
-// (`view`): drawn at once; the tools are asked only for what follows.
+// The result names the execution (kernel and number); the view reads it.
 function fromResult(result) {
   const named = (result._meta || {})["loomgate/execution"];
   const data = result.structuredContent || {};
-  const { view: page, ...target } = named || { kernel: data.kernel, execution: data.execution };
+  const target = { ...(named || { kernel: data.kernel, execution: data.execution }) };
   if (target.execution === undefined && view.target) target.execution = view.target.execution;
   if (target.kernel === undefined && view.target) target.kernel = view.target.kernel;
   view.target = target;
-  if (!page) { refresh(); return; }
-  show(page);
-  follow();
+  refresh();
 }
 
 function args(extra = {}) {
