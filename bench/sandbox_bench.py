@@ -3,8 +3,10 @@
 Run: `uv run --frozen python -m bench.sandbox_bench [--rounds 5] [--big-rounds 3] [--out F.md]`
 
 On one gateway whose default profile is none, each kernel asking for its profile: kernel start
-(POST kernels → idle, prewarm off) with the memory of each kernel just started (its own RSS,
-and that of bubblewrap's monitor and the sandbox's init, named by its resident.json);
+(POST kernels → idle, prewarm off; each start once the last kernel's processes are gone), held
+to its goal by both the median of the same-round differences and the medians' difference, with
+the memory of each kernel just started (its own RSS, and that of bubblewrap's monitor and the
+sandbox's init, named by its resident.json);
 run_cell("1+1") as the gateway's submit, one kernel per profile, interleaved in blocks; a cell
 printing 1,000,000 lines. Then two gateways with a pool (`--prewarm 1`), default none and
 default workspace: a new kernel claimed from the pool, each pool full before a claim. The sides
@@ -22,7 +24,7 @@ import shutil
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,12 +142,29 @@ async def kernel_starts(
             began = time.perf_counter()
             kernel = await started(http, profile, cwd)
             took = (time.perf_counter() - began) * 1000
+            pids = processes_of(gateway, kernel["id"])
             if turn:
                 times[profile].append(took)
                 memory[profile].append(memory_of(gateway, kernel["id"]))
             r = await http.delete(f"{API}/{kernel['id']}")
             assert r.status_code == 200, r.text
+            await reaped(pids.values())
     return times, memory
+
+
+async def reaped(pids: Collection[int], timeout: float = 30.0) -> None:
+    """Return once none of `pids` is left, zombies included, so that no start overlaps the last
+    kernel's end. Polled: a process that is not ours gives no event when it is reaped (an
+    orphaned sandbox init waits for the machine's pid 1)."""
+    deadline = time.monotonic() + timeout
+    while left(pids):
+        assert time.monotonic() < deadline, f"processes {list(pids)} still there after {timeout} s"
+        await asyncio.sleep(0.005)
+
+
+def left(pids: Collection[int]) -> bool:
+    """Return whether any of `pids` is still a process (a zombie counts)."""
+    return any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 
 async def run_cells(
@@ -311,16 +330,17 @@ def report(
         "",
         f"## Kernel start, prewarm off ({args.rounds} rounds, the profiles in turn)",
         "",
-        "| profile | POST kernels → idle | − none, same round | goal |",
+        "| profile | POST kernels → idle | − none, same round | goal (both figures) |",
         "|---|---|---|---|",
         f"| none | {spread(starts['none'])} | | |",
     ]
     for profile in PROFILES[1:]:
         diffs = [s - n for s, n in zip(starts[profile], starts["none"], strict=True)]
         of_medians = statistics.median(starts[profile]) - statistics.median(starts["none"])
+        held = max(statistics.median(diffs), of_medians)
         lines.append(
             f"| {profile} | {spread(starts[profile])} | {spread(diffs, sign='+')}; of the medians "
-            f"{of_medians:+.0f} ms | {verdict('start', of_medians)} |"
+            f"{of_medians:+.0f} ms | {verdict('start', held)} |"
         )
     lines += [
         "",

@@ -81,6 +81,7 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
     assert argv[3:] == [
         "/usr/bin/env",
         f"TMPDIR={tmp_path / 'tmp'}",
+        f"IPYTHONDIR={tmp_path / 'tmp' / 'ipython'}",
         "python",
         "-m",
         "ipykernel_launcher",
@@ -90,7 +91,7 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
     assert not sandbox.has_init  # signals go to the kernel process itself
     assert stat.S_IMODE((tmp_path / "tmp").stat().st_mode) == 0o700  # the kernel's own
     again = sandbox.command(["python"], cwd=tmp_path, connection_file=connection, unset_env=())
-    assert again[3:] == ["/usr/bin/env", f"TMPDIR={tmp_path / 'tmp'}", "python"]
+    assert again[3:] == [*argv[3:6], "python"]
 
 
 def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:

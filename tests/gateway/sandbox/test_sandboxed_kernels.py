@@ -331,6 +331,21 @@ async def test_the_working_directory_and_temp_dir_are_writable(
     assert (place.project / name).read_text() == "kept"
 
 
+@pytest.mark.parametrize("profile", CONFINED)
+async def test_ipython_has_a_writable_dir_of_its_own(
+    http: httpx.AsyncClient, kernels: dict[str, str], profile: str
+) -> None:
+    # ~/.ipython is read-only inside: IPython would warn and make a new temp dir at each ask.
+    code = (
+        "import os, warnings\nfrom IPython.paths import get_ipython_dir\n"
+        "warnings.simplefilter('error')\n"
+        "d = get_ipython_dir(); print(d, os.access(d, os.W_OK), get_ipython_dir() == d)"
+    )
+    execution = await run(http, kernels[profile], code)
+    assert execution["state"] == "completed", output_texts(execution)
+    assert output_texts(execution) == ["/tmp/ipython True True"]
+
+
 class Listener:
     """A TCP and a UDP server on loopback, outside any sandbox, noting what reaches them."""
 

@@ -35,6 +35,9 @@ ISOLATION = (
     "--new-session",
 )
 TMP = Path("/tmp")
+# The kernel's IPython dir, in its own /tmp: ~/.ipython is read-only in the sandbox, and IPython
+# would otherwise make a new temp dir, with a warning, each time something asks for it.
+IPYTHON_DIR = TMP / "ipython"
 GIT_GUARDED = (".git/hooks", ".git/config")  # in a writable dir: kept read-only
 PROC_READ_ONLY = (Path("/proc/sys"), Path("/proc/sysrq-trigger"))
 HIDDEN_DIR_MODE = "0000"  # listing or entering it: PermissionError
@@ -125,7 +128,7 @@ def command(
     # Read-only last: bwrap made the mount points of the re-exposed paths inside them first.
     for path in tmpfs:
         argv += ["--remount-ro", str(path)]
-    argv += ["--setenv", "TMPDIR", str(TMP)]
+    argv += ["--setenv", "TMPDIR", str(TMP), "--setenv", "IPYTHONDIR", str(IPYTHON_DIR)]
     for name in dict.fromkeys(unset_env):
         argv += ["--unsetenv", name]
     argv += ["--chdir", str(cwd), "--", *kernel_cmd]

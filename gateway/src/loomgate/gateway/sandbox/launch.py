@@ -127,7 +127,8 @@ class SandboxLaunch:
         text = macos.sbpl_profile(
             self.rules, temp_dir=temp, kernel_dir=self.directory, readable=[connection_file]
         )
-        return macos.sandbox_exec_command(text, ["/usr/bin/env", f"TMPDIR={temp}", *kernel_cmd])
+        environment = [f"TMPDIR={temp}", f"IPYTHONDIR={temp / bubblewrap.IPYTHON_DIR.name}"]
+        return macos.sandbox_exec_command(text, ["/usr/bin/env", *environment, *kernel_cmd])
 
     async def started(self) -> None:
         """Note the sandbox's init once bubblewrap has named it (sandbox-exec has none)."""
