@@ -107,18 +107,6 @@ async def interleave(
     return samples
 
 
-def block_ratios(
-    samples: Mapping[str, list[float]], side: str, base: str, block: int = BLOCK
-) -> list[float]:
-    """Return, for each turn of `interleave`'s blocks, `side`'s block median over `base`'s (the
-    two ran minutes apart at most, so a drift of the machine cancels)."""
-    return [
-        statistics.median(samples[side][i * block : (i + 1) * block])
-        / statistics.median(samples[base][i * block : (i + 1) * block])
-        for i in range(len(samples[base]) // block)
-    ]
-
-
 class RssSampler:
     """Samples a process's resident set size in a thread; reports the peak above the start."""
 
