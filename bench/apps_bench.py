@@ -27,7 +27,7 @@ from pathlib import Path
 from mcp import Client
 from playwright.async_api import Browser, Page, Route
 
-from bench.gateway_bench import interleave, publish
+from bench.gateway_bench import KEEP_RESULTS, interleave, publish
 from tests.support.apps_hosts import apps_extension
 from tests.support.browser import browser
 from tests.support.gateways import GatewayProcess
@@ -108,17 +108,20 @@ async def latency(gw: GatewayProcess, iterations: int) -> dict[str, list[float]]
         Client(stdio(gw, "--kernel", "bench-apps")) as second,
         Client(stdio(gw, "--kernel", "bench-apps"), extensions=[apps_extension()]) as host,
     ):
+        assert not (await plain.call_tool("run_cell", {"code": KEEP_RESULTS})).is_error
 
         def without(client: Client) -> Callable[[], Awaitable[None]]:
             async def run() -> None:
                 result = await client.call_tool("run_cell", {"code": "1+1"})
                 assert not result.is_error and "loomgate/execution" not in (result.meta or {})
+                assert (result.structured_content or {}).get("output_lines") == 1, result  # `2`
 
             return run
 
         async def with_apps() -> None:
             result = await host.call_tool("run_cell", {"code": "1+1"})
             assert not result.is_error and "loomgate/execution" in (result.meta or {})
+            assert (result.structured_content or {}).get("output_lines") == 1, result
 
         runs = {"without": without(plain), "floor": without(second), "with": with_apps}
         return await interleave(runs, iterations, 1)

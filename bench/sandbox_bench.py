@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from bench.gateway_bench import BIG_CELL, interleave, publish, rotated
+from bench.gateway_bench import BIG_CELL, KEEP_RESULTS, interleave, publish, rotated
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from tests.support.cells import output_texts
 from tests.support.gateways import GatewayProcess, child_pids
@@ -173,6 +173,12 @@ async def run_cells(
     http: httpx.AsyncClient, kernels: dict[str, str], iterations: int
 ) -> dict[str, list[float]]:
     """Return run_cell("1+1") latencies (ms) per kernel, one cell each in turn."""
+
+    for kernel_id in kernels.values():
+        r = await http.post(
+            f"{API}/{kernel_id}/executions", json={"code": KEEP_RESULTS, "wait": 60}
+        )
+        assert r.json()["execution"]["state"] == "completed", r.text
 
     def run_on(kernel_id: str) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
