@@ -8,8 +8,8 @@ to its goal by both the median of the same-round differences and the medians' di
 the memory of each kernel just started (its own RSS, and that of bubblewrap's monitor and the
 sandbox's init, named by its resident.json);
 run_cell("1+1") as the gateway's submit, one kernel per profile and a second none kernel (the
-floor: what two kernels differ by), one cell each in turn; a cell
-printing 1,000,000 lines. Then two gateways with a pool (`--prewarm 1`), default none and
+floor: what two kernels differ by), one cell each in turn; a cell printing 1,000,000 lines on
+the same four kernels in turn. Then two gateways with a pool (`--prewarm 1`), default none and
 default workspace: a new kernel claimed from the pool, each pool full before a claim. The sides
 take turns, and every figure counts only once what was timed found what it should (the profile
 asked for, `2`, 1,000,000 stdout lines in the record, the pool's own kernel).
@@ -40,7 +40,7 @@ from tests.support.gateways import GatewayProcess, child_pids
 
 API = "/api/loomgate/kernels"
 PROFILES = ("none", "workspace", "strict")
-FLOOR = "none, a second kernel"  # beside none in run_cell: what two kernels differ by
+FLOOR = "none, a second kernel"  # beside none in run_cell and the big cell: what two differ by
 POOL_TIMEOUT = 120.0
 # Issue 27's goals: what each comparison is held to, and the figure's limit.
 GOALS = {
@@ -58,6 +58,7 @@ class Figures:
     memory: dict[str, list[dict[str, float]]]
     cells: dict[str, list[float]]
     big: dict[str, list[float]]
+    big_cpu: dict[str, list[float]]
 
 
 def gateway_in(root: Path, name: str, default: str, prewarm: int = 0) -> GatewayProcess:
@@ -205,23 +206,37 @@ def cell_rows(samples: dict[str, list[float]]) -> list[str]:
     return rows
 
 
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time process `pid` has run so far, all its threads (clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def big_cells(
-    http: httpx.AsyncClient, kernels: dict[str, str], rounds: int
-) -> dict[str, list[float]]:
-    """Return the 1,000,000-line cell's wall time (s) per profile, the profiles in turn."""
-    seconds: dict[str, list[float]] = {p: [] for p in PROFILES}
-    for turn in range(rounds):
-        for profile in rotated(PROFILES, turn):
+    http: httpx.AsyncClient, kernels: dict[str, str], pids: dict[str, int], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Return the 1,000,000-line cell's wall time (s) per kernel and the CPU time its kernel
+    process (`pids`) spent on it, in a new order each round so that no kernel always follows
+    the same one (what a cell leaves the gateway to do can slow the next)."""
+    seconds: dict[str, list[float]] = {side: [] for side in kernels}
+    cpu: dict[str, list[float]] = {side: [] for side in kernels}
+    shuffle = random.Random(1).shuffle
+    for _ in range(rounds):
+        order = list(kernels)
+        shuffle(order)
+        for side in order:
+            cpu_before = cpu_seconds(pids[side])
             began = time.perf_counter()
             r = await http.post(
-                f"{API}/{kernels[profile]}/executions", json={"code": BIG_CELL, "wait": 3600}
+                f"{API}/{kernels[side]}/executions", json={"code": BIG_CELL, "wait": 3600}
             )
             took = time.perf_counter() - began
             execution = r.json()["execution"]
             assert execution["state"] == "completed", execution
             assert execution["streams"]["stdout"]["lines"] == 1_000_000, execution["streams"]
-            seconds[profile].append(took)
-    return seconds
+            seconds[side].append(took)
+            cpu[side].append(cpu_seconds(pids[side]) - cpu_before)
+    return seconds, cpu
 
 
 async def pooled_pid(http: httpx.AsyncClient, other_than: int | None) -> int:
@@ -272,12 +287,14 @@ async def measure_one_gateway(root: Path, project: Path, args: argparse.Namespac
             kernels = {p: (await started(http, p, project))["id"] for p in PROFILES}
             floor = (await started(http, "none", project))["id"]
             cells = await run_cells(http, {**kernels, FLOOR: floor}, args.iterations)
-            big = await big_cells(http, kernels, args.big_rounds)
+            sides = {**kernels, FLOOR: floor}
+            pids = {side: processes_of(gateway, k)["kernel"] for side, k in sides.items()}
+            big, big_cpu = await big_cells(http, sides, pids, args.big_rounds)
             for kernel_id in [*kernels.values(), floor]:
                 await http.delete(f"{API}/{kernel_id}")
     finally:
         gateway.stop()
-    return Figures(starts, memory, cells, big)
+    return Figures(starts, memory, cells, big, big_cpu)
 
 
 async def measure_pools(root: Path, rounds: int) -> dict[str, list[float]]:
@@ -342,15 +359,13 @@ def ratio_rows(
     goal: str,
 ) -> list[str]:
     """Return table rows: each side's figure, and each side but none over none's in the same
-    turn, with the goal."""
+    turn, with the goal (none for the floor, a second none kernel, nor for `goal` "")."""
     rows = [f"| none | {show(samples['none'])} | | |"]
     for side in samples:
         if side != "none":
             turns = per_turn(samples, side)
-            rows.append(
-                f"| {side} | {show(samples[side])} | {ratios(turns)} | "
-                f"{verdict(goal, statistics.median(turns))} |"
-            )
+            held = "" if side == FLOOR or not goal else verdict(goal, statistics.median(turns))
+            rows.append(f"| {side} | {show(samples[side])} | {ratios(turns)} | {held} |")
     return rows
 
 
@@ -393,11 +408,19 @@ def report(
         "|---|---|---|---|",
         *cell_rows(figures.cells),
         "",
-        f"## A cell printing 1,000,000 lines ({args.big_rounds} rounds, the profiles in turn)",
+        f"## A cell printing 1,000,000 lines ({args.big_rounds} rounds, the kernels in a new "
+        "order each round)",
         "",
         "| profile | wall time | / none, same round | goal |",
         "|---|---|---|---|",
         *ratio_rows(figures.big, lambda v: spread(v, "s", 2), paired, "big"),
+        "",
+        "The kernel process's own CPU time for the same cells (all its threads; what a sandbox",
+        "could slow, without the gateway's share of the wall time):",
+        "",
+        "| profile | the kernel's CPU | / none, same round | |",
+        "|---|---|---|---|",
+        *ratio_rows(figures.big_cpu, lambda v: spread(v, "s", 2), paired, ""),
         "",
         f"## Memory of a kernel just started (RSS; {args.rounds} kernels per profile)",
         "",

@@ -112,9 +112,12 @@ class KernelChannels:
         Like jupyter_server's nudge: keep sending kernel_info requests until one reply has come
         back and IOPub has delivered a message caused by one of them. They go on the control
         channel, which a kernel answers even while a cell runs (a kernel taken back mid-cell).
+        The next request goes after NUDGE_INTERVAL, or as soon as a reply comes with nothing on
+        IOPub yet: the kernel is up and only its IOPub subscription is still on the way.
         """
         loop = asyncio.get_running_loop()
-        self._iopub_seen = loop.create_future()
+        iopub_seen: asyncio.Future[None] = loop.create_future()
+        self._iopub_seen = iopub_seen
         deadline = loop.time() + timeout
         await self._open(timeout)
         replies: list[asyncio.Future[Message]] = []
@@ -125,13 +128,21 @@ class KernelChannels:
                 msg_id, future = self._send_expecting_reply("kernel_info_request", {}, "control")
                 self._probes.add(msg_id)
                 replies.append(future)
-                pending: list[asyncio.Future[Any]] = [*replies, self._iopub_seen]
-                waiting = [f for f in pending if not f.done()]
-                await asyncio.wait(waiting, timeout=NUDGE_INTERVAL)
-                answered = [f.result() for f in replies if f.done()]
-                if answered and self._iopub_seen.done():
-                    await self._connected(max(0.0, deadline - loop.time()))
-                    return answered[0]
+                nudge_at = min(loop.time() + NUDGE_INTERVAL, deadline)
+                while True:
+                    pending: list[asyncio.Future[Any]] = [*replies, iopub_seen]
+                    waiting = [f for f in pending if not f.done()]
+                    done, _ = await asyncio.wait(
+                        waiting,
+                        timeout=max(0.0, nudge_at - loop.time()),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    answered = [f.result() for f in replies if f.done()]
+                    if answered and iopub_seen.done():
+                        await self._connected(max(0.0, deadline - loop.time()))
+                        return answered[0]
+                    if not done or future.done():
+                        break
         finally:
             for future in replies:
                 future.cancel()

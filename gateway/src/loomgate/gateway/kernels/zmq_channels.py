@@ -15,6 +15,12 @@ from zmq.utils.monitor import parse_monitor_message
 
 from loomgate.gateway.kernels.kernel_channels import Channel, Handler, KernelChannels, Message
 
+# The channels connect before the kernel has bound its sockets, and ZMQ tries a refused connect
+# again after RECONNECT_IVL and a random part of it more: at ZMQ's default of 100 ms, a kernel's
+# start waits up to 200 ms after its sockets are bound. Each try costs well under a millisecond
+# of CPU, paid while a kernel starts and until the channels of one that died are closed.
+RECONNECT_INTERVAL_MS = 10
+
 
 def channel_url(info: Mapping[str, object], channel: str) -> str:
     """Return the ZMQ address of one of a kernel's channels, from its connection info."""
@@ -35,6 +41,7 @@ class ZmqChannels(KernelChannels):
         self, km: AsyncIOLoopKernelManager, *, on_iopub: Handler, on_stdin: Handler
     ) -> None:
         super().__init__(km.session, on_iopub=on_iopub, on_stdin=on_stdin)
+        km.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)  # for the sockets below
         identity = uuid.uuid4().hex.encode()
         self.iopub: ZMQStream = km.connect_iopub()
         self.shell: ZMQStream = km.connect_shell(identity=identity)
@@ -66,6 +73,7 @@ class ZmqChannels(KernelChannels):
         # when transport encryption is on.
         socket: zmq.Socket[bytes] = zmq.Context.shadow(km.context).socket(zmq.DEALER)
         socket.linger = 1000
+        socket.reconnect_ivl = RECONNECT_INTERVAL_MS  # a shadow has none of the context's options
         socket.identity = identity
         if km.curve_publickey is not None:
             socket.curve_secretkey = km.curve_secretkey
