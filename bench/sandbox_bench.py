@@ -217,7 +217,7 @@ async def big_cells(
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Return the 1,000,000-line cell's wall time (s) per kernel and the CPU time its kernel
     process (`pids`) spent on it, in a new order each round so that no kernel always follows
-    the same one (what a cell leaves the gateway to do can slow the next)."""
+    the same one."""
     seconds: dict[str, list[float]] = {side: [] for side in kernels}
     cpu: dict[str, list[float]] = {side: [] for side in kernels}
     shuffle = random.Random(1).shuffle
@@ -286,11 +286,11 @@ async def measure_one_gateway(root: Path, project: Path, args: argparse.Namespac
             starts, memory = await kernel_starts(gateway, http, project, args.rounds)
             kernels = {p: (await started(http, p, project))["id"] for p in PROFILES}
             floor = (await started(http, "none", project))["id"]
-            cells = await run_cells(http, {**kernels, FLOOR: floor}, args.iterations)
             sides = {**kernels, FLOOR: floor}
+            cells = await run_cells(http, sides, args.iterations)
             pids = {side: processes_of(gateway, k)["kernel"] for side, k in sides.items()}
             big, big_cpu = await big_cells(http, sides, pids, args.big_rounds)
-            for kernel_id in [*kernels.values(), floor]:
+            for kernel_id in sides.values():
                 await http.delete(f"{API}/{kernel_id}")
     finally:
         gateway.stop()
