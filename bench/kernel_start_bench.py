@@ -16,50 +16,39 @@ import argparse
 import asyncio
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import BinaryIO
 
 import httpx
 
 from bench.gateway_bench import publish, rotated
 from bench.sandbox_bench import API, gateway_in, load, processes_of, reaped, spread, started
-from loomgate.translator.client.local_gateway import gateway_command
 from tests.support.gateways import GatewayProcess
 
 PROFILES = ("none", "workspace")
 ZMQ_DEFAULT_MS = 100
 
-# The second gateway: its module's interval set before the gateway's app runs.
+# The second gateway's launcher (`python -c AT_ZMQ_DEFAULT`, then the gateway's own command):
+# the module's interval set back, then the gateway run as `python -m loomgate.gateway` runs it.
 AT_ZMQ_DEFAULT = (
     "import runpy, sys\n"
+    "assert sys.argv[1:4] == [sys.executable, '-m', 'loomgate.gateway'], sys.argv\n"
     "import loomgate.gateway.kernels.zmq_channels as channels\n"
     f"channels.RECONNECT_INTERVAL_MS = {ZMQ_DEFAULT_MS}\n"
     "print(f'{channels.RECONNECT_INTERVAL_MS=}', file=sys.stderr, flush=True)\n"
-    "sys.argv = sys.argv[:1] + sys.argv[3:]\n"
+    "sys.argv = sys.argv[:1] + sys.argv[4:]\n"
     "runpy.run_module('loomgate.gateway', run_name='__main__', alter_sys=True)\n"
 )
 
 
-class DefaultIntervalGateway(GatewayProcess):
-    """A gateway whose channels wait ZMQ's default interval before trying a connect again."""
-
-    def _spawn(self, env: dict[str, str], log: BinaryIO) -> subprocess.Popen[bytes]:
-        extra = ["--log-level", "DEBUG", "--prewarm", str(self.prewarm), *self.extra_args]
-        command = gateway_command(port=self.port, extra=extra)
-        assert command[:3] == [sys.executable, "-m", "loomgate.gateway"], command
-        argv = [sys.executable, "-c", AT_ZMQ_DEFAULT, *command[1:]]
-        return subprocess.Popen(argv, env=env, stdout=log, stderr=log, cwd=self.cwd)
-
-
 def default_interval_gateway(root: Path) -> GatewayProcess:
-    """Return a (not started) gateway like `gateway_in(root, 'zmq-default', 'none')`, at ZMQ's
-    default interval."""
-    made = gateway_in(root, "zmq-default", "none")
-    return DefaultIntervalGateway(made.state_dir, env=made.env)
+    """Return a (not started) gateway like `gateway_in(root, 'zmq-default', 'none')`, whose
+    channels wait ZMQ's default interval before trying a connect again."""
+    gateway = gateway_in(root, "zmq-default", "none")
+    gateway.launcher = [sys.executable, "-c", AT_ZMQ_DEFAULT]
+    return gateway
 
 
 async def starts(
