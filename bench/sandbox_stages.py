@@ -27,6 +27,7 @@ from pathlib import Path
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
+from bench.sandbox_bench import cpu_ms
 from loomgate.gateway.sandbox import bubblewrap, entry
 from loomgate.gateway.sandbox.catalog import SandboxCatalog
 from loomgate.gateway.sandbox.launch import SandboxLaunch
@@ -60,12 +61,13 @@ def spawned(name: str, argv: list[str]) -> float:
 
 
 def tree_cpu_ms(pid: int) -> float:
-    """Return the CPU time (ms) process `pid` and its live descendants have run so far."""
-    total = 0
+    """Return the CPU time (ms) process `pid` and its live descendants, every thread, have run
+    so far."""
+    total = 0.0
     for each in (pid, *child_pids(pid)):
-        with contextlib.suppress(OSError):
-            total += int(Path(f"/proc/{each}/schedstat").read_text().split()[0])
-    return total / 1e6
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            total += cpu_ms(each)
+    return total
 
 
 def kernel_ready(name: str, argv: list[str], connection_file: Path, env: dict[str, str]) -> float:
