@@ -138,10 +138,6 @@ SIGNALS = (
     "test_the_memory_limit_ends_a_runaway_cell_and_the_kernel_comes_back: the restart's "
     "SIGKILL) and test_sandboxed_residency.py"
 )
-ENTRY_EXEC = (
-    "what the entry hands bwrap once exec succeeds is covered by test_entry.py "
-    "(test_the_entry_execs_what_follows)"
-)
 
 
 RULES = (
@@ -647,20 +643,7 @@ RULES = (
         "if signum != signal.SIGKILL",
         PROCESS_ONLY + SIGNALS,
     ),
-    Rule("sandbox.entry.x_main_", '"--info-fd", ', PROCESS_ONLY + ENTRY_EXEC),
-    Rule("sandbox.entry.x_main_", "str(fd), *bwrap[1:]]", PROCESS_ONLY + ENTRY_EXEC),
-    Rule("sandbox.entry.x_main_", "*bwrap[2:]", PROCESS_ONLY + ENTRY_EXEC),
-    Rule(
-        "sandbox.entry.x_main_",
-        "return 2  # not reached",
-        "execv returns only by raising, so the line after it is never reached",
-    ),
     Rule("sandbox.entry.x_read_info_", "time.monotonic() > deadline", UNTIMED),
-    Rule(
-        "sandbox.entry.x_rlimit_",
-        'pair.rpartition(":")',
-        'with one ":" both split alike, and with more one side holds a ":" (no number) either way',
-    ),
     # last seen
     Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
     Rule(

@@ -22,12 +22,15 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
 from bench.sandbox_bench import cpu_ms
+from loomgate.gateway.kernels.zmq_channels import RECONNECT_INTERVAL_MS
 from loomgate.gateway.sandbox import bubblewrap, entry
 from loomgate.gateway.sandbox.catalog import SandboxCatalog
 from loomgate.gateway.sandbox.launch import SandboxLaunch
@@ -45,16 +48,42 @@ def ms_since(began: int) -> float:
 CPU: dict[str, list[float]] = {}  # each process stage's CPU time (user + system), ms
 
 
-def spawned(name: str, argv: list[str]) -> float:
-    """Return the ms from spawning `argv` to its exit (checked to succeed), noting its CPU time
-    (of the process and the children it waited for) under `name`."""
+def spawned(name: str, argv: list[str], plan: entry.Plan | None = None) -> float:
+    """Return the ms from spawning `argv` (on the entry's thread, scoped, under `plan`) to its
+    exit (checked to succeed), noting its CPU time (of the process and the children it waited
+    for) under `name`."""
     began = time.perf_counter_ns()
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    start = partial(subprocess.Popen, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = start() if plan is None else entry.spawn(plan, start)
     _, status, usage = os.wait4(process.pid, 0)
     took = ms_since(began)
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.stderr is not None
     assert process.returncode == 0, (argv[:3], process.stderr.read().decode()[-500:])
+    process.stderr.close()
+    CPU.setdefault(name, []).append((usage.ru_utime + usage.ru_stime) * 1000)
+    return took
+
+
+def launched(
+    name: str, launch: SandboxLaunch, kernel: list[str], project: Path, connection_file: Path
+) -> float:
+    """Return the ms from a start of `kernel` through the entry and bwrap, as the gateway's
+    provisioner starts one, to its exit; noting its CPU time under `name`."""
+
+    def start(argv: list[str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=fds
+        )
+
+    began = time.perf_counter_ns()
+    process = launch.spawn(
+        kernel, start, cwd=project, connection_file=connection_file, unset_env=()
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    took = ms_since(began)
+    assert process.stderr is not None
+    assert os.waitstatus_to_exitcode(status) == 0, process.stderr.read().decode()[-500:]
     process.stderr.close()
     CPU.setdefault(name, []).append((usage.ru_utime + usage.ru_stime) * 1000)
     return took
@@ -70,32 +99,50 @@ def tree_cpu_ms(pid: int) -> float:
     return total
 
 
-def kernel_ready(name: str, argv: list[str], connection_file: Path, env: dict[str, str]) -> float:
-    """Return the ms from spawning kernel `argv` to its first kernel_info reply, noting the CPU
-    time its processes ran until then under `name`; the kernel (its sandbox's init when there
-    is one) is killed after."""
+def kernel_ready(
+    name: str,
+    argv: list[str],
+    connection_file: Path,
+    env: dict[str, str],
+    launch: SandboxLaunch | None = None,
+) -> float:
+    """Return the ms from spawning kernel `argv` (through `launch`'s entry and bwrap, when
+    given) to its first kernel_info reply, noting the CPU time its processes ran until then
+    under `name`; the kernel (its sandbox's init when there is one) is killed after."""
     info = bubblewrap.info_file(connection_file.parent)
     info.unlink(missing_ok=True)
     for socket_file in bubblewrap.ipc_dir(connection_file.parent).iterdir():
         socket_file.unlink()  # the last kernel's: a client must not reach it before it is gone
     fds: tuple[int, ...] = ()
-    if Path(argv[0]).name == "bwrap":  # no entry to open the info file: open it here
-        fds = (os.open(info, os.O_WRONLY | os.O_CREAT, 0o600),)
+    if Path(argv[0]).name == "bwrap":  # bwrap alone: its info file opened here
+        fds = (entry.open_info(info),)
         argv = [argv[0], "--info-fd", str(fds[0]), *argv[1:]]
+
+    def start(argv: list[str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=fds,
+        )
+
     began = time.perf_counter_ns()
-    process = subprocess.Popen(
-        argv,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        pass_fds=fds,
-    )
+    if launch is None:
+        process = start(argv, fds)
+    else:
+        process = launch.spawn(
+            argv, start, cwd=Path.cwd(), connection_file=connection_file, unset_env=()
+        )
     for fd in fds:
         os.close(fd)
     client = BlockingKernelClient()
     client.load_connection_file(str(connection_file))
+    # As the gateway's channels do: a connect refused before the kernel binds is tried again
+    # soon, not after ZMQ's 100 ms and more.
+    client.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)
     client.start_channels(iopub=False, stdin=False, hb=False, control=False)
     try:
         # The request waits in the client's socket until the kernel has bound its own.
@@ -154,15 +201,19 @@ def main() -> None:
             str(connection_file),
             "--HistoryManager.hist_file=:memory:",
         ]
-        full = launch.command(
-            kernel, cwd=project, connection_file=connection_file, unset_env=("JPY_PARENT_PID",)
+        bwrap_argv = bubblewrap.command(
+            rules,
+            kernel,
+            bwrap=mechanism.bwrap,
+            cwd=project,
+            kernel_dir=launch.directory,
+            connection_file=connection_file,
+            unset_env=("JPY_PARENT_PID",),
         )
-        split = full.index("--", full.index("--info"))
-        bwrap_argv = full[split + 1 :]
         bwrap_true = [*bwrap_argv[: bwrap_argv.index("--", 1) + 1], "/bin/true"]
         minimal = [mechanism.bwrap, *bubblewrap.ISOLATION, "--ro-bind", "/", "/"]
         minimal += ["--dev", "/dev", "--proc", "/proc", "--", "/bin/true"]
-        entry_true = [*full[: split + 1], "/bin/true"]
+        entry_true = entry.command(launch.plan, ["/bin/true"])
         print(
             f"bwrap arguments: {len(bwrap_argv)}; mounts of hidden paths: "
             f"{sum(a in ('--tmpfs', '--ro-bind', '--bind') for a in bwrap_argv)}"
@@ -182,12 +233,11 @@ def main() -> None:
         stages: dict[str, Callable[[], float]] = {
             "gateway: profile made concrete": rules_stage,
             "gateway: sandbox prepared + command": prepare_stage,
-            "python -I -c pass": lambda: spawned("python", [sys.executable, "-I", "-c", "pass"]),
-            "entry -> /bin/true": lambda: spawned("entry", entry_true),
+            "entry -> /bin/true": lambda: spawned("entry", entry_true, launch.plan),
             "bwrap (minimal) -> /bin/true": lambda: spawned("bwrap (minimal)", minimal),
             "bwrap (kernel's mounts) -> /bin/true": lambda: spawned("bwrap", bwrap_true),
-            "entry + bwrap -> /bin/true": lambda: spawned(
-                "entry + bwrap", [*full[: split + 1], *bwrap_true]
+            "entry + bwrap -> /bin/true": lambda: launched(
+                "entry + bwrap", launch, ["/bin/true"], project, connection_file
             ),
         }
         if not args.no_kernels:
@@ -199,7 +249,7 @@ def main() -> None:
                     "kernel in bwrap", bwrap_argv, connection_file, env
                 ),
                 "kernel entry + bwrap -> kernel_info": lambda: kernel_ready(
-                    "kernel entry + bwrap", full, connection_file, env
+                    "kernel entry + bwrap", kernel, connection_file, env, launch
                 ),
             }
         for stage in stages.values():  # warm the page cache

@@ -1,8 +1,9 @@
-"""Running a plain `python -c PAYLOAD` under the entry and bwrap, as the gateway runs a kernel;
+"""Running a plain `python -c PAYLOAD` through the entry and bwrap, as the gateway runs a kernel;
 the sandbox is always ended by its init's pid, also when a test fails."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -68,9 +69,10 @@ def argv(
     limits: KernelLimits | None = None,
     landlock: bool = True,
     args: Sequence[str] = (),
+    info_fd: int | None = None,
 ) -> list[str]:
-    """Return the gateway's argv for `payload`: entry, then bwrap, then python."""
-    bubblewrap.prepare_kernel_dir(kernel_dir)
+    """Return the gateway's argv for `payload`: entry, then bwrap, then python (in a prepared
+    kernel dir)."""
     bwrap = probe().bwrap
     assert bwrap is not None, probe().bwrap_problem
     inner = bubblewrap.command(
@@ -81,14 +83,18 @@ def argv(
         kernel_dir=kernel_dir,
         connection_file=connection_file,
         unset_env=("JPY_PARENT_PID", "LOOMGATE_TOKEN"),
+        info_fd=info_fd,
     )
-    plan = entry.Plan(
-        info_file=bubblewrap.info_file(kernel_dir),
+    return [*(limits.prefix if limits else []), *entry.command(plan_of(limits, landlock), inner)]
+
+
+def plan_of(limits: KernelLimits | None, landlock: bool) -> entry.Plan:
+    """Return the entry's plan for `limits` (none: no cgroup, no rlimit)."""
+    return entry.Plan(
         join_files=tuple(limits.join_files) if limits else (),
         rlimits=dict(limits.rlimits) if limits else {},
         landlock=landlock,
     )
-    return [*(limits.prefix if limits else []), *entry.command(plan, inner)]
 
 
 @contextmanager
@@ -102,15 +108,33 @@ def started(
     **options: object,
 ) -> Iterator[Sandbox]:
     """Start `payload` in a sandbox (stdout and stderr piped); end it on leaving."""
-    command = argv(rule_set, payload, cwd=cwd, kernel_dir=kernel_dir, **options)  # type: ignore[arg-type]
-    process = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    options.setdefault("landlock", True)
+    bubblewrap.prepare_kernel_dir(kernel_dir)
+    info_fd = entry.open_info(bubblewrap.info_file(kernel_dir))
+    try:
+        command = argv(
+            rule_set,
+            payload,
+            cwd=cwd,
+            kernel_dir=kernel_dir,
+            info_fd=info_fd,
+            **options,  # type: ignore[arg-type]
+        )
+        plan = plan_of(options.get("limits"), bool(options["landlock"]))  # type: ignore[arg-type]
+        process = entry.spawn(
+            plan,
+            lambda: subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                pass_fds=(info_fd,),
+            ),
+        )
+    finally:
+        os.close(info_fd)
     init_pid, init_start = 0, None
     try:
         init_pid = entry.read_info(bubblewrap.info_file(kernel_dir), START_TIMEOUT)

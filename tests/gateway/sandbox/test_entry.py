@@ -1,10 +1,12 @@
-"""The entry stage before bwrap run for real: its one-line errors, and a run that joins the
-kernel's cgroups, sets rlimits and Landlock scopes, and hands bwrap its info fd (its plan and
-what needs no exec: test_entry_plan.py)."""
+"""The entry before bwrap run for real: its shell's one-line errors, arguments kept as they are,
+the exec in the shell's own process, and a run that joins the kernel's cgroups, sets rlimits and
+Landlock scopes and hands bwrap its info fd (its plan and what needs no exec:
+test_entry_plan.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -17,52 +19,67 @@ from loomgate.gateway.sandbox.limits import KernelLimits
 from tests.gateway.sandbox import sandboxes
 
 MiB = 2**20
+ECHO_ARGV = "import json, os, sys; print(json.dumps([os.getpid(), sys.argv[1:]]))"
 
 
-def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the entry with `args`, as the gateway does."""
-    return subprocess.run(
-        [*entry.prefix(sys.executable), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+def run_entry(plan: entry.Plan, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run the entry with `plan` in front of `argv`, as the gateway does."""
+    return entry.spawn(
+        plan,
+        lambda: subprocess.run(
+            entry.command(plan, argv), capture_output=True, text=True, timeout=60, check=False
+        ),
     )
 
 
 @pytest.mark.parametrize(
-    ("args", "status", "says"),
+    ("plan", "argv", "status", "says"),
     [
-        (["--", "/bin/true"], 2, "needs --info FILE"),
         (
-            ["--join", "/nonexistent/cgroup.procs", "--info", "INFO", "--", "/bin/true"],
+            entry.Plan(["/nonexistent/cgroup.procs"]),
+            ["/bin/true"],
             1,
-            "cannot join the kernel's cgroup /nonexistent/cgroup.procs: No such file",
+            "loomgate sandbox entry: cannot join the kernel's cgroup /nonexistent/cgroup.procs",
         ),
-        (["--info", "/nonexistent/info.json", "--", "/bin/true"], 1, "No such file or directory"),
+        (entry.Plan(), ["/nonexistent/bwrap", "--x"], 127, "/nonexistent/bwrap: not found"),
+        # Soft above hard: the shell's ulimit refuses, and nothing runs.
         (
-            ["--info", "INFO", "--", "/nonexistent/bwrap"],
+            entry.Plan(rlimits={"RLIMIT_DATA": (2 * MiB, MiB)}),
+            ["/bin/echo", "ran"],
             1,
-            "cannot run /nonexistent/bwrap: No such file or directory",
+            "ulimit: error setting limit (Invalid argument)",
         ),
     ],
 )
-def test_errors_before_exec_are_one_line(
-    tmp_path: Path, args: list[str], status: int, says: str
+def test_errors_before_exec_are_one_line_and_nothing_runs(
+    plan: entry.Plan, argv: list[str], status: int, says: str
 ) -> None:
-    done = run_entry(*(str(tmp_path / "info.json") if a == "INFO" else a for a in args))
-    assert done.returncode == status
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("loomgate sandbox entry: ")
+    done = run_entry(plan, argv)
+    assert (done.returncode, done.stdout) == (status, "")
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(entry.NAME), done.stderr
     assert says in done.stderr, done.stderr
 
 
-def test_the_entry_execs_what_follows(tmp_path: Path) -> None:
-    info, show = tmp_path / "info.json", tmp_path / "show"
-    show.write_text('#!/bin/sh\necho "$@"\necho child-pid >&3\n')
-    show.chmod(0o755)
-    done = run_entry("--info", str(info), "--", str(show), "x")
-    assert (done.returncode, done.stdout) == (0, "--info-fd 3 x\n"), done.stderr
-    assert info.read_text() == "child-pid\n"  # fd 3 is the info file, open for writing
+def test_what_follows_runs_in_the_shells_own_process_with_its_arguments_as_they_are(
+    tmp_path: Path,
+) -> None:
+    joined = tmp_path / "cgroup.procs"
+    joined.write_text("")
+    args = ["a b", "$HOME", "*", "--", "", "x\ny", "'\"", "-d"]
+    done = run_entry(entry.Plan([str(joined)]), [sys.executable, "-I", "-c", ECHO_ARGV, *args])
+    assert done.returncode == 0, done.stderr
+    pid, seen = json.loads(done.stdout)
+    assert seen == args
+    assert joined.read_text() == f"{pid}\n"  # the pid that joined is the one that ran: an exec
+
+
+def test_the_entrys_children_cannot_signal_outside_and_the_gateway_still_can() -> None:
+    probe = f"import os; os.kill({os.getpid()}, 0)"
+    refused = run_entry(entry.Plan(landlock=True), [sys.executable, "-I", "-c", probe])
+    assert refused.returncode == 1 and "PermissionError" in refused.stderr, refused.stderr
+    allowed = run_entry(entry.Plan(), [sys.executable, "-I", "-c", probe])
+    assert allowed.returncode == 0, allowed.stderr
+    os.kill(os.getpid(), 0)  # this thread was not scoped
 
 
 def test_the_entry_applies_its_plan_before_bwrap(tmp_path: Path) -> None:
@@ -92,20 +109,3 @@ def test_the_entry_applies_its_plan_before_bwrap(tmp_path: Path) -> None:
         assert limits.groups["memory"].exists()
     finally:
         assert limits.remove()
-
-
-def test_the_entry_imports_only_what_it_uses(tmp_path: Path) -> None:
-    # Every kernel start waits for the entry's interpreter: no `site` (its .pth files and
-    # site-packages), no runpy (`-m`), none of the modules its comments keep it from.
-    python, *options = entry.prefix(sys.executable)
-    done = subprocess.run(
-        [python, "-X", "importtime", *options, "--info", str(tmp_path / "i"), "--", "/bin/true"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
-    assert "loomgate.gateway.sandbox.landlock" in imported  # what it needs came
-    assert imported.isdisjoint({"site", "runpy", "json", "pathlib", "collections.abc"}), imported

@@ -1,9 +1,11 @@
 """A confined kernel's launch on described machines: its dir, its command (the entry and bwrap
-on Linux, sandbox-exec on macOS: its text is all that can be checked here), its init noted
-from bwrap's info file, its rules kept for a later gateway and shown on the wire."""
+on Linux, started on the entry's thread; sandbox-exec on macOS: its text is all that can be
+checked here), its init noted from bwrap's info file, its rules kept for a later gateway and
+shown on the wire."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
@@ -196,6 +198,16 @@ def test_a_macos_launch_has_no_limits(temp_root: Path, monkeypatch: pytest.Monke
     assert sandbox.mechanism == "sandbox-exec" and not sandbox.has_init
 
 
+def open_on(path: Path) -> list[int]:
+    """Return this process's fds open on `path`."""
+    found = []
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # the listing's own fd is gone by now
+            if fd.readlink() == path:
+                found.append(int(fd.name))
+    return found
+
+
 async def test_on_linux_the_kernel_runs_through_the_entry_and_bwrap(
     tmp_path: Path, here: Mechanism
 ) -> None:
@@ -211,28 +223,48 @@ async def test_on_linux_the_kernel_runs_through_the_entry_and_bwrap(
     sandbox = SandboxLaunch(RULES, tmp_path / "k", kept, "bubblewrap, landlock scopes")
     connection = tmp_path / "kernel-k1.json"
     connection.write_text("{}")
-    argv = sandbox.command(
-        ["python", "-m", "ipykernel_launcher"],
-        cwd=tmp_path / "project",
-        connection_file=connection,
-        unset_env=["TOKEN"],
+    seen: list[tuple[list[str], tuple[int, ...], str]] = []
+
+    def start(argv: list[str], fds: tuple[int, ...]) -> str:
+        seen.append((argv, fds, str(Path(f"/proc/self/fd/{fds[0]}").readlink())))
+        return "started"
+
+    kernel = ["python", "-m", "ipykernel_launcher"]
+    project = tmp_path / "project"
+    assert (
+        sandbox.spawn(kernel, start, cwd=project, connection_file=connection, unset_env=["TOKEN"])
+        == "started"
     )
-    assert argv[:2] == ["/usr/bin/systemd-run", "--scope"]
-    assert argv[2:8] == entry.prefix()
-    plan, bwrap = entry.Plan.parse(argv[8:])
+    [(argv, fds, opened)] = seen
     info = bubblewrap.info_file(tmp_path / "k")
-    assert plan == entry.Plan(
-        info, [str(tmp_path / "m/cgroup.procs")], {"RLIMIT_DATA": (1, 2)}, True
+    assert opened == str(info) and not open_on(info)  # open for bwrap while it starts, alone
+    assert argv[:2] == ["/usr/bin/systemd-run", "--scope"]
+    plan = entry.Plan([str(tmp_path / "m/cgroup.procs")], {"RLIMIT_DATA": (1, 2)}, landlock=True)
+    assert sandbox.plan == plan
+    assert argv[2:] == entry.command(
+        plan,
+        bubblewrap.command(
+            RULES,
+            kernel,
+            bwrap="/usr/bin/bwrap",
+            cwd=project,
+            kernel_dir=tmp_path / "k",
+            connection_file=connection,
+            unset_env=["TOKEN"],
+            info_fd=fds[0],
+        ),
     )
-    assert bwrap == bubblewrap.command(
-        RULES,
-        ["python", "-m", "ipykernel_launcher"],
-        bwrap="/usr/bin/bwrap",
-        cwd=tmp_path / "project",
-        kernel_dir=tmp_path / "k",
-        connection_file=connection,
-        unset_env=["TOKEN"],
-    )
+    assert argv[argv.index("/usr/bin/bwrap") + 1 : argv.index("/usr/bin/bwrap") + 3] == [
+        "--info-fd",
+        str(fds[0]),
+    ]
+
+    def fail(argv: list[str], fds: tuple[int, ...]) -> str:
+        raise OSError(2, "no bwrap")
+
+    with pytest.raises(OSError, match="no bwrap"):
+        sandbox.spawn(kernel, fail, cwd=project, connection_file=connection, unset_env=[])
+    assert not open_on(info)
     assert sandbox.has_init and not sandbox.alive()
     info.write_text(f'{{"child-pid": {os.getpid()}}}')
     await sandbox.started()

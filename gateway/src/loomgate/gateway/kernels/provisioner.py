@@ -123,14 +123,6 @@ class ResidentProvisioner(LocalProvisioner):
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         """Launch the kernel with stdin on /dev/null and its output in a log of its own."""
         self.log_path = self._output_log()
-        if self.sandbox is not None:
-            assert self.parent is not None
-            cmd = self.sandbox.command(
-                cmd,
-                cwd=Path(kwargs.get("cwd") or Path.cwd()),
-                connection_file=Path(self.parent.connection_file),
-                unset_env=(PARENT_VARIABLE,),
-            )
         assert self.parent is not None
         markers, kernel_id = launch_markers(self.parent), str(self.kernel_id)
         connection_file = self.parent.connection_file
@@ -138,7 +130,17 @@ class ResidentProvisioner(LocalProvisioner):
             markers.launching(kernel_id, connection_file)
         with self.log_path.open("ab") as output:
             kwargs.update(stdin=subprocess.DEVNULL, stdout=output, stderr=output)
-            info = await super().launch_kernel(cmd, **kwargs)  # Popen; nothing awaited after it
+            if self.sandbox is None:
+                info = await super().launch_kernel(cmd, **kwargs)  # Popen; nothing awaited after
+            else:
+                launch = super().launch_kernel  # Popen, on the entry's thread, in a loop of its own
+                info = self.sandbox.spawn(
+                    cmd,
+                    lambda argv, fds: asyncio.run(launch(argv, **kwargs, pass_fds=fds)),
+                    cwd=Path(kwargs.get("cwd") or Path.cwd()),
+                    connection_file=Path(connection_file),
+                    unset_env=(PARENT_VARIABLE,),
+                )
         self.identity = ProcessIdentity.of(self.pid)
         if markers is not None:
             markers.launched(kernel_id, connection_file, self.identity, self.pgid, self.sandbox)

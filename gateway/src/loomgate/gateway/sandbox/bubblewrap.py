@@ -81,8 +81,10 @@ def command(
     kernel_dir: Path,
     connection_file: Path | None,
     unset_env: Iterable[str] = (),
+    info_fd: int | None = None,
 ) -> list[str]:
-    """Return the argv (starting with `bwrap`) that runs `kernel_cmd` under `rules`.
+    """Return the argv (starting with `bwrap`) that runs `kernel_cmd` under `rules` (writing
+    the sandbox init's host pid into `info_fd`, when given).
 
     Later mounts lie over earlier ones: the read-only root, then /tmp, then the writable paths,
     then the hidden ones (hidden wins over writable; the kernel's own dir is always hidden),
@@ -102,7 +104,7 @@ def command(
     # signals, and must not be the sandbox's to rewrite.
     own = [real(ipc_dir(kernel_dir))]
     own += [real(connection_file)] if connection_file is not None else []
-    argv = [bwrap, *ISOLATION]
+    argv = [bwrap, *(["--info-fd", str(info_fd)] if info_fd is not None else []), *ISOLATION]
     if not rules.network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]

@@ -9,9 +9,9 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox import bubblewrap, entry, macos
@@ -24,6 +24,8 @@ from loomgate.shared.sizes import format_size
 IPC_PREFIX = "k"  # a local kernel's ZMQ ipc sockets: k-1 … k-5 in its ipc dir
 INIT_TIMEOUT = 10.0  # how long a start waits for bubblewrap to name its init
 MEMORY_KILL = "killed: memory limit"  # how the death of a kernel its memory limit ended begins
+
+T = TypeVar("T")
 
 
 def kernel_dirs_root() -> Path:
@@ -89,6 +91,13 @@ class SandboxLaunch:
         """Return where the kernel's ZMQ ipc sockets go (files both sides of the sandbox see)."""
         return ipc_prefix(self.directory)
 
+    @property
+    def plan(self) -> entry.Plan:
+        """Return what the entry does for this sandbox before bwrap runs."""
+        return entry.Plan(
+            self.limits.join_files, self.limits.rlimits, landlock=probe().landlock_scopes
+        )
+
     def command(
         self,
         kernel_cmd: Sequence[str],
@@ -96,8 +105,10 @@ class SandboxLaunch:
         cwd: Path,
         connection_file: Path,
         unset_env: Sequence[str],
+        info_fd: int | None = None,
     ) -> list[str]:
-        """Return the command that starts `kernel_cmd` inside the sandbox."""
+        """Return the command that starts `kernel_cmd` inside the sandbox (bwrap writing its
+        init's pid into `info_fd`)."""
         mechanism = probe()
         if mechanism.system == "Darwin":
             return self.macos_command(kernel_cmd, connection_file)
@@ -110,14 +121,36 @@ class SandboxLaunch:
             kernel_dir=self.directory,
             connection_file=connection_file,
             unset_env=unset_env,
+            info_fd=info_fd,
         )
-        plan = entry.Plan(
-            bubblewrap.info_file(self.directory),
-            self.limits.join_files,
-            self.limits.rlimits,
-            landlock=mechanism.landlock_scopes,
-        )
-        return [*self.limits.prefix, *entry.command(plan, bwrap)]
+        return [*self.limits.prefix, *entry.command(self.plan, bwrap)]
+
+    def spawn(
+        self,
+        kernel_cmd: Sequence[str],
+        start: Callable[[list[str], tuple[int, ...]], T],
+        *,
+        cwd: Path,
+        connection_file: Path,
+        unset_env: Sequence[str],
+    ) -> T:
+        """Return `start(argv, pass_fds)` for the command that starts `kernel_cmd` inside the
+        sandbox, called through the entry (Landlock's scopes on the thread that starts it),
+        with bwrap's info file open on the fds to pass while it runs."""
+        if probe().system == "Darwin":
+            return start(self.macos_command(kernel_cmd, connection_file), ())
+        fd = entry.open_info(bubblewrap.info_file(self.directory))
+        try:
+            argv = self.command(
+                kernel_cmd,
+                cwd=cwd,
+                connection_file=connection_file,
+                unset_env=unset_env,
+                info_fd=fd,
+            )
+            return entry.spawn(self.plan, lambda: start(argv, (fd,)))
+        finally:
+            os.close(fd)
 
     def macos_command(self, kernel_cmd: Sequence[str], connection_file: Path) -> list[str]:
         """Return sandbox-exec's command for `kernel_cmd` (untested on macOS here): the kernel
