@@ -22,7 +22,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 import zmq
@@ -53,7 +52,10 @@ def spawned(name: str, argv: list[str], plan: entry.Plan | None = None) -> float
     exit (checked to succeed), noting its CPU time (of the process and the children it waited
     for) under `name`."""
     began = time.perf_counter_ns()
-    start = partial(subprocess.Popen, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
     process = start() if plan is None else entry.spawn(plan, start)
     _, status, usage = os.wait4(process.pid, 0)
     took = ms_since(began)

@@ -34,6 +34,14 @@ def test_the_plan_goes_into_the_shells_arguments_and_the_script_stays_fixed() ->
     )
 
 
+def test_the_script_joins_and_limits_first_then_execs_in_its_own_process() -> None:
+    lines = [line.strip() for line in entry.SCRIPT.splitlines()]
+    join = lines.index('{ echo $$ > "$1"; } 2> /dev/null ||')
+    limit = lines.index('ulimit -S "$1" "$2" && ulimit -H "$1" "$3" || exit 1')  # soft first
+    assert join < limit < len(lines) - 1 and lines[-1] == 'exec "$@"'
+    assert lines.count("shift; n=$((n - 1))") == 1 and "shift 3; n=$((n - 1))" in lines
+
+
 def test_a_plain_plan() -> None:
     plan = entry.Plan()
     assert (plan.join_files, plan.rlimits, plan.landlock) == ((), {}, False)

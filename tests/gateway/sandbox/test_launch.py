@@ -94,6 +94,15 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
     assert stat.S_IMODE((tmp_path / "tmp").stat().st_mode) == 0o700  # the kernel's own
     again = sandbox.command(["python"], cwd=tmp_path, connection_file=connection, unset_env=())
     assert again[3:] == [*argv[3:6], "python"]
+    started = sandbox.spawn(
+        ["python"],
+        lambda argv, fds: (argv, fds),
+        cwd=tmp_path,
+        connection_file=connection,
+        unset_env=(),
+    )
+    assert started == (again, ())  # no info file: sandbox-exec runs the kernel itself
+    assert not bubblewrap.info_file(tmp_path).exists()
 
 
 def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:

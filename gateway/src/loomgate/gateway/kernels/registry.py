@@ -386,8 +386,8 @@ class KernelRegistry:
         """Return a prewarmed kernel of `key` made the kernel `intent` asks for (None when the
         pool has none ready, or the one it had failed: then a kernel is started as usual)."""
         km = self.pool.take(key)
-        self.pool.fill(key)
         if km is None:
+            self.pool.fill(key)
             return None
         # What a restart of this kernel starts with: the directory and environment asked for.
         assert isinstance(km, KernelManager)  # a pool kernel is a local process
@@ -399,6 +399,10 @@ class KernelRegistry:
         except Refusal as e:
             self.log.warning("A prewarmed kernel could not be claimed (%s); starting one", e)
             return None
+        finally:
+            # The next pool kernel starts once this one is the caller's: its start would take
+            # the CPU and the event loop from the claim.
+            self.pool.fill(key)
         return self.live.get(kernel_id_of(km))
 
     async def stop(self, kernel: LoomKernel) -> None:
