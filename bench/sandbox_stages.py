@@ -1,13 +1,17 @@
-"""Where a sandboxed kernel's start spends its time, stage by stage, without a gateway.
+"""Where a sandboxed kernel's start spends its time, stage by stage, without a gateway; and what
+the sandbox costs a process's own work.
 
-Run: `uv run --frozen python -m bench.sandbox_stages [--rounds 15] [--profile workspace]`
+Run: `uv run --frozen python -m bench.sandbox_stages [--rounds 15] [--profile workspace]
+[--lines-rounds 0]`
 
 The gateway's per-start work in-process (the profile made concrete, the sandbox prepared, its
-command built), then processes timed from spawn to exit (the interpreter alone, the entry
-exec'ing /bin/true, bwrap with the kernel's mounts and with none running /bin/true), then whole
-kernels from spawn to their first kernel_info reply: unconfined, through bwrap alone, through
-the entry and bwrap as the gateway starts them. The stages take turns; medians with ranges.
-"""
+command built), then processes timed from spawn to exit (the entry exec'ing /bin/true, bwrap
+with the kernel's mounts and with none running /bin/true, the entry and bwrap as the gateway
+starts them), then whole kernels from spawn to their first kernel_info reply: unconfined,
+through bwrap alone, through the entry and bwrap. The stages take turns; medians with ranges.
+With `--lines-rounds N`: the 1,000,000-line cell's loop in a process of its own that times
+itself, unconfined and through the entry and bwrap in turn, N rounds, each checked to have
+printed every line."""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
-from bench.sandbox_bench import cpu_ms
+from bench.sandbox_bench import cpu_ms, median_interval
 from loomgate.gateway.kernels.zmq_channels import RECONNECT_INTERVAL_MS
 from loomgate.gateway.sandbox import bubblewrap, entry
 from loomgate.gateway.sandbox.catalog import SandboxCatalog
@@ -163,6 +167,62 @@ def kernel_ready(
     return took
 
 
+# The 1,000,000-line cell's loop as a process of its own, timing itself: what the sandbox could
+# slow in a kernel's own work (its writes, its memory), with no gateway and no kernel around it.
+LINES = (
+    "import sys, time\n"
+    "began = time.perf_counter()\n"
+    "for i in range(1_000_000): print(i)\n"
+    "sys.stdout.flush()\n"
+    "print(time.perf_counter() - began, file=sys.stderr)"
+)
+
+
+def printed(launch: SandboxLaunch | None, project: Path, connection_file: Path) -> float:
+    """Return the seconds the 1,000,000-line loop took in its own process (through `launch`'s
+    entry and bwrap when given), checked to have printed all its lines."""
+    argv = [sys.executable, "-I", "-c", LINES]
+
+    def start(argv: list[str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=project, pass_fds=fds
+        )
+
+    if launch is None:
+        process = start(argv, ())
+    else:
+        process = launch.spawn(
+            argv, start, cwd=project, connection_file=connection_file, unset_env=()
+        )
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err.decode()[-500:]
+    assert out.count(b"\n") == 1_000_000, out.count(b"\n")
+    return float(err.decode().strip().splitlines()[-1])
+
+
+def lines_rows(rounds: int, launch: SandboxLaunch, project: Path, connection_file: Path) -> None:
+    """Print the loop's time unconfined and confined, in turn, and their same-round ratio."""
+    times: dict[str, list[float]] = {"unconfined": [], "confined": []}
+    sides = {
+        "unconfined": lambda: printed(None, project, connection_file),
+        "confined": lambda: printed(launch, project, connection_file),
+    }
+    for turn in range(rounds + 1):  # the first turn warms up and is not counted
+        order = list(sides) if turn % 2 else list(sides)[::-1]
+        for side in order:
+            took = sides[side]()
+            if turn:
+                times[side].append(took)
+    turns = [c / u for c, u in zip(times["confined"], times["unconfined"], strict=True)]
+    low, high = median_interval(turns)
+    print(f"1,000,000 lines printed in a process of its own ({rounds} rounds, in turn):")
+    medians({f"{side} (s × 1000)": [t * 1000 for t in v] for side, v in times.items()})
+    print(
+        f"confined / unconfined, same round: {statistics.median(turns):.3f}× "
+        f"({min(turns):.3f}–{max(turns):.3f}; 95 % interval of the median {low:.3f}–{high:.3f}×)"
+    )
+
+
 def medians(samples: dict[str, list[float]]) -> None:
     """Print each stage's median and range."""
     width = max(map(len, samples))
@@ -177,6 +237,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--profile", default="workspace")
     parser.add_argument("--no-kernels", action="store_true", help="skip the whole kernels")
+    parser.add_argument(
+        "--lines-rounds", type=int, default=0, help="rounds of the 1,000,000-line loop"
+    )
     args = parser.parse_args()
     root = Path("/var/tmp") / f"loomgate-stages-{uuid.uuid4().hex[:8]}"
     project, state = root / "project", root / "state"
@@ -263,6 +326,8 @@ def main() -> None:
         medians(samples)
         print("CPU time of the process stages (a kernel's: all its processes until its reply):")
         medians({name: values[-args.rounds :] for name, values in CPU.items()})
+        if args.lines_rounds:
+            lines_rows(args.lines_rounds, launch, project, connection_file)
         launch.remove()
     finally:
         shutil.rmtree(root, ignore_errors=True)
