@@ -18,19 +18,16 @@ import shutil
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 
-from bench.gateway_bench import publish, rotated
+from bench.gateway_bench import publish
 from bench.sandbox_bench import (
-    API,
     gateway_in,
     load,
     median_interval,
-    pooled_pid,
-    processes_of,
+    pool_claims,
     ratios,
     spread,
 )
@@ -45,8 +42,6 @@ async def claims(
     gateways: dict[str, GatewayProcess], profiles: dict[str, str], rounds: int
 ) -> dict[str, list[float]]:
     """Return the time (ms) of a new kernel claimed from each gateway's pool, in turn."""
-    times: dict[str, list[float]] = {name: [] for name in gateways}
-    claimed: dict[str, int | None] = dict.fromkeys(gateways)
     async with contextlib.AsyncExitStack() as stack:
         clients = {
             name: await stack.enter_async_context(
@@ -54,22 +49,7 @@ async def claims(
             )
             for name, g in gateways.items()
         }
-        for turn in range(rounds + 1):  # the first turn warms up and is not counted
-            for name in rotated(tuple(gateways), turn):
-                ready = {n: await pooled_pid(clients[n], claimed[n]) for n in gateways}
-                began = time.perf_counter()
-                r = await clients[name].post(API, json={})
-                took = (time.perf_counter() - began) * 1000
-                assert r.status_code == 201, r.text
-                kernel = r.json()["kernel"]
-                assert kernel["sandbox"]["profile"] == profiles[name], kernel["sandbox"]
-                pids = processes_of(gateways[name], kernel["id"]).values()
-                assert ready[name] in pids, f"{name}: not the pool's kernel"
-                claimed[name] = ready[name]
-                if turn:
-                    times[name].append(took)
-                await clients[name].delete(f"{API}/{kernel['id']}")
-    return times
+        return await pool_claims(gateways, clients, rounds, profiles)
 
 
 def report(before: str, rounds: int, times: dict[str, list[float]], loads: str) -> list[str]:

@@ -269,10 +269,15 @@ async def pooled_pid(http: httpx.AsyncClient, other_than: int | None) -> int:
 
 
 async def pool_claims(
-    gateways: dict[str, GatewayProcess], clients: dict[str, httpx.AsyncClient], rounds: int
+    gateways: dict[str, GatewayProcess],
+    clients: dict[str, httpx.AsyncClient],
+    rounds: int,
+    profiles: dict[str, str] | None = None,
 ) -> dict[str, list[float]]:
-    """Return the time (ms) of a new kernel claimed from each gateway's pool, in turn; every
-    pool is full before each claim, so no kernel starts meanwhile."""
+    """Return the time (ms) of a new kernel claimed from each gateway's pool, in turn, checked
+    to be under its profile (`profiles`, else the gateway's name); every pool is full before
+    each claim, so no kernel starts meanwhile."""
+    profiles = profiles or {name: name for name in gateways}
     times: dict[str, list[float]] = {name: [] for name in gateways}
     claimed: dict[str, int | None] = dict.fromkeys(gateways)
     for turn in range(rounds + 1):  # the first turn warms up and is not counted
@@ -283,7 +288,7 @@ async def pool_claims(
             took = (time.perf_counter() - began) * 1000
             assert r.status_code == 201, r.text
             kernel = r.json()["kernel"]
-            assert kernel["sandbox"]["profile"] == name, kernel["sandbox"]
+            assert kernel["sandbox"]["profile"] == profiles[name], kernel["sandbox"]
             pids = processes_of(gateways[name], kernel["id"]).values()
             assert ready[name] in pids, f"{name}: not the pool's kernel"
             claimed[name] = ready[name]
