@@ -51,24 +51,44 @@ def ms_since(began: int) -> float:
 CPU: dict[str, list[float]] = {}  # each process stage's CPU time (user + system), ms
 
 
-def spawned(name: str, argv: list[str], plan: entry.Plan | None = None) -> float:
-    """Return the ms from spawning `argv` (on the entry's thread, scoped, under `plan`) to its
-    exit (checked to succeed), noting its CPU time (of the process and the children it waited
-    for) under `name`."""
-    began = time.perf_counter_ns()
+Start = Callable[[list[str], tuple[int, ...]], "subprocess.Popen[bytes]"]
 
-    def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    process = start() if plan is None else entry.spawn(plan, start)
+def through(
+    launch: SandboxLaunch | None, argv: list[str], start: Start, cwd: Path, connection_file: Path
+) -> subprocess.Popen[bytes]:
+    """Return `start(argv, fds)`'s process: through `launch`'s entry and bwrap, as the gateway's
+    provisioner starts a kernel, when given; else as it is."""
+    if launch is None:
+        return start(argv, ())
+    return launch.spawn(argv, start, cwd=cwd, connection_file=connection_file, unset_env=())
+
+
+def exited(name: str, process: subprocess.Popen[bytes], began: int) -> float:
+    """Return the ms from `began` to `process`'s exit (checked to succeed), noting its CPU time
+    (of the process and the children it waited for) under `name`."""
     _, status, usage = os.wait4(process.pid, 0)
     took = ms_since(began)
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.stderr is not None
-    assert process.returncode == 0, (argv[:3], process.stderr.read().decode()[-500:])
+    assert process.returncode == 0, (process.args, process.stderr.read().decode()[-500:])
     process.stderr.close()
     CPU.setdefault(name, []).append((usage.ru_utime + usage.ru_stime) * 1000)
     return took
+
+
+def quiet(argv: list[str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+    """Start `argv` with its stdout discarded and its stderr kept for a failure's message."""
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=fds)
+
+
+def spawned(name: str, argv: list[str], plan: entry.Plan | None = None) -> float:
+    """Return the ms from spawning `argv` (on the entry's thread, scoped, under `plan`) to its
+    exit, noting its CPU time under `name`."""
+    began = time.perf_counter_ns()
+    if plan is None:
+        return exited(name, quiet(argv, ()), began)
+    return exited(name, entry.spawn(plan, lambda: quiet(argv, ())), began)
 
 
 def launched(
@@ -76,23 +96,8 @@ def launched(
 ) -> float:
     """Return the ms from a start of `kernel` through the entry and bwrap, as the gateway's
     provisioner starts one, to its exit; noting its CPU time under `name`."""
-
-    def start(argv: list[str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=fds
-        )
-
     began = time.perf_counter_ns()
-    process = launch.spawn(
-        kernel, start, cwd=project, connection_file=connection_file, unset_env=()
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    took = ms_since(began)
-    assert process.stderr is not None
-    assert os.waitstatus_to_exitcode(status) == 0, process.stderr.read().decode()[-500:]
-    process.stderr.close()
-    CPU.setdefault(name, []).append((usage.ru_utime + usage.ru_stime) * 1000)
-    return took
+    return exited(name, through(launch, kernel, quiet, project, connection_file), began)
 
 
 def tree_cpu_ms(pid: int) -> float:
@@ -110,6 +115,7 @@ def kernel_ready(
     argv: list[str],
     connection_file: Path,
     env: dict[str, str],
+    cwd: Path,
     launch: SandboxLaunch | None = None,
 ) -> float:
     """Return the ms from spawning kernel `argv` (through `launch`'s entry and bwrap, when
@@ -139,9 +145,7 @@ def kernel_ready(
     if launch is None:
         process = start(argv, fds)
     else:
-        process = launch.spawn(
-            argv, start, cwd=Path.cwd(), connection_file=connection_file, unset_env=()
-        )
+        process = through(launch, argv, start, cwd, connection_file)
     for fd in fds:
         os.close(fd)
     client = BlockingKernelClient()
@@ -188,12 +192,7 @@ def printed(launch: SandboxLaunch | None, project: Path, connection_file: Path) 
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=project, pass_fds=fds
         )
 
-    if launch is None:
-        process = start(argv, ())
-    else:
-        process = launch.spawn(
-            argv, start, cwd=project, connection_file=connection_file, unset_env=()
-        )
+    process = through(launch, argv, start, project, connection_file)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err.decode()[-500:]
     assert out.count(b"\n") == 1_000_000, out.count(b"\n")
@@ -308,13 +307,13 @@ def main() -> None:
         if not args.no_kernels:
             stages |= {
                 "kernel unconfined -> kernel_info": lambda: kernel_ready(
-                    "kernel unconfined", kernel, connection_file, env
+                    "kernel unconfined", kernel, connection_file, env, project
                 ),
                 "kernel in bwrap -> kernel_info": lambda: kernel_ready(
-                    "kernel in bwrap", bwrap_argv, connection_file, env
+                    "kernel in bwrap", bwrap_argv, connection_file, env, project
                 ),
                 "kernel entry + bwrap -> kernel_info": lambda: kernel_ready(
-                    "kernel entry + bwrap", kernel, connection_file, env, launch
+                    "kernel entry + bwrap", kernel, connection_file, env, project, launch
                 ),
             }
         for stage in stages.values():  # warm the page cache
