@@ -15,7 +15,7 @@ from jupyter_client.session import Session
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
+from loomgate.gateway.kernels.execution_tracker import OTHER_END_GRACE, ExecutionTracker
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.store import RecordStore
@@ -118,6 +118,28 @@ async def test_a_cell_is_refused_only_while_the_kernel_runs_another(
         assert await tracker.admit() is channels
         assert tracker.current is None
         assert tracker.store.get(1) is not None and tracker.store.get(1).state == "completed"
+
+
+async def test_another_clients_cell_ending_a_moment_later_is_not_a_refusal(
+    tracker: ExecutionTracker,
+) -> None:
+    # That client saw the idle on its own socket; ours receives it a moment later.
+    process_of(tracker).channels = HeldBack([])
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.05, tracker.on_iopub, iopub("status", execution_state="idle"))
+    assert await tracker.admit() is process_of(tracker).channels
+    assert tracker.store.get(1) is not None and tracker.store.get(1).state == "completed"
+
+
+async def test_another_clients_cell_still_running_after_the_grace_is_refused(
+    tracker: ExecutionTracker,
+) -> None:
+    process_of(tracker).channels = HeldBack([])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(Busy, match="busy running execution 1"):
+        await tracker.admit()
+    assert loop.time() - started >= OTHER_END_GRACE * 0.9
 
 
 def process_of(tracker: ExecutionTracker) -> ReadyProcess:

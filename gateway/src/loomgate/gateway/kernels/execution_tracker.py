@@ -46,6 +46,9 @@ RECENT_RECORDS = 16  # finished records still matched to late IOPub output by ms
 REPLY_GRACE = 0.5
 # How long a cell may take to start: the kernel may be finishing a request of another client.
 CELL_START_TIMEOUT = 30.0
+# How long a cell of another client may take to end before a new cell is refused: that client
+# saw its idle on a socket of its own, which ours may receive a moment later.
+OTHER_END_GRACE = 0.5
 # ipykernel ignores a SIGINT that lands while it is still setting a cell up; an interrupt sent
 # this soon after the cell started is repeated until the cell ends (at most a few times).
 EARLY_INTERRUPT = 0.5
@@ -139,7 +142,8 @@ class ExecutionTracker:
         4. a cell another client just sent, which has no number until the kernel starts it, is
            waited for (a few ms, at most CELL_START_TIMEOUT) so that the refusal can name it;
         5. the IOPub messages already received are handled first (an idle another client saw
-           already ends the running cell);
+           already ends the running cell), and another client's running cell is given
+           OTHER_END_GRACE to end (its idle may still be on its way to our socket);
         6. a running cell refuses: Busy, naming its number (`running`);
         7. a cell sent and not yet started refuses: Busy (`running` None);
         8. records that cannot be kept refuse (StorageFailed): no cell runs unrecorded;
@@ -161,6 +165,8 @@ class ExecutionTracker:
                 await asyncio.wait_for(asyncio.shield(starting), CELL_START_TIMEOUT)
         if self.current is not None and self.process.channels is not None:
             self.process.channels.catch_up()
+        if self.current is not None and self.current.meta["source"] == "other":
+            await self.current.wait(OTHER_END_GRACE)
         if self.current is not None:
             number = self.current.number
             raise Busy(
