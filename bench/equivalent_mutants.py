@@ -644,6 +644,11 @@ RULES = (
         PROCESS_ONLY + SIGNALS,
     ),
     Rule("sandbox.entry.x_read_info_", "time.monotonic() > deadline", UNTIMED),
+    Rule(
+        "sandbox.entry.xǁPlanǁ__init__",
+        "{'XX, XX'.join(ULIMIT)}",
+        "ULIMIT holds one limit, and joining a single name uses no separator",
+    ),
     # last seen
     Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
     Rule(

@@ -60,7 +60,12 @@ def test_a_limit_goes_to_ulimit_in_kib_rounded_down(limit: int, kib: str) -> Non
 
 @pytest.mark.parametrize(
     "rlimits",
-    [{"RLIMIT_NPROC": (1, 1)}, {"RLIMIT_AS": (1, 1), "RLIMIT_DATA": (1, 1)}, {"data": (1, 1)}],
+    [
+        {"RLIMIT_NPROC": (1, 1)},
+        {"RLIMIT_AS": (1, 1), "RLIMIT_DATA": (1, 1)},
+        {"RLIMIT_NPROC": (1, 1), "RLIMIT_AS": (1, 1)},
+        {"data": (1, 1)},
+    ],
 )
 def test_an_rlimit_the_shell_does_not_set_is_refused(rlimits: dict[str, tuple[int, int]]) -> None:
     unknown = ", ".join(sorted(set(rlimits) - {"RLIMIT_DATA"}))
@@ -97,8 +102,14 @@ def no_new_privs(task: str = "thread-self") -> str:
 
 def test_spawn_calls_start_on_a_thread_of_its_own_and_returns_what_it_returns() -> None:
     caller = threading.current_thread()
-    seen = entry.spawn(entry.Plan(), lambda: (threading.current_thread().name, no_new_privs()))
-    assert seen == (entry.THREAD, no_new_privs()) and caller.name != entry.THREAD
+
+    def start() -> tuple[str, bool, str]:
+        thread = threading.current_thread()
+        return thread.name, thread.daemon, no_new_privs()
+
+    # A daemon: a start still under way never holds the gateway's exit.
+    seen = entry.spawn(entry.Plan(), start)
+    assert seen == (entry.THREAD, True, no_new_privs()) and caller.name != entry.THREAD
 
 
 def test_spawn_scopes_its_thread_alone() -> None:
