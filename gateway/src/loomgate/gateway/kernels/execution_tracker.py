@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
+from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message, replied_ok
 from loomgate.gateway.kernels.messages import (
     cell_content,
     count_content,
@@ -46,8 +46,7 @@ RECENT_RECORDS = 16  # finished records still matched to late IOPub output by ms
 REPLY_GRACE = 0.5
 # How long a cell may take to start: the kernel may be finishing a request of another client.
 CELL_START_TIMEOUT = 30.0
-# How long a cell of another client may take to end before a new cell is refused: that client
-# saw its idle on a socket of its own, which ours may receive a moment later.
+# How long another client's running cell may take to end: its idle reaches that client first.
 OTHER_END_GRACE = 0.5
 # ipykernel ignores a SIGINT that lands while it is still setting a cell up; an interrupt sent
 # this soon after the cell started is repeated until the cell ends (at most a few times).
@@ -141,9 +140,8 @@ class ExecutionTracker:
         3. a setup still running refuses: Busy, naming its parts (`setup`, no `running`);
         4. a cell another client just sent, which has no number until the kernel starts it, is
            waited for (a few ms, at most CELL_START_TIMEOUT) so that the refusal can name it;
-        5. the IOPub messages already received are handled first (an idle another client saw
-           already ends the running cell), and another client's running cell is given
-           OTHER_END_GRACE to end (its idle may still be on its way to our socket);
+        5. IOPub already received is handled first (an idle another client saw ends the running
+           cell), and another client's running cell gets OTHER_END_GRACE to end;
         6. a running cell refuses: Busy, naming its number (`running`);
         7. a cell sent and not yet started refuses: Busy (`running` None);
         8. records that cannot be kept refuse (StorageFailed): no cell runs unrecorded;
@@ -599,8 +597,3 @@ class ExecutionTracker:
         log = record.log("combined")
         tail = log.tail(1)
         self.events.output(self.kernel_id, record.number, log.total, tail[0].text if tail else "")
-
-
-def replied_ok(reply: asyncio.Future[Message]) -> bool:
-    """Return whether an execute_reply has arrived and says `ok`."""
-    return reply.done() and not reply.cancelled() and reply.result()["content"]["status"] == "ok"

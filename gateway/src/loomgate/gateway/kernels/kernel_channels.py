@@ -17,6 +17,11 @@ Channel = Literal["shell", "control", "stdin"]
 NUDGE_INTERVAL = 0.2
 
 
+def replied_ok(reply: asyncio.Future[Message]) -> bool:
+    """Return whether an execute_reply has arrived and says `ok`."""
+    return reply.done() and not reply.cancelled() and reply.result()["content"]["status"] == "ok"
+
+
 class KernelChannels:
     """The requests loomgate sends a kernel, matched to their replies; IOPub and stdin messages
     handed on. Subclasses send (`_send`) and deliver what arrives to `_iopub_message`,
