@@ -97,6 +97,7 @@ def test_the_whole_command_in_order(tree: Path) -> None:
             f"--ro-bind {empty} T/runtime/other.json",  # the symlink is simply not there
             # the kernel's own: after the hiding, then what bwrap mounted on made read-only
             "--bind T/state/kernels/k1/ipc T/state/kernels/k1/ipc",
+            "--bind T/state/kernels/k1/packages T/state/kernels/k1/packages",
             "--ro-bind T/runtime/kernel-own.json T/runtime/kernel-own.json",
             "--remount-ro T/state",
             "--remount-ro T/state/kernels",
@@ -112,7 +113,7 @@ def test_the_whole_command_in_order(tree: Path) -> None:
     ]
 
 
-def test_a_kernel_dir_outside_the_hidden_paths_is_hidden_but_its_ipc_dir(tree: Path) -> None:
+def test_a_kernel_dir_outside_the_hidden_paths_is_hidden_but_its_ipc_and_packages_dirs(tree: Path) -> None:
     bubblewrap.prepare_kernel_dir(tree / "k")
     bubblewrap.info_file(tree / "k").write_text("{}")
     command = argv(
@@ -134,6 +135,7 @@ def test_a_kernel_dir_outside_the_hidden_paths_is_hidden_but_its_ipc_dir(tree: P
             "--ro-bind T/k/hidden T/k/bwrap-info.json",  # the pid the gateway signals
             "--ro-bind T/k/hidden T/k/hidden",
             "--bind T/k/ipc T/k/ipc",
+            "--bind T/k/packages T/k/packages",
             "--remount-ro T/home/.ssh",
             "--remount-ro T/k",
             "--setenv TMPDIR /tmp --setenv IPYTHONDIR /tmp/ipython",
@@ -164,6 +166,7 @@ def test_paths_are_bound_where_they_really_are(tree: Path) -> None:
         "--perms 0111 --tmpfs T/state/kernels/k1",
         "--ro-bind T/link-to-kernel/hidden T/state/kernels/k1/hidden",
         "--bind T/state/kernels/k1/ipc T/state/kernels/k1/ipc",
+        "--bind T/state/kernels/k1/packages T/state/kernels/k1/packages",
         "--remount-ro T/home/.ssh",
         "--remount-ro T/state/kernels/k1",
         "--setenv TMPDIR /tmp --setenv IPYTHONDIR /tmp/ipython",
@@ -191,6 +194,7 @@ def test_missing_and_nested_paths_are_left_out(tree: Path) -> None:
         "--perms 0111 --tmpfs T/state/kernels/k1",
         "--ro-bind T/state/kernels/k1/hidden T/state/kernels/k1/hidden",
         "--bind T/state/kernels/k1/ipc T/state/kernels/k1/ipc",
+        "--bind T/state/kernels/k1/packages T/state/kernels/k1/packages",
         "--remount-ro T/home",
         "--remount-ro T/state/kernels/k1",
         "--setenv TMPDIR /tmp --setenv IPYTHONDIR /tmp/ipython",

@@ -18,6 +18,7 @@ __all__ = [
     "interrupt",
     "ipc_dir",
     "kill",
+    "packages_dir",
     "prepare_kernel_dir",
 ]
 
@@ -60,6 +61,12 @@ def ipc_dir(kernel_dir: Path) -> Path:
     return kernel_dir / "ipc"
 
 
+def packages_dir(kernel_dir: Path) -> Path:
+    """Return the dir `pip install` in the kernel installs into (first on its sys.path, kept
+    across its restarts, removed with it), writable inside the sandbox."""
+    return kernel_dir / "packages"
+
+
 def prepare_kernel_dir(kernel_dir: Path) -> None:
     """Create the kernel's own host dir (mode 0700) with its empty file and ipc dir; before
     each start, as it also removes the last start's info file (whose pid is no longer ours)."""
@@ -70,6 +77,7 @@ def prepare_kernel_dir(kernel_dir: Path) -> None:
     empty.touch(mode=0o000, exist_ok=True)
     empty.chmod(0o000)
     ipc_dir(kernel_dir).mkdir(mode=0o700, exist_ok=True)
+    packages_dir(kernel_dir).mkdir(mode=0o700, exist_ok=True)
 
 
 def command(
@@ -102,7 +110,7 @@ def command(
         raise ValueError(f"{empty} is missing: call prepare_kernel_dir({str(kernel_dir)!r}) first")
     # Only the ipc dir of the kernel's own dir goes in: its info file names the pid the gateway
     # signals, and must not be the sandbox's to rewrite.
-    own = [real(ipc_dir(kernel_dir))]
+    own = [real(ipc_dir(kernel_dir)), real(packages_dir(kernel_dir))]
     own += [real(connection_file)] if connection_file is not None else []
     argv = [bwrap, *(["--info-fd", str(info_fd)] if info_fd is not None else []), *ISOLATION]
     if not rules.network:
@@ -124,9 +132,9 @@ def command(
     tmpfs: list[Path] = []
     for path in outermost(existing([*rules.hidden, kernel_dir])):
         argv += hide(path, own, empty, tmpfs)
-    argv += ["--bind", str(own[0]), str(own[0])]
+    argv += ["--bind", str(own[0]), str(own[0]), "--bind", str(own[1]), str(own[1])]
     if connection_file is not None:
-        argv += ["--ro-bind", str(own[1]), str(own[1])]
+        argv += ["--ro-bind", str(own[2]), str(own[2])]
     # Read-only last: bwrap made the mount points of the re-exposed paths inside them first.
     for path in tmpfs:
         argv += ["--remount-ro", str(path)]
