@@ -113,7 +113,7 @@ def test_the_whole_command_in_order(tree: Path) -> None:
     ]
 
 
-def test_a_kernel_dir_outside_the_hidden_paths_is_hidden_but_its_ipc_and_packages_dirs(tree: Path) -> None:
+def test_a_kernel_dir_outside_the_hidden_paths_is_hidden_but_its_own_dirs(tree: Path) -> None:
     bubblewrap.prepare_kernel_dir(tree / "k")
     bubblewrap.info_file(tree / "k").write_text("{}")
     command = argv(
