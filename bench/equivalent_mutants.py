@@ -129,8 +129,9 @@ SLICE_END = "a slice from None starts at 0 and a slice to None ends at the lengt
 SBPL_COMMENT = "an SBPL comment line: its words change nothing sandbox-exec enforces"
 PROCESS_ONLY = "not equivalent: only a real process shows it, and the fast tests start none; "
 PROBE_TESTS = (
-    "the trial run of bwrap is covered by test_mechanism.py (test_this_machine_enforces_everything"
-    " with this machine's bwrap, test_the_running_probe_sentences with one that fails)"
+    "the trial run of bwrap is covered by test_mechanism.py (test_this_machine_uses_the_bubblewrap"
+    "_on_its_path with this machine's bwrap, test_a_bwrap_apparmor_refuses_is_said and "
+    "test_a_bwrap_that_cannot_serve_is_said with ones that fail)"
 )
 SIGNALS = (
     "a signal reaching a live sandbox's init is covered by test_sandboxed_kernels.py "
@@ -595,60 +596,63 @@ RULES = (
     ),
     Rule("sandbox.macos.x_sbpl_profile_", '";; ', SBPL_COMMENT),
     Rule(
-        "sandbox.mechanism.x_inside_",
+        "sandbox.limits.x_inside_",
         'root != "XX/XX"',
         'cutting a root of "/" off the path cuts the "/" that lstrip("/") drops anyway',
     ),
     Rule(
-        "sandbox.mechanism.x_limits_host_",
+        "sandbox.limits.x_limits_host_",
         '"XDG_RUNTIME_DIR", "',
         "with XDG_RUNTIME_DIR unset, no systemd/private lies under that dir either (the "
         "default names a dir that is not there)",
     ),
     Rule(
-        "sandbox.mechanism.x_parse_cgroup_",
+        "sandbox.limits.x_parse_cgroup_",
         'parts[1].split(",") if ',
         '"".split(",") is [""], the else\'s list, and a cgroup path is never empty (it '
         'begins with "/")',
     ),
     Rule(
-        "sandbox.mechanism.x_parse_mountinfo_",
+        "sandbox.limits.x_parse_mountinfo_",
         "len(fields) <",
         'a mountinfo line has six fields or more before " - " (id, parent, device, root, '
         "mount point, options), so refusing one of five refuses none the kernel writes",
     ),
     Rule(
-        "sandbox.mechanism.x_parse_mountinfo_",
+        "sandbox.limits.x_parse_mountinfo_",
         'line.rpartition(" - ")',
         'mountinfo escapes the spaces of paths (\\040), so " - " is in a line once',
     ),
     Rule(
-        "sandbox.mechanism.x_writable_",
+        "sandbox.limits.x_writable_",
         "os.access(d, os.W_OK & os.X_OK)",
         "not equivalent, untestable as root (as these runs are): root may write and search any "
         "dir, as it may see it; test_only_dirs_we_may_create_children_in_are_writable kills it "
         "run as a person (a dir of mode 0500)",
     ),
-    Rule("sandbox.mechanism.x_working_bwrap_", "", PROCESS_ONLY + PROBE_TESTS),
-    Rule("sandbox.mechanism.x_working_bwrap_", "-", PROCESS_ONLY + PROBE_TESTS),  # deletions
-    Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "os.killpg(", PROCESS_ONLY + SIGNALS),
-    Rule("sandbox.launch.xǁSandboxLaunchǁsignal_", "bubblewrap.kill(None)", PROCESS_ONLY + SIGNALS),
+    Rule("sandbox.mechanism.x_trial_", "", PROCESS_ONLY + PROBE_TESTS),
+    Rule("sandbox.mechanism.x_trial_", "-", PROCESS_ONLY + PROBE_TESTS),  # deletions
+    Rule(
+        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
+        "os.killpg(",
+        PROCESS_ONLY + SIGNALS,
+    ),
+    Rule(
+        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
+        "bubblewrap.kill(None)",
+        PROCESS_ONLY + SIGNALS,
+    ),
     Rule(
         "sandbox.launch.xǁSandboxLaunchǁsignal_",
         "contextlib.suppress(None)",
         PROCESS_ONLY + SIGNALS,
     ),
     Rule(
-        "sandbox.launch.xǁSandboxLaunchǁsignal_",
+        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
         "if signum != signal.SIGKILL",
         PROCESS_ONLY + SIGNALS,
     ),
     Rule("sandbox.entry.x_read_info_", "time.monotonic() > deadline", UNTIMED),
-    Rule(
-        "sandbox.entry.xǁPlanǁ__init__",
-        "{'XX, XX'.join(ULIMIT)}",
-        "ULIMIT holds one limit, and joining a single name uses no separator",
-    ),
     # last seen
     Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
     Rule(

@@ -35,6 +35,7 @@ from jupyter_client.connect import write_connection_file
 from bench.sandbox_bench import cpu_ms, median_interval
 from loomgate.gateway.kernels.zmq_channels import RECONNECT_INTERVAL_MS
 from loomgate.gateway.sandbox import bubblewrap, entry
+from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
 from loomgate.gateway.sandbox.catalog import SandboxCatalog
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.mechanism import probe
@@ -248,8 +249,9 @@ def main() -> None:
     kernel_id = str(uuid.uuid4())
     began = time.perf_counter_ns()
     mechanism = probe()
-    print(f"probe (once per gateway): {ms_since(began):.1f} ms; {mechanism}")
-    assert mechanism.bwrap is not None
+    print(f"probe (once per gateway): {ms_since(began):.1f} ms; {mechanism.describe()}")
+    confiner = mechanism.confiner
+    assert isinstance(confiner, BubblewrapConfiner), "these stages are bubblewrap's"
     env = {k: v for k, v in os.environ.items() if k != "JPY_PARENT_PID"}
     try:
         rules = catalog.choose(args.profile, stricter_only=False, cwd=project)
@@ -268,16 +270,17 @@ def main() -> None:
         bwrap_argv = bubblewrap.command(
             rules,
             kernel,
-            bwrap=mechanism.bwrap,
+            bwrap=confiner.bwrap,
             cwd=project,
             kernel_dir=launch.directory,
             connection_file=connection_file,
             unset_env=("JPY_PARENT_PID",),
         )
         bwrap_true = [*bwrap_argv[: bwrap_argv.index("--", 1) + 1], "/bin/true"]
-        minimal = [mechanism.bwrap, *bubblewrap.ISOLATION, "--ro-bind", "/", "/"]
+        minimal = [confiner.bwrap, *bubblewrap.ISOLATION, "--ro-bind", "/", "/"]
         minimal += ["--dev", "/dev", "--proc", "/proc", "--", "/bin/true"]
-        entry_true = entry.command(launch.plan, ["/bin/true"])
+        plan = confiner.plan(launch)
+        entry_true = entry.command(plan, ["/bin/true"])
         print(
             f"bwrap arguments: {len(bwrap_argv)}; mounts of hidden paths: "
             f"{sum(a in ('--tmpfs', '--ro-bind', '--bind') for a in bwrap_argv)}"
@@ -291,13 +294,15 @@ def main() -> None:
         def prepare_stage() -> float:
             t = time.perf_counter_ns()
             prepared = SandboxLaunch.prepare(rules, kernel_id)
-            prepared.command(kernel, cwd=project, connection_file=connection_file, unset_env=("X",))
+            confiner.command(
+                prepared, kernel, cwd=project, connection_file=connection_file, unset_env=("X",)
+            )
             return ms_since(t)
 
         stages: dict[str, Callable[[], float]] = {
             "gateway: profile made concrete": rules_stage,
             "gateway: sandbox prepared + command": prepare_stage,
-            "entry -> /bin/true": lambda: spawned("entry", entry_true, launch.plan),
+            "entry -> /bin/true": lambda: spawned("entry", entry_true, plan),
             "bwrap (minimal) -> /bin/true": lambda: spawned("bwrap (minimal)", minimal),
             "bwrap (kernel's mounts) -> /bin/true": lambda: spawned("bwrap", bwrap_true),
             "entry + bwrap -> /bin/true": lambda: launched(

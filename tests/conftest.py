@@ -27,7 +27,7 @@ from tests.support.gateways import GatewayProcess
 from tests.support.jupyter_lab import JupyterServerProcess
 
 # Fixtures that start processes, and modules whose use in a test module means it starts some.
-PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "lab", "sandboxed"})
+PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "confined_gateway", "lab", "sandboxed"})
 SPAWNING_MODULES = (
     subprocess,
     browser,
@@ -102,7 +102,8 @@ def no_processes_unless_marked(
 
 # Kernels of the suite's gateways run unconfined unless a test asks for a profile: a cell's gate
 # file, like much of what tests hand to kernels, lies in the host's /tmp, which a sandbox hides.
-# tests/gateway/sandbox/ tests the shipped default (workspace) on gateways of their own.
+# tests/gateway/sandbox/ tests the shipped default (workspace) on gateways of their own, and so
+# do the residency, crash-window and chaos tests (`confined_gateway`, under /var/tmp).
 UNCONFINED = 'default = "none"\n'
 
 
@@ -157,6 +158,26 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
 def fresh_gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
     """A gateway of the test's own, for tests that restart or kill it."""
     process = GatewayProcess(tmp_path / "state")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def confined_root() -> Iterator[Path]:
+    """A directory outside the host's /tmp (which a sandbox replaces) for a gateway whose kernels
+    are confined: its state, config, its kernels' `project` and what they must see (gates,
+    flags); removed afterwards."""
+    with sandboxed_gateways.sandbox_root() as root:
+        yield root
+
+
+@pytest.fixture
+def confined_gateway(confined_root: Path) -> Iterator[GatewayProcess]:
+    """A gateway of the test's own whose kernels get the shipped default profile (workspace),
+    its state in `confined_root`, its kernels working in its `project`; stopped with them."""
+    process = sandboxed_gateways.confined_gateway(confined_root)
     try:
         yield process
     finally:

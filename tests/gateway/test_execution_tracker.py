@@ -73,6 +73,9 @@ class ReadyProcess:
         if self.interrupts > 1:
             self.interrupted_again.set()
 
+    def sandbox_failure(self, record: object, died: object) -> None:
+        """Return no rule: this process has no sandbox."""
+
 
 @pytest.fixture
 async def tracker(tmp_path: Path) -> ExecutionTracker:

@@ -17,9 +17,10 @@ from loomgate.gateway.kernels.launches import (
     end_launch,
     started_with,
 )
-from loomgate.gateway.kernels.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.limits import KernelLimits
+from loomgate.gateway.sandbox.network_rules import NO_NETWORK
 from loomgate.gateway.sandbox.profiles import SandboxRules
 
 LOG = logging.getLogger("test_launch_markers")
@@ -45,7 +46,7 @@ def my_argument() -> str:
 def sandbox_in(tmp_path: Path) -> SandboxLaunch:
     """Return a sandbox whose directory and (stand-in) cgroup are in `tmp_path`, its init not
     started."""
-    rules = SandboxRules("strict", True, (), (Path("/secret"),), False, 1 << 30, 64)
+    rules = SandboxRules("strict", True, (), (Path("/secret"),), NO_NETWORK, 1 << 30, 64)
     group = tmp_path / "cgroup" / "loomgate-k"
     group.mkdir(parents=True)
     limits = KernelLimits("k", "cgroup v2", groups={"memory": group})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.kernels.launches import LaunchMarkers
-from loomgate.gateway.kernels.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.limits import KernelLimits
+from loomgate.gateway.sandbox.network_rules import NO_NETWORK
 from loomgate.gateway.sandbox.profiles import SandboxRules
+from tests.gateway.sandbox import sandboxes
 
 LOG = logging.getLogger(__name__)
 SLEEPER = "import sys, time; time.sleep(600)"
@@ -122,7 +125,7 @@ def test_a_sandboxed_marker_ends_the_sandbox_init_and_removes_the_sandbox(
     init, kernel = sleeper(tmp_path / "init"), sleeper(connection)
     directory = tmp_path / "sandbox"
     directory.mkdir()
-    rules = SandboxRules("strict", True, (), (), False, None, None)
+    rules = SandboxRules("strict", True, (), (), NO_NETWORK, None, None)
     sandbox = SandboxLaunch(
         rules, directory, KernelLimits("a", "none"), "bubblewrap", ProcessIdentity.of(init.pid)
     )
@@ -149,3 +152,28 @@ def test_a_forgotten_marker_leaves_its_process_alone(tmp_path: Path) -> None:
         assert process.poll() is None
     finally:
         stop(process)
+
+
+def test_a_sandbox_killed_before_its_init_was_noted_is_ended_whole(tmp_path: Path) -> None:
+    # The gateway noted bubblewrap's pid, then died before bwrap named the sandbox's init: the
+    # init has a session of its own, so ending bwrap alone left it and the kernel running.
+    root = Path("/var/tmp") / f"loomgate-launch-{os.getpid()}"
+    project, kernel_dir = root / "project", root / "k"
+    project.mkdir(parents=True)
+    connection = root / "kernel-a.json"
+    connection.write_text("{}")
+    markers = LaunchMarkers(tmp_path / "launching")
+    rules = sandboxes.rules(writable=[project], network=False)
+    try:
+        markers.launching("a", str(connection))
+        with sandboxes.started(
+            rules, SLEEPER, cwd=project, kernel_dir=kernel_dir, args=("-f", str(connection))
+        ) as box:
+            sandbox = SandboxLaunch(rules, kernel_dir, KernelLimits("a", "none"), "bubblewrap")
+            bwrap = ProcessIdentity.of(box.process.pid)
+            markers.launched("a", str(connection), bwrap, None, sandbox)
+            assert markers.end_unowned(LOG) == 1
+            assert box.process.wait(10) == -9
+            assert sandboxes.wait_gone(box.init_pid, box.init_start, 10), "the init was left"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,6 +1,7 @@
 """Prewarmed kernels: a new kernel is taken from a pool of started, idle ones; a pool kernel is
 no one's until taken (in no list), gets its directory and environment at claim, numbers from
-In [1], and ends with the gateway however it exits."""
+In [1], and ends with the gateway however it exits (under the default profile too: bwrap, the
+sandbox's init and the kernel)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.gateway.process_identity import ProcessIdentity
 from tests.gateway.test_residency import API, created, output
 from tests.support.cells import submit
 from tests.support.gateways import (
     GatewayProcess,
+    child_pids,
     client,
     resident_kernels,
     terminated_as_a_kernel_starts,
@@ -83,34 +87,51 @@ async def test_numbering_starts_at_one(fresh_gateway: GatewayProcess) -> None:
         assert await output(http, "counted", "_1, In[1]") == f"({ready['pid']}, {code!r})"
 
 
+def sandbox_of(pid: int) -> set[ProcessIdentity]:
+    """Return a confined pool kernel's processes: bwrap (the pid the pool reports), the
+    sandbox's init and the kernel (and its network's bridge)."""
+    processes = {p for p in map(ProcessIdentity.of, {pid, *child_pids(pid)}) if p is not None}
+    assert len(processes) >= 3, processes
+    return processes
+
+
+def pids(processes: Iterable[ProcessIdentity]) -> set[int]:
+    """Return the pids of `processes`."""
+    return {process.pid for process in processes}
+
+
 async def test_pool_kernels_end_with_the_gateway_and_are_never_taken_back(
-    fresh_gateway: GatewayProcess,
+    confined_gateway: GatewayProcess,
 ) -> None:
-    fresh_gateway.prewarm = 1
-    fresh_gateway.start()
-    async with client(fresh_gateway) as http:
+    gateway = confined_gateway  # the default profile: a pool kernel is a bubblewrap sandbox
+    gateway.prewarm = 1
+    gateway.start()
+    async with client(gateway) as http:
         first = await pooled(http)
-        await created(http, name="kept")
+        kept = await created(http, name="kept")
         second = await pooled(http, other_than=first["pid"])
+    resident = json.loads((gateway.state_dir / "kernels" / kept / RESIDENT_FILE).read_text())
+    assert resident["provisioner"]["pid"] == first["pid"]  # `kept` is the first pool kernel
+    firsts, seconds = sandbox_of(first["pid"]), sandbox_of(second["pid"])
     # SIGTERM keeps the named kernel (the one claimed from the pool) and ends the pool's.
-    fresh_gateway.signal(signal.SIGTERM)
-    assert ProcessIdentity.of(first["pid"]) is not None
-    assert wait_gone({second["pid"]}, 30) == set()
+    gateway.signal(signal.SIGTERM)
+    assert all(process.is_alive() for process in firsts)
+    assert wait_gone(pids(seconds), 30) == set()
     # SIGKILL leaves the pool kernel running: the next gateway ends it, and takes back only `kept`.
-    fresh_gateway.start()
-    async with client(fresh_gateway) as http:
+    gateway.start()
+    async with client(gateway) as http:
         third = await pooled(http)
-    orphan = ProcessIdentity.of(third["pid"])
-    assert orphan is not None
-    fresh_gateway.kill()
-    assert orphan in resident_kernels(fresh_gateway.state_dir)
-    assert orphan.is_alive()
-    fresh_gateway.start()
-    assert wait_gone({third["pid"]}, 30) == set()
-    async with client(fresh_gateway) as http:
+    orphans = sandbox_of(third["pid"])
+    gateway.kill()
+    assert ProcessIdentity.of(third["pid"]) in resident_kernels(gateway.state_dir)
+    assert all(process.is_alive() for process in orphans)
+    gateway.start()
+    assert wait_gone(pids(orphans), 30) == set()  # bwrap, init and kernel: none left
+    async with client(gateway) as http:
         names = [k["name"] for k in (await http.get(API)).json()["kernels"]]
         assert names == ["kept"]
-        assert await output(http, "kept", "import os; os.getpid()") == str(first["pid"])
+        assert await output(http, "kept", "40 + 2") == "42"
+    assert all(process.is_alive() for process in firsts)  # taken back, not restarted
 
 
 async def test_a_gateway_stopped_as_its_pool_kernel_starts_leaves_no_kernel(

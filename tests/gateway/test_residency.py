@@ -1,5 +1,7 @@
 """Kernels outlive their gateway: a killed or stopped gateway's kernels are taken back by the
-next one on the same state dir, with their ids, names, variables, numbering and records."""
+next one on the same state dir, with their ids, names, variables, numbering and records; the
+scenarios of processes run under the default profile (bubblewrap: bwrap, the sandbox's init and
+the kernel), those of pids and state files unconfined."""
 
 from __future__ import annotations
 
@@ -18,16 +20,17 @@ from typing import Any
 import httpx
 import pytest
 
-from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.translator.client.local_gateway import gateway_command
 from tests.support.cells import submit
 from tests.support.gates import Gate
-from tests.support.gateways import GatewayProcess, client, free_port
+from tests.support.gateways import GatewayProcess, client, free_port, resident_kernels
 from tests.support.kernel_ws import KernelWebsocket
 from tests.support.sse import events, next_event
 
 API = "/api/loomgate/kernels"
+IPYKERNEL = [b"-m", b"ipykernel_launcher"]  # how a kernel's own command line goes on
 
 
 def ticker(flag: Path) -> str:
@@ -54,11 +57,33 @@ async def created(http: httpx.AsyncClient, **body: Any) -> str:
     return str(r.json()["kernel"]["id"])
 
 
+def sandboxed(pids: set[int]) -> set[ProcessIdentity]:
+    """Return the processes of one confined kernel: bwrap, the sandbox's init and the kernel
+    (and its network's bridge, under a profile with network)."""
+    processes = {p for p in map(ProcessIdentity.of, pids) if p is not None}
+    commands = [command(p.pid) for p in processes]
+    assert [c[0].endswith(b"bwrap") for c in commands].count(True) == 2, commands
+    assert [c[1:3] == IPYKERNEL for c in commands].count(True) == 1, commands
+    return processes
+
+
+def kernel_process(pids: set[int]) -> int:
+    """Return which of a confined kernel's processes is the kernel itself (ipykernel)."""
+    [pid] = [p for p in pids if command(p)[1:3] == IPYKERNEL]
+    return pid
+
+
+def command(pid: int) -> list[bytes]:
+    """Return the command line of process `pid`."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+
+
 @pytest.fixture
-async def five(fresh_gateway: GatewayProcess) -> AsyncIterator[dict[str, str]]:
-    """Five kernels in five situations on a gateway of the test's own: name → kernel id."""
-    fresh_gateway.start()
-    async with client(fresh_gateway) as http:
+async def five(confined_gateway: GatewayProcess) -> AsyncIterator[dict[str, str]]:
+    """Five kernels in five situations on a gateway of the test's own, under the default
+    profile: name → kernel id."""
+    confined_gateway.start()
+    async with client(confined_gateway) as http:
         kernels = {
             "named": await created(http, name="named"),
             "held": await created(http, name="held", lifetime="conversation"),
@@ -70,9 +95,10 @@ async def five(fresh_gateway: GatewayProcess) -> AsyncIterator[dict[str, str]]:
 
 
 async def test_five_kernels_survive_a_gateway_sigkill(
-    fresh_gateway: GatewayProcess, five: dict[str, str], tmp_path: Path
+    confined_gateway: GatewayProcess, five: dict[str, str], confined_root: Path
 ) -> None:
-    flag = tmp_path / "stop-ticking"
+    fresh_gateway = confined_gateway
+    flag = confined_root / "stop-ticking"  # where the confined kernel sees it (not in /tmp)
     async with client(fresh_gateway) as http:
         await submit(http, "named", "answer = 41")
         await submit(http, "held", "kept = 'yes'")
@@ -83,6 +109,9 @@ async def test_five_kernels_survive_a_gateway_sigkill(
         before = {k["id"]: k for k in (await http.get(API)).json()["kernels"]}
         async with events(http, five["held"], hold=True):  # a live holder, killed with it
             fresh_gateway.kill()
+    sandboxes = resident_kernels(fresh_gateway.state_dir)
+    assert len(sandboxes) == 10, sandboxes  # bwrap and the sandbox's init, each kernel
+    assert all(process.is_alive() for process in sandboxes)
 
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
@@ -91,6 +120,8 @@ async def test_five_kernels_survive_a_gateway_sigkill(
         for kernel_id, model in after.items():
             assert model["name"] == before[kernel_id]["name"]
             assert model["alive"]
+            assert model["sandbox"]["profile"] == "workspace"
+        assert all(process.is_alive() for process in sandboxes)  # taken back, not restarted
         assert after[five["held"]]["lifetime"] == "conversation"
         assert after[five["held"]]["holders"] == 0  # its holder died with the old gateway
 
@@ -150,43 +181,45 @@ async def test_five_kernels_survive_a_gateway_sigkill(
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_a_signal_keeps_kernels_and_stop_ends_them(
-    fresh_gateway: GatewayProcess, signum: int
+    confined_gateway: GatewayProcess, signum: int
 ) -> None:
+    fresh_gateway = confined_gateway
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         await created(http, name="kept")
         await submit(http, "kept", "value = 7")
-    [pid] = fresh_gateway.kernel_pids()
+    processes = sandboxed(fresh_gateway.kernel_pids())
     fresh_gateway.signal(signum)  # one signal stops it: no y/n prompt
-    assert ProcessIdentity.of(pid) is not None, "a signal must leave the kernel running"
+    assert all(p.is_alive() for p in processes), "a signal must leave the kernel running"
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         assert await output(http, "kept", "value") == "7"
         r = await http.post("/api/loomgate/shutdown", json={"kernels": "keep"})
         assert r.status_code == 202
     fresh_gateway.proc.wait(30)  # type: ignore[union-attr]
-    assert ProcessIdentity.of(pid) is not None, "kernels=keep must leave the kernel running"
+    assert all(p.is_alive() for p in processes), "kernels=keep must leave the kernel running"
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         assert await output(http, "kept", "value") == "7"
     fresh_gateway.stop()  # asserts that every kernel it ever ran is gone
-    assert ProcessIdentity.of(pid) is None
+    assert not any(p.is_alive() for p in processes)
 
 
 async def test_a_clean_shutdown_ends_running_cells_killed(
-    fresh_gateway: GatewayProcess, gate: Gate
+    confined_gateway: GatewayProcess, confined_root: Path
 ) -> None:
+    fresh_gateway, gate = confined_gateway, Gate(confined_root)  # a gate the kernel sees
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         await created(http, name="busy")
         r = await http.post(f"{API}/busy/executions", json={"code": gate.wait})
         number = r.json()["execution"]["number"]
         assert r.json()["execution"]["state"] == "running"
+        processes = sandboxed(fresh_gateway.kernel_pids())
         r = await http.post("/api/loomgate/shutdown", json={"kernels": "stop"})
         assert r.status_code == 202
-    [pid] = fresh_gateway.kernel_pids()
     fresh_gateway.proc.wait(30)  # type: ignore[union-attr]
-    assert ProcessIdentity.of(pid) is None
+    assert not any(p.is_alive() for p in processes)
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         r = await http.get(f"{API}/busy/executions/{number}")
@@ -231,13 +264,16 @@ async def test_a_reused_pid_is_never_signalled(
 
 
 async def test_a_kernel_that_does_not_answer_is_taken_back_once_it_does(
-    fresh_gateway: GatewayProcess,
+    confined_gateway: GatewayProcess,
 ) -> None:
+    fresh_gateway = confined_gateway
     fresh_gateway.start()
     async with client(fresh_gateway) as http:
         kernel_id = await created(http, name="frozen")
         await submit(http, "frozen", "kept = 7")
-    [pid] = fresh_gateway.kernel_pids()
+    kept = fresh_gateway.state_dir / "kernels" / kernel_id / RESIDENT_FILE
+    launched = json.loads(kept.read_text())["provisioner"]["pid"]  # bwrap's
+    pid = kernel_process(fresh_gateway.kernel_pids())
     os.kill(pid, signal.SIGSTOP)  # alive and ours, but it cannot answer
     try:
         fresh_gateway.kill()
@@ -246,10 +282,9 @@ async def test_a_kernel_that_does_not_answer_is_taken_back_once_it_does(
             model = (await http.get(f"{API}/frozen")).json()["kernel"]
             assert (model["alive"], model["state"], model["ended"]) == (False, "gone", None)
             assert model["end_reason"] == (
-                f"its process (pid {pid}) runs but did not answer when the gateway came back "
-                "(no kernel_info reply within 10 s); it is tried again every 5 s"
+                f"its process (pid {launched}) runs but did not answer when the gateway came "
+                "back (no kernel_info reply within 10 s); it is tried again every 5 s"
             )
-            kept = fresh_gateway.state_dir / "kernels" / kernel_id / RESIDENT_FILE
             assert stat.S_IMODE(kept.stat().st_mode) == 0o600  # kept, and private
             async with events(http) as stream:
                 os.kill(pid, signal.SIGCONT)

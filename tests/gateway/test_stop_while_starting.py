@@ -1,9 +1,11 @@
 """A server stopped while a kernel is still starting stops promptly and ends that kernel: in a
 person's Jupyter with `use_pending_kernels` (the sessions API returns before the kernel answers),
-as jupyter_server's own sessions tests stop it, and the gateway's `gateway stop`."""
+as jupyter_server's own sessions tests stop it, and the gateway's `gateway stop` (its kernel
+under the default profile: bwrap, the sandbox's init and the kernel, all ended)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -17,6 +19,7 @@ import pytest
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess, wait_gone
 from tests.support.jupyter_lab import STOP_TIMEOUT, JupyterServerProcess, pids_of_kernel
+from tests.support.sandboxed_gateways import confined_gateway
 
 # A stop that waited for the kernel would take until the gate opens (never) or loomgate's start
 # timeout (60 s); a prompt one takes what jupyter_client's shutdown of the process takes.
@@ -77,10 +80,22 @@ def test_jupyter_with_pending_kernels_stops_at_once_while_a_kernel_starts(
             __import__("os").kill(pid, signal.SIGKILL)
 
 
+def started_in_its_sandbox(gateway: GatewayProcess) -> bool:
+    """Return whether the gateway's gated kernel runs in its sandbox: bwrap, the sandbox's init
+    and, under them, the kernel's own process (still waiting for its gate)."""
+    commands = []
+    for pid in gateway.kernel_pids():
+        with contextlib.suppress(OSError):
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"))
+    sandbox = [c for c in commands if c[0].endswith(b"bwrap")]
+    return len(sandbox) == 2 and any(c[0] == b"sh" for c in commands)
+
+
 @pytest.mark.parametrize("pending", [False, True], ids=["stock", "pending-kernels"])
 def test_gateway_stop_ends_a_kernel_still_starting_at_once(
-    tmp_path: Path, gate: Gate, pending: bool
+    tmp_path: Path, confined_root: Path, pending: bool
 ) -> None:
+    gate = Gate(confined_root)  # where the confined kernel sees it (not in /tmp)
     jupyter_config = tmp_path / "jupyter-config"
     jupyter_config.mkdir()
     if pending:  # a person's jupyter_config.json, which loomgate-gateway reads too
@@ -89,26 +104,24 @@ def test_gateway_stop_ends_a_kernel_still_starting_at_once(
         )
     data = tmp_path / "jupyter-data"
     spec = gated_kernel_spec(data, gate)
-    state = tmp_path / "state"
-    state.mkdir()
-    env = {"JUPYTER_CONFIG_DIR": str(jupyter_config), "JUPYTER_DATA_DIR": str(data)}
-    gateway = GatewayProcess(state, env=env)
+    gateway = confined_gateway(confined_root)
+    gateway.env |= {"JUPYTER_CONFIG_DIR": str(jupyter_config), "JUPYTER_DATA_DIR": str(data)}
     created: list[httpx.Response] = []
     try:
         gateway.start()
 
         def create() -> None:
-            body = {"name": "gated", "kernel_spec": spec, "sandbox": "none"}
+            body = {"name": "gated", "kernel_spec": spec}  # the default profile
             url = f"{gateway.url}/api/loomgate/kernels"
             created.append(httpx.post(url, json=body, headers=gateway.headers, timeout=90))
 
         creating = threading.Thread(target=create)
         creating.start()
         deadline = time.monotonic() + 30
-        while not gateway.kernel_pids() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        while not started_in_its_sandbox(gateway) and time.monotonic() < deadline:
+            time.sleep(0.02)  # nothing announces a process's start
         pids = gateway.kernel_pids()
-        assert pids, "the kernel's process never started"
+        assert started_in_its_sandbox(gateway), f"the kernel's process never started: {pids}"
         gateway.kill_soon()  # its kernels noted: `stop` checks none outlives it
         began = time.monotonic()
         r = httpx.post(

@@ -1,6 +1,8 @@
 """Chaos: conversations on named kernels while the gateway and translators are SIGKILLed on a
-seeded schedule, the gateway restarted each time on the same state dir. Afterwards nothing a
-client was told is taken back, no number lacks a record, and no kernel is left unowned."""
+seeded schedule, the gateway restarted each time on the same state dir, its kernels under the
+default profile (each a bubblewrap sandbox: bwrap, the sandbox's init, the kernel). Afterwards
+nothing a client was told is taken back, no number lacks a record, and no kernel is left
+unowned."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import httpx
 from mcp import Client
 
 from tests.support.figures import Figure, scaled
-from tests.support.gateways import GatewayProcess, alive, client, gateway_with_token
+from tests.support.gateways import GatewayProcess, alive, client
+from tests.support.sandboxed_gateways import PROCESS_CELL, confined_gateway
 from tests.support.translators import stdio, translator_pids
 
 SEED = int(os.environ.get("LOOMGATE_CHAOS_SEED", "20261202"))
@@ -114,8 +117,8 @@ class Chaos:
             self.done.set()
 
 
-async def test_chaos_loses_nothing_a_client_was_told(tmp_path: Path, figure: Figure) -> None:
-    gateway = gateway_with_token(tmp_path / "state", secrets.token_urlsafe(24))
+async def test_chaos_loses_nothing_a_client_was_told(confined_root: Path, figure: Figure) -> None:
+    gateway = confined_gateway(confined_root, token=secrets.token_urlsafe(24))
     rng = random.Random(SEED)
     try:
         gateway.start()
@@ -124,7 +127,8 @@ async def test_chaos_loses_nothing_a_client_was_told(tmp_path: Path, figure: Fig
             for conversation in conversations:
                 r = await http.post(API, json={"name": conversation.kernel})
                 assert r.status_code == 201, r.text
-            pids = {c.kernel: await pid_of(http, c.kernel) for c in conversations}
+                assert r.json()["kernel"]["sandbox"]["profile"] == "workspace", r.text
+            processes = {c.kernel: await process_of(http, c.kernel) for c in conversations}
         chaos = Chaos(gateway, rng)
         await asyncio.wait_for(
             asyncio.gather(chaos.kill(conversations), *map(chaos.converse, conversations)),
@@ -132,17 +136,18 @@ async def test_chaos_loses_nothing_a_client_was_told(tmp_path: Path, figure: Fig
         )
         async with client(gateway) as http:
             for conversation in conversations:
-                await check_kernel(http, conversation, pids[conversation.kernel])
+                await check_kernel(http, conversation, processes[conversation.kernel])
         cells = sum(len(c.seen) for c in conversations)
         assert cells > KILLS, f"seed {SEED}: too few cells ran to mean anything ({cells})"
     finally:
         gateway.stop()  # fails if any kernel process of the state dir is left
     figure(
-        scenario=f"chaos: {CONVERSATIONS} conversations, {KILLS} random SIGKILLs (seed {SEED})",
-        checked="every kernel kept its id and pid; each counter is the increments a client saw "
+        scenario=f"chaos: {CONVERSATIONS} conversations under workspace, {KILLS} random SIGKILLs "
+        f"(seed {SEED})",
+        checked="every kernel kept its id and process; each counter is the increments a client saw "
         "complete, plus at most the unseen ones; every execution a client saw complete is still "
         "completed with its output; numbers 1..N all have records, none running; after the "
-        "final stop no kernel process is left",
+        "final stop no kernel process (bwrap, sandbox init, kernel) is left",
         kills_of_the_gateway=chaos.kills["gateway"],
         kills_of_translators=chaos.kills["translator"],
         cells_seen_completed=cells,
@@ -150,18 +155,18 @@ async def test_chaos_loses_nothing_a_client_was_told(tmp_path: Path, figure: Fig
     )
 
 
-async def pid_of(http: httpx.AsyncClient, kernel: str) -> int:
-    """Return the pid of `kernel`'s process, as the kernel itself says."""
-    body = {"code": "import os; os.getpid()", "wait": 30, "head": 1}
+async def process_of(http: httpx.AsyncClient, kernel: str) -> str:
+    """Return what tells `kernel`'s process from any other, as the kernel itself says."""
+    body = {"code": PROCESS_CELL, "wait": 30, "head": 1}
     r = await http.post(f"{API}/{kernel}/executions", json=body)
     assert r.status_code == 201, r.text
-    return int(r.json()["execution"]["output"]["head"][0]["text"])
+    return str(r.json()["execution"]["output"]["head"][0]["text"])
 
 
-async def check_kernel(http: httpx.AsyncClient, conversation: Conversation, pid: int) -> None:
+async def check_kernel(http: httpx.AsyncClient, conversation: Conversation, process: str) -> None:
     """Check what the run left of one conversation's kernel against what its client saw."""
     where = f"seed {SEED}, kernel {conversation.kernel}"
-    assert await pid_of(http, conversation.kernel) == pid, f"{where}: a new process"
+    assert await process_of(http, conversation.kernel) == process, f"{where}: a new process"
     body = {"code": "print(counter)", "wait": 30, "head": 1}
     r = await http.post(f"{API}/{conversation.kernel}/executions", json=body)
     final = r.json()["execution"]

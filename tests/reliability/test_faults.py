@@ -1,4 +1,5 @@
-"""Faults of processes: a translator, a kernel or the gateway killed mid-cell, a frozen gateway."""
+"""Faults of processes: a translator, a kernel or the gateway killed mid-cell (its kernels under
+the default profile), a frozen gateway."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import httpx
 from mcp import Client
 
 from tests.support.figures import Figure
-from tests.support.gateways import GatewayProcess, alive, gateway_with_token
+from tests.support.gateways import GatewayProcess, alive, resident_kernels
 from tests.support.mcp_clients import text
+from tests.support.sandboxed_gateways import confined_gateway
 from tests.support.sse import events, next_event
 from tests.support.translators import stdio, translator_pids
 
@@ -102,10 +104,11 @@ async def test_kernel_killed_mid_cell(
     )
 
 
-async def test_gateway_killed_and_restarted(tmp_path: Path, figure: Figure) -> None:
+async def test_gateway_killed_and_restarted(confined_root: Path, figure: Figure) -> None:
     token = secrets.token_urlsafe(24)
-    gateway = gateway_with_token(tmp_path / "state", token)
-    flag = tmp_path / "stop-ticking"
+    gateway = confined_gateway(confined_root, token=token)
+    flag = confined_root / "stop-ticking"  # where the confined kernel sees it (not in /tmp)
+    cwd = ("--cwd", str(confined_root / "project"))
     ticks_until_flag = (
         "import os, time\ni = 0\n"
         f"while not os.path.exists({str(flag)!r}):\n"
@@ -114,8 +117,8 @@ async def test_gateway_killed_and_restarted(tmp_path: Path, figure: Figure) -> N
     try:
         gateway.start()
         async with (
-            Client(stdio(gateway)) as finished,
-            Client(stdio(gateway), mode="legacy") as running,
+            Client(stdio(gateway, *cwd)) as finished,
+            Client(stdio(gateway, *cwd), mode="legacy") as running,
         ):
             await running.call_tool("run_cell", {"code": "kept = 'variables'"})
             for i in range(3):
@@ -128,7 +131,10 @@ async def test_gateway_killed_and_restarted(tmp_path: Path, figure: Figure) -> N
             number = started.structured_content["execution"]
             seen = re.findall(r"tick \d+", text(started))
 
+            sandboxes = resident_kernels(gateway.state_dir)
+            assert len(sandboxes) == 4, sandboxes  # bwrap and the sandbox's init, each kernel
             gateway.kill()  # its kernels keep running; the restart takes them back
+            assert all(process.is_alive() for process in sandboxes)
             began = time.monotonic()
             down = await asyncio.wait_for(finished.call_tool("status", {}), CALL_TIMEOUT)
             error_seconds = time.monotonic() - began
@@ -137,6 +143,7 @@ async def test_gateway_killed_and_restarted(tmp_path: Path, figure: Figure) -> N
             assert token not in text(down)
 
             gateway.start()
+            assert all(process.is_alive() for process in sandboxes)  # taken back, not restarted
             kept = await finished.call_tool("read_output", {"execution": 3, "lines": "-1:"})
             assert text(kept).endswith("100│kept 2 99"), text(kept)
             spanning = await running.call_tool("status", {"execution": number})
@@ -161,7 +168,7 @@ async def test_gateway_killed_and_restarted(tmp_path: Path, figure: Figure) -> N
     finally:
         gateway.stop()
     figure(
-        scenario="fault: gateway SIGKILL mid-cell, then restart",
+        scenario="fault: gateway SIGKILL mid-cell, then restart (kernels under workspace)",
         checked="calls while it is down fail at once with a clear error; after the restart "
         "the kernels are taken back: finished records read whole, the running cell goes on and "
         "ends `completed` with its gap noted, variables and numbering continue",

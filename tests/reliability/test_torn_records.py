@@ -29,6 +29,7 @@ from loomgate.gateway.records.journal import Journal
 from tests.support.figures import Figure, scaled
 from tests.support.gateways import GatewayProcess, client, gateway_with_token
 from tests.support.mounts import PrivateDisk
+from tests.support.sandboxed_gateways import PROCESS_CELL, confined_gateway
 
 API = "/api/loomgate/kernels"
 SEED = 20261203
@@ -108,15 +109,15 @@ async def check_rich_lines(http: httpx.AsyncClient, kernel: str, number: int) ->
     return len(summary["rich"])
 
 
-async def named_kernel(http: httpx.AsyncClient, name: str) -> tuple[str, int]:
-    """Create kernel `name`; return its id and the pid of its process (cell 1)."""
+async def named_kernel(http: httpx.AsyncClient, name: str) -> tuple[str, str]:
+    """Create kernel `name`; return its id and what tells its process from others (cell 1)."""
     r = await http.post(API, json={"name": name})
     assert r.status_code == 201, r.text
     kernel_id = r.json()["kernel"]["id"]
-    body = {"code": "import os; os.getpid()", "wait": 60, "head": 1}
+    body = {"code": PROCESS_CELL, "wait": 60, "head": 1}
     r = await http.post(f"{API}/{name}/executions", json=body)
     assert r.status_code == 201, r.text
-    return kernel_id, int(r.json()["execution"]["output"]["head"][0]["text"])
+    return kernel_id, str(r.json()["execution"]["output"]["head"][0]["text"])
 
 
 async def run(http: httpx.AsyncClient, kernel: str, code: str, **body: Any) -> Any:
@@ -159,7 +160,7 @@ async def test_each_window_between_the_writes(tmp_path: Path, figure: Figure) ->
     try:
         gateway.start()
         async with client(gateway) as http:
-            torn_id, torn_pid = await named_kernel(http, "torn")
+            torn_id, torn_process = await named_kernel(http, "torn")
             await run(http, "torn", "for j in range(50): print('kept', j)")  # 2
             await run(http, "torn", painting(tmp_path / "never", every=2), wait=0.5)
             await http.post(f"{API}/torn/interrupt")  # 3: figures and lines, interrupted
@@ -167,7 +168,7 @@ async def test_each_window_between_the_writes(tmp_path: Path, figure: Figure) ->
             await run(http, "torn", "raise ValueError('kept')")  # 4
             running = await run(http, "torn", painting(flag, every=3), wait=0.5)  # 5
             await until_rich(http, "torn", 5, 4)
-            unsaved_id, unsaved_pid = await named_kernel(http, "unsaved")
+            unsaved_id, unsaved_process = await named_kernel(http, "unsaved")
             ticking = await run(http, "unsaved", painting(flag, every=10**9), wait=0.5)  # 2
             before = {n: await whole(http, "torn", n) for n in (1, 2, 3, 4)}
         assert running["state"] == ticking["state"] == "running"
@@ -218,16 +219,19 @@ async def test_each_window_between_the_writes(tmp_path: Path, figure: Figure) ->
             # The running cells are followed to their end, gap noted.
             await until_rich(http, "torn", 5, indexed + 3)
             flag.touch()
-            for kernel, number, pid in (("torn", 5, torn_pid), ("unsaved", 2, unsaved_pid)):
+            for kernel, number, process in (
+                ("torn", 5, torn_process),
+                ("unsaved", 2, unsaved_process),
+            ):
                 ended = await execution(http, kernel, number, wait=60, tail=1)
                 assert ended["state"] == "completed", ended
                 assert ended["output"]["tail"][0]["text"] == "done", ended
                 assert len(ended["gaps"]) == 1, ended
                 code = painting(flag, every=3 if kernel == "torn" else 10**9)
                 assert (ended["code"], ended["source"]) == (code, "loomgate"), ended
-                after = await run(http, kernel, "import os; os.getpid()", head=1)
+                after = await run(http, kernel, PROCESS_CELL, head=1)
                 assert after["number"] == number + 1, after  # numbering goes on, no hole
-                assert int(after["output"]["head"][0]["text"]) == pid  # the same kernel
+                assert after["output"]["head"][0]["text"] == process  # the same kernel
             figures = await check_rich_lines(http, "torn", 5)
             assert [e["index"] for e in (await execution(http, "torn", 5))["rich"]] == list(
                 range(figures)
@@ -241,7 +245,7 @@ async def test_each_window_between_the_writes(tmp_path: Path, figure: Figure) ->
         # a gateway after it reads the same.
         gateway.kill()
         sends = {entry["code"] for entry in Journal(torn).sends()}
-        assert "import os; os.getpid()" in sends
+        assert PROCESS_CELL in sends
         assert {5, 6} <= set(Journal(torn).ends())
         gateway.start()
         async with client(gateway) as http:
@@ -261,16 +265,17 @@ async def test_each_window_between_the_writes(tmp_path: Path, figure: Figure) ->
     )
 
 
-async def test_random_kills_while_a_cell_writes_records(tmp_path: Path, figure: Figure) -> None:
+async def test_random_kills_while_a_cell_writes_records(
+    confined_root: Path, figure: Figure
+) -> None:
     rng = random.Random(SEED)
-    state = tmp_path / "state"
-    gateway = gateway_with_token(state, secrets.token_urlsafe(24))
-    flag = tmp_path / "flag"
+    gateway = confined_gateway(confined_root, token=secrets.token_urlsafe(24))
+    flag = confined_root / "flag"  # where the confined kernel sees it (not in /tmp)
     seen: dict[int, Any] = {}  # every execution a client saw end, as it saw it
     try:
         gateway.start()
         async with client(gateway) as http:
-            _, pid = await named_kernel(http, "painting")
+            _, process = await named_kernel(http, "painting")
             seen[1] = await whole(http, "painting", 1)
             painter = (await run(http, "painting", painting(flag), wait=0.3))["number"]
         for _ in range(KILLS):
@@ -292,15 +297,15 @@ async def test_random_kills_while_a_cell_writes_records(tmp_path: Path, figure: 
             # A line may be missing only where a gap says so: one run of them per gap at most.
             runs = sum(1 for a, b in itertools.pairwise(printed) if b != a + 1)
             assert runs <= len(ended["gaps"]), (runs, ended["gaps"])
-            last = await run(http, "painting", "import os; os.getpid()", head=1)
+            last = await run(http, "painting", PROCESS_CELL, head=1)
             assert last["number"] == painter + 1
-            assert int(last["output"]["head"][0]["text"]) == pid
+            assert last["output"]["head"][0]["text"] == process
             assert await whole(http, "painting", 1) == seen[1]
     finally:
         gateway.stop()
     figure(
         scenario=f"fault: {KILLS} random gateway SIGKILLs while a cell writes lines and figures "
-        f"(seed {SEED})",
+        f"(kernel under workspace, seed {SEED})",
         checked="the cell is followed through every restart to its end, `completed`; each of "
         "its figures has its bundle and its own stand-in line; no line stored twice or out of "
         "order, lines missing only at noted gaps; earlier records, numbering and the kernel kept",
@@ -324,7 +329,7 @@ async def test_a_full_disk_as_the_gateway_is_killed(tmp_path: Path, figure: Figu
     try:
         gateway.start()
         async with client(gateway) as http:
-            kernel_id, pid = await named_kernel(http, "full")
+            kernel_id, process = await named_kernel(http, "full")
             before = {1: await whole(http, "full", 1)}
             await run(http, "full", "for j in range(50): print('kept', j)")
             before[2] = await whole(http, "full", 2)
@@ -357,8 +362,8 @@ async def test_a_full_disk_as_the_gateway_is_killed(tmp_path: Path, figure: Figu
             assert kept["state"] == "completed" or named, (kept, log[-3000:])
             assert kept["state"] != "running"
             figures = await check_rich_lines(http, "full", 3)
-            after = await run(http, "full", "import os; os.getpid()", head=1)
-            assert after["number"] == 4 and int(after["output"]["head"][0]["text"]) == pid
+            after = await run(http, "full", PROCESS_CELL, head=1)
+            assert after["number"] == 4 and after["output"]["head"][0]["text"] == process
     finally:
         gateway.stop()
         disk.stop()

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.shared.paths import GATEWAY_FILE, read_gateway_file
 from loomgate.translator.client.local_gateway import UPSTREAMS_DIR, gateway_command
 
@@ -194,16 +194,20 @@ class GatewayProcess:
                 self.proc.wait(STOP_TIMEOUT)
         survivors = {kernel.pid for kernel in self.kernels if kernel.is_alive()}
         self.kernels.clear()
+        # Also those no run of it noted (a kill just after a launch): each names its connection
+        # file, whether its parent is a gateway, bubblewrap or 1.
+        survivors |= kernel_processes_of(self.state_dir)
         if not stopped_by_gateway:
             # No gateway took them back (the test killed it): end them by their own identity.
             for pid in survivors:
-                os.killpg(pid, signal.SIGKILL)
+                end_process(pid)
             wait_gone(survivors, STOP_TIMEOUT)
             return
         leftovers = wait_gone(survivors, STOP_TIMEOUT)
+        described = describe_processes(leftovers)
         for pid in leftovers:
-            os.killpg(pid, signal.SIGKILL)
-        assert not leftovers, f"kernel processes outlived `gateway stop`: {sorted(leftovers)}"
+            end_process(pid)
+        assert not leftovers, f"kernel processes outlived `gateway stop`: {described}"
 
     def signal(self, signum: int) -> None:
         """Send `signum` to the gateway and wait for it to exit (its kernels keep running)."""
@@ -227,15 +231,21 @@ class GatewayProcess:
         self.proc.wait(STOP_TIMEOUT)
 
     def kernel_pids(self) -> set[int]:
-        """Return the pids of the kernel processes this gateway process started."""
+        """Return the pids of the kernel processes this gateway process started: all its
+        descendants (for a confined kernel bwrap, the sandbox's init and the kernel)."""
         assert self.proc is not None
         return child_pids(self.proc.pid)
 
     def _remember_kernels(self) -> None:
         """Note the gateway's kernels: after it exits they are no longer its children."""
-        identities = (ProcessIdentity.of(pid) for pid in self.kernel_pids())
+        pids = self.kernel_pids()
+        resident = resident_kernels(self.seen(self.state_dir))
+        for kernel in resident:  # a kernel taken back is not the gateway's child, nor its init's
+            if kernel.is_alive():
+                pids |= {kernel.pid, *child_pids(kernel.pid)}
+        identities = (ProcessIdentity.of(pid) for pid in pids)
         self.kernels |= {identity for identity in identities if identity is not None}
-        self.kernels |= resident_kernels(self.seen(self.state_dir))
+        self.kernels |= resident
 
     def _request_shutdown(self) -> bool:
         """Ask the gateway to stop with its kernels; return whether it accepted."""
@@ -268,6 +278,44 @@ def resident_kernels(state_dir: Path, *, pool: bool = True) -> set[ProcessIdenti
             if sandbox and sandbox.get("init"):
                 found.add(ProcessIdentity.from_json(sandbox["init"]))
     return found
+
+
+def kernel_processes_of(state_dir: Path) -> set[int]:
+    """Return the pids of live processes started for a kernel of a gateway on `state_dir`,
+    noted anywhere or not, whatever their parent: each names its connection file (in the state
+    dir's runtime dir) on its command line, as a kernel, bubblewrap and the sandbox's init do."""
+    connection_files = bytes(state_dir / "runtime" / "kernel-")
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            if any(word.startswith(connection_files) for word in words) and alive(int(entry.name)):
+                found.add(int(entry.name))
+    return found
+
+
+def describe_processes(pids: set[int]) -> list[str]:
+    """Return each process as `pid (parent P): command line`, cut short, for a failure."""
+    described = []
+    for pid in sorted(pids):
+        try:
+            parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        described.append(f"{pid} (parent {parent}): {command[:100]}")
+    return described
+
+
+def end_process(pid: int) -> None:
+    """SIGKILL process `pid` and its process group, if it leads one (a confined kernel does
+    not: it is in the group of the sandbox's init), and whatever of them is already gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def kernel_processes_in(state_dir: Path) -> set[int]:
@@ -312,7 +360,7 @@ def stop_local_gateway(state_dir: Path) -> None:
     survivors = {kernel.pid for kernel in kernels if kernel.is_alive()}
     leftovers = wait_gone(survivors, STOP_TIMEOUT) if stopped_by_gateway else survivors
     for pid in leftovers:
-        os.killpg(pid, signal.SIGKILL)
+        end_process(pid)
     wait_gone(leftovers, STOP_TIMEOUT)
     if stopped_by_gateway:
         assert not leftovers, f"kernel processes outlived `gateway stop`: {sorted(leftovers)}"

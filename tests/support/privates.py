@@ -5,6 +5,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+# Public, documented names that begin with an underscore all the same: os._exit (what a forked
+# child calls), and namedtuple's own methods.
+DOCUMENTED = frozenset({"_exit", "_asdict", "_replace", "_fields", "_make"})
+
 
 def private_attributes(path: Path) -> set[str]:
     """Return the private attribute names `path` reads on objects other than self and cls."""
@@ -14,6 +18,7 @@ def private_attributes(path: Path) -> set[str]:
             isinstance(node, ast.Attribute)
             and node.attr.startswith("_")
             and not node.attr.startswith("__")
+            and node.attr not in DOCUMENTED
             and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
         ):
             names.add(node.attr)

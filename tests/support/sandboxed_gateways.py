@@ -17,6 +17,11 @@ from tests.support.cells import KERNELS
 from tests.support.gateways import GatewayProcess
 
 SHIPPED_DEFAULT = "workspace"
+# A cell whose output tells its kernel process from any other, confined or not: its pid (in the
+# sandbox's own pid namespace, where every kernel has the same) and its start in ticks since boot.
+PROCESS_CELL = (
+    "import os; os.getpid(), open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]"
+)
 
 
 @dataclass
@@ -66,6 +71,19 @@ def sandbox_root() -> Iterator[Path]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def confined_gateway(root: Path, *, token: str | None = None) -> GatewayProcess:
+    """Return a (not started) gateway whose kernels get the shipped default profile, with its
+    state and config in `root` (from `sandbox_root`) and its kernels working in its `project`;
+    with `token`, one it reads from a variable, so that restarts keep it."""
+    (root / "config" / "loomgate" / "sandbox.toml").write_text(f'default = "{SHIPPED_DEFAULT}"\n')
+    env = {"XDG_CONFIG_HOME": str(root / "config")}
+    extra_args = []
+    if token is not None:
+        env["LOOMGATE_TEST_TOKEN"] = token
+        extra_args = ["--token-env", "LOOMGATE_TEST_TOKEN"]
+    return GatewayProcess(root / "state", env=env, extra_args=extra_args, cwd=root / "project")
 
 
 @contextmanager

@@ -101,6 +101,8 @@ def sandbox(**fields: Any) -> wire.Sandbox:
         memory=4 << 30,
         processes=512,
         mechanism="bubblewrap, landlock, cgroup v1",
+        lacks=[],
+        packages=None,
     )
     return cast(wire.Sandbox, base | fields)
 

@@ -4,6 +4,8 @@ refusals of a looser or another profile."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from loomgate.shared import wire
@@ -13,6 +15,7 @@ from loomgate.translator.presentation import (
     cell_text,
     connected_note,
     looser_sandbox_refusal,
+    mechanism_lines,
     render_cell,
     render_execution_status,
     render_kernel,
@@ -37,6 +40,8 @@ NONE = sandbox(profile="none", writable=[], hidden=[], memory=None, processes=No
         (NONE, "none"),
         (sandbox(profile="none", network=False), "none"),  # nothing to say it lacks
         (sandbox(profile="data", network=False), "data (no network)"),  # by its rules
+        (sandbox(profile="data", network=["pypi.org"]), "data (pypi.org)"),
+        (sandbox(profile="lan", network="host"), "lan (the host's network)"),
         (None, "not sandboxed by loomgate"),
     ],
 )
@@ -52,7 +57,7 @@ RULES = [
             "sandbox: workspace, enforced by bubblewrap, landlock, cgroup v1",
             "  writable: /home/p/proj and its own /tmp",
             "  hidden: 3 paths",
-            "  network: on; memory: 4 GiB; processes: 512",
+            "  network: every public address; memory: 4 GiB; processes: 512",
         ],
     ),
     (
@@ -70,7 +75,7 @@ RULES = [
             "sandbox: strict",
             "  writable: /home/p/proj, /data and its own /tmp",
             "  hidden: 1 path",
-            "  network: off; memory: no limit; processes: no limit",
+            "  network: no network; memory: no limit; processes: no limit",
         ],
     ),
     (
@@ -80,7 +85,7 @@ RULES = [
             "sandbox: workspace, enforced by bubblewrap, landlock, cgroup v1",
             "  writable: only its own /tmp",
             "  hidden: 3 paths",
-            "  network: on; memory: 4 GiB; processes: 4,096",
+            "  network: every public address; memory: 4 GiB; processes: 4,096",
         ],
     ),
     ("none is not confined", NONE, ["sandbox: none (not confined)"]),
@@ -151,6 +156,20 @@ def test_the_kernel_list_has_a_sandbox_column_when_some_kernel_has_one() -> None
     assert table[2].endswith("0     workspace")
     assert table[3].endswith("0     strict (no network)")
     assert table[4].endswith("0     -")
+    # The mechanism in force, once (both kernels' is the same).
+    assert table[5:] == ["sandboxes enforced by: bubblewrap, landlock, cgroup v1"]
+
+
+def test_the_kernel_list_names_each_mechanism_its_kernels_run_under() -> None:
+    kernels = [
+        kernel(id="aaaaaaaa-1", sandbox=sandbox(mechanism="landlock only (ABI 4), rlimits")),
+        kernel(id="bbbbbbbb-2", sandbox=sandbox()),  # an earlier gateway's choice
+        kernel(id="cccccccc-3", sandbox=NONE),  # no mechanism: not named
+    ]
+    table = render_kernels(kernels, None, "local", now=0.0).split("\n")
+    assert table[-1] == (
+        "sandboxes enforced by: landlock only (ABI 4), rlimits | bubblewrap, landlock, cgroup v1"
+    )
 
 
 def test_the_kernel_list_has_no_sandbox_column_when_no_kernel_has_one() -> None:
@@ -207,10 +226,64 @@ RULE_LINES = [
         "The cell read a path that is hidden from this kernel by its sandbox (workspace).",
     ),
     (
+        "a protected path, named",
+        failure("protected", "/home/p/proj/.vscode/tasks.json"),
+        sandbox(),
+        "/home/p/proj/.vscode/tasks.json is kept read-only by this kernel's sandbox (workspace), "
+        "also before it exists: programs outside the sandbox act on it later (git, editors, "
+        "agents' hosts, the Python environment it runs on); only the person can take a name out.",
+    ),
+    (
+        "a protected path not named",
+        failure("protected"),
+        None,
+        "What the cell wrote is kept read-only by this kernel's sandbox (workspace), also before "
+        "it exists: programs outside the sandbox act on it later (git, editors, agents' hosts, "
+        "the Python environment it runs on); only the person can take a name out.",
+    ),
+    (
+        "a path of the host's /tmp",
+        failure("own_tmp", "/tmp/data.csv"),
+        sandbox(),
+        "/tmp/data.csv: the host's /tmp is not visible here; this kernel's /tmp is its own "
+        "(sandbox workspace).",
+    ),
+    (
+        "the host's /tmp, no path",
+        failure("own_tmp"),
+        None,
+        "The host's /tmp is not visible here; this kernel's /tmp is its own (sandbox workspace).",
+    ),
+    (
         "no network",
         failure("network", profile="strict"),
         STRICT,
         "This kernel's sandbox (strict) has no network.",
+    ),
+    (
+        "a connection its proxy refused",
+        failure("network", "10.0.0.5:443"),
+        sandbox(),
+        "This kernel's sandbox (workspace) refused the connection to 10.0.0.5:443: it reaches "
+        "every public address, and loopback, private and link-local addresses only when the "
+        "profile names them (the person names them in sandbox.toml's network).",
+    ),
+    (
+        "a refusal under a list of destinations",
+        failure("network", "example.org:443 (93.184.215.14)", profile="data"),
+        sandbox(profile="data", network=["pypi.org", "*.github.com:443"]),
+        "This kernel's sandbox (data) refused the connection to example.org:443 "
+        "(93.184.215.14): it reaches pypi.org, *.github.com:443, and loopback, private and "
+        "link-local addresses only when the profile names them (the person names them in "
+        "sandbox.toml's network).",
+    ),
+    (
+        "a raw socket, which no proxy carries",
+        failure("network"),
+        sandbox(),
+        "This kernel (workspace) reaches the network only through its proxy (HTTP_PROXY, "
+        "HTTPS_PROXY, ALL_PROXY; it reaches every public address): a raw socket reaches "
+        "nothing, not even the host's loopback.",
     ),
     (
         "the memory limit, with its size",
@@ -406,3 +479,67 @@ def test_a_running_kernel_keeps_its_profile(
 )
 def test_a_gateway_that_ignores_profiles(audience: Audience, sentence: str) -> None:
     assert unconfined_refusal("the gateway at http://h:1", "strict", audience) == sentence
+
+
+def test_a_kernels_status_says_what_its_mechanism_lacks() -> None:
+    lacking = sandbox(mechanism="landlock only (ABI 7)", lacks=["its own /tmp", "UDP"])
+    assert sandbox_lines(lacking)[0] == "sandbox: workspace, enforced by landlock only (ABI 7)"
+    assert sandbox_lines(lacking)[-1] == "  this mechanism cannot give it: its own /tmp; UDP"
+    assert len(sandbox_lines(sandbox())) == 4  # nothing lacking: nothing said
+    old = {key: value for key, value in sandbox().items() if key != "lacks"}  # an older gateway
+    assert sandbox_lines(cast(wire.Sandbox, old)) == sandbox_lines(sandbox())
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            {
+                "sandbox_mechanism": "bubblewrap 0.11.0 (shipped with loomgate), cgroup v2",
+                "sandbox_refused": [
+                    "bubblewrap on PATH (/usr/local/bin/bwrap) cannot make namespaces here: "
+                    "bwrap: setting up uid map: Permission denied"
+                ],
+                "sandbox_lacks": [],
+            },
+            [
+                "sandbox: bubblewrap 0.11.0 (shipped with loomgate), cgroup v2",
+                "  not used: bubblewrap on PATH (/usr/local/bin/bwrap) cannot make namespaces "
+                "here: bwrap: setting up uid map: Permission denied",
+            ],
+        ),
+        (
+            {
+                "sandbox_mechanism": "landlock only (ABI 4), rlimits",
+                "sandbox_refused": ["no bubblewrap on PATH", "no bubblewrap shipped with loomgate"],
+                "sandbox_lacks": ["its own /tmp", "a pid namespace"],
+            },
+            [
+                "sandbox: landlock only (ABI 4), rlimits",
+                "  not used: no bubblewrap on PATH",
+                "  not used: no bubblewrap shipped with loomgate",
+                "  this mechanism cannot give it: its own /tmp; a pid namespace",
+            ],
+        ),
+        (
+            {
+                "sandbox_mechanism": None,
+                "sandbox_refused": ["no bubblewrap on PATH", "Landlock is not available"],
+                "sandbox_lacks": [],
+            },
+            [
+                "sandbox: no mechanism works here",
+                "  refused: no bubblewrap on PATH",
+                "  refused: Landlock is not available",
+            ],
+        ),
+        (
+            {"upstream": "http://jupyter:8888", "sandbox_mechanism": None},
+            ["sandbox: none (the upstream starts the kernels)"],
+        ),
+    ],
+)
+def test_the_gateways_mechanism_in_its_status(
+    fields: dict[str, object], expected: list[str]
+) -> None:
+    assert mechanism_lines(cast(wire.Info, fields)) == expected

@@ -24,7 +24,7 @@ from loomgate.translator.presentation import (
     started_note,
     stop_needs_force,
 )
-from tests.support.wire_values import execution, kernel
+from tests.support.wire_values import execution, kernel, sandbox
 
 STATUS = [
     (
@@ -166,6 +166,25 @@ KERNELS = [
             "running: In [3]",
             "cwd: /work",
             "sandbox: not sandboxed by loomgate",
+        ],
+    ),
+    (
+        "an unconfined kernel's packages dir, where pip installs",
+        kernel(
+            sandbox=sandbox(
+                profile="none",
+                writable=[],
+                hidden=[],
+                mechanism="",
+                packages="/tmp/loomgate-1000/0123456789abc/packages",
+            )
+        ),
+        [
+            "Kernel lab [cccccccc] on local: idle, persistent, python3",
+            "executions: 2 (latest In [2])",
+            "sandbox: none (not confined)",
+            "packages: /tmp/loomgate-1000/0123456789abc/packages (%pip and !pip install here; "
+            "first on sys.path, kept until the kernel is stopped)",
         ],
     ),
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pathlib import Path
 from loomgate.gateway.sandbox import bubblewrap, entry
 from loomgate.gateway.sandbox.limits import KernelLimits
 from loomgate.gateway.sandbox.mechanism import probe
+from loomgate.gateway.sandbox.network_rules import parse_network
 from loomgate.gateway.sandbox.profiles import SandboxRules
 
 START_TIMEOUT = 30.0
@@ -24,7 +26,7 @@ def rules(
     *,
     writable: Sequence[Path] = (),
     hidden: Sequence[Path] = (),
-    network: bool = True,
+    network: bool | str | list[str] = "host",  # what bwrap alone gives: no proxy runs here
     memory: int | None = None,
     processes: int | None = None,
 ) -> SandboxRules:
@@ -34,7 +36,7 @@ def rules(
         confined=True,
         writable=tuple(writable),
         hidden=tuple(hidden),
-        network=network,
+        network=parse_network(network),
         memory=memory,
         processes=processes,
     )
@@ -70,14 +72,15 @@ def argv(
     landlock: bool = True,
     args: Sequence[str] = (),
     info_fd: int | None = None,
+    python: str = sys.executable,
 ) -> list[str]:
-    """Return the gateway's argv for `payload`: entry, then bwrap, then python (in a prepared
-    kernel dir)."""
-    bwrap = probe().bwrap
-    assert bwrap is not None, probe().bwrap_problem
+    """Return the gateway's argv for `payload`: entry, then bwrap, then `python` (in a
+    prepared kernel dir)."""
+    bwrap = getattr(probe().confiner, "bwrap", None)
+    assert bwrap is not None, probe().problem or f"not bubblewrap here: {probe().describe()}"
     inner = bubblewrap.command(
         rule_set,
-        [sys.executable, "-I", "-c", payload, *args],
+        [python, "-I", "-c", payload, *args],
         bwrap=bwrap,
         cwd=cwd,
         kernel_dir=kernel_dir,
@@ -165,3 +168,14 @@ def run(
     with started(rule_set, payload, cwd=cwd, kernel_dir=kernel_dir, env=env, **options) as box:
         out, err = box.process.communicate(timeout=RUN_TIMEOUT)
         return subprocess.CompletedProcess(box.process.args, box.process.returncode, out, err)
+
+
+def wait_gone(pid: int, started: str, timeout: float) -> bool:
+    """Return whether process `pid` (started at `started`) has ended within `timeout` seconds
+    (no event tells of a stranger's end: its /proc entry is polled)."""
+    deadline = time.monotonic() + timeout
+    while start_time(pid) == started:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -3,12 +3,16 @@ so its order is the policy), its path helpers, and the kernel's own host dir; no
 
 from __future__ import annotations
 
+import json
+import os
 import stat
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap
+from loomgate.gateway.sandbox import bubblewrap, kernel_network, placeholders
 from tests.gateway.sandbox import sandboxes
 
 BWRAP = "/usr/bin/bwrap"
@@ -42,14 +46,18 @@ def tree(tmp_path: Path) -> Path:
 def argv(
     tree: Path,
     *,
-    network: bool = True,
+    network: bool | str = "host",  # the mounts alone (the network's own: below)
     writable: list[Path] | None = None,
     hidden: list[Path] | None = None,
     kernel_dir: str = "state/kernels/k1",
     connection: str | None = "runtime/kernel-own.json",
     unset_env: tuple[str, ...] = ("JPY_PARENT_PID", "TOKEN", "JPY_PARENT_PID"),
+    protected: tuple[str, ...] = (".envrc",),
+    read_only: tuple[Path, ...] = (),
+    cmd: list[str] = CMD,
 ) -> list[str]:
-    """Return the command for `tree`'s kernel under rules with these paths."""
+    """Return the command for `tree`'s kernel under rules with these paths (protecting only
+    `protected` of the names, to keep the tables short)."""
     rules = sandboxes.rules(
         writable=[tree / "project"] if writable is None else writable,
         hidden=[tree / "project/.env", tree / "state", tree / "runtime"]
@@ -57,15 +65,27 @@ def argv(
         else hidden,
         network=network,
     )
+    rules = replace(rules, protected=protected, read_only=read_only)
     return bubblewrap.command(
         rules,
-        CMD,
+        cmd,
         bwrap=BWRAP,
         cwd=tree / "project",
         kernel_dir=tree / kernel_dir,
         connection_file=tree / connection if connection is not None else None,
         unset_env=unset_env,
     )
+
+
+# The project's .git (with hooks and config; info, modules, worktrees and config.worktree get
+# placeholders), with no protected name but .git.
+GIT_GUARD = [
+    "--bind T/project/.git T/project/.git",
+    *(
+        f"--ro-bind T/project/.git/{part} T/project/.git/{part}"
+        for part in ("config", "config.worktree", "hooks", "info", "modules", "worktrees")
+    ),
+]
 
 
 def words(tree: Path, *pairs: str) -> list[str]:
@@ -82,14 +102,24 @@ def test_the_whole_command_in_order(tree: Path) -> None:
         *words(
             tree,
             "--bind T/project T/project",
-            # git's hooks and config stay read-only inside the writable project
-            "--ro-bind T/project/.git/hooks T/project/.git/hooks",
+            # a protected name, read-only before it exists (its placeholder was made for it)
+            "--ro-bind T/project/.envrc T/project/.envrc",
+            # .git a mount point (it cannot be renamed or replaced), writable for commits, and
+            # what git runs for you later read-only in it (missing ones got placeholders)
+            "--bind T/project/.git T/project/.git",
             "--ro-bind T/project/.git/config T/project/.git/config",
+            "--ro-bind T/project/.git/config.worktree T/project/.git/config.worktree",
+            "--ro-bind T/project/.git/hooks T/project/.git/hooks",
+            "--ro-bind T/project/.git/info T/project/.git/info",
+            "--ro-bind T/project/.git/modules T/project/.git/modules",
+            "--ro-bind T/project/.git/worktrees T/project/.git/worktrees",
             # hidden after writable: a hidden file in a writable dir stays hidden
             f"--ro-bind {empty} T/project/.env",
             # dirs on the way to the kernel's own files: enterable, what they hold hidden
             "--perms 0111 --tmpfs T/state",
             "--perms 0111 --tmpfs T/state/kernels",
+            f"--ro-bind {empty} T/state/kernels/.placeholders-k1.json",  # what it made
+            f"--ro-bind {empty} T/state/kernels/.placeholders.lock",
             "--perms 0111 --tmpfs T/state/kernels/k1",
             f"--ro-bind {empty} T/state/kernels/k1/hidden",
             f"--ro-bind {empty} T/state/token",
@@ -156,12 +186,12 @@ def test_paths_are_bound_where_they_really_are(tree: Path) -> None:
         hidden=[tree / "link-to-ssh"],
         kernel_dir="link-to-kernel",
         connection=None,
+        protected=(),
     )
     assert command[len(START) + len(ROOT) : -len(CMD) - 1] == words(
         tree,
         "--bind T/project T/project",
-        "--ro-bind T/project/.git/hooks T/project/.git/hooks",
-        "--ro-bind T/project/.git/config T/project/.git/config",
+        *GIT_GUARD,
         "--perms 0000 --tmpfs T/home/.ssh",
         "--perms 0111 --tmpfs T/state/kernels/k1",
         "--ro-bind T/link-to-kernel/hidden T/state/kernels/k1/hidden",
@@ -183,13 +213,15 @@ def test_missing_and_nested_paths_are_left_out(tree: Path) -> None:
         writable=[tree / "project", missing, tree / "project", tree / "home"],
         hidden=[missing / "x", tree / "home", tree / "home/.ssh", tree / "home/.ssh"],
         connection=None,
+        protected=(),
     )
     assert command[len(START) + len(ROOT) : -len(CMD) - 1] == words(
         tree,
         "--bind T/project T/project",
-        "--ro-bind T/project/.git/hooks T/project/.git/hooks",
-        "--ro-bind T/project/.git/config T/project/.git/config",
-        "--bind T/home T/home",  # no .git there: nothing guarded
+        "--bind T/home T/home",
+        # no .git there: a placeholder keeps one from being made
+        "--ro-bind T/home/.git T/home/.git",
+        *GIT_GUARD,
         "--perms 0000 --tmpfs T/home",  # hidden though writable, and .ssh with it
         "--perms 0111 --tmpfs T/state/kernels/k1",
         "--ro-bind T/state/kernels/k1/hidden T/state/kernels/k1/hidden",
@@ -308,3 +340,209 @@ def test_signalling_a_sandbox_that_is_gone_says_so() -> None:
         bubblewrap.interrupt(unused_pid())
     with pytest.raises(ProcessLookupError):
         bubblewrap.kill(unused_pid())
+
+
+GIT_PARTS = [
+    (f".git/{part}", False, kind)
+    for part, kind in (
+        ("hooks", "dir"),
+        ("info", "dir"),
+        ("modules", "dir"),
+        ("worktrees", "dir"),
+        ("config", "file"),
+        ("config.worktree", "file"),
+        ("commondir", None),
+    )
+]
+
+
+def lay_out(top: Path, layout: str) -> None:
+    """Make the layout named `layout` in the writable dir `top` (and `top/../main`)."""
+    main_git = top.parent / "main" / ".git"
+    if layout in ("git dir", "whole git"):
+        (top / ".git").mkdir()
+    if layout in ("worktree", "worktree elsewhere"):
+        (main_git / "worktrees" / "w").mkdir(parents=True)
+        (top / ".git").write_text("gitdir: ../main/.git/worktrees/w\n")
+    if layout == "nested name":
+        (top / ".github" / "workflows").mkdir(parents=True)
+
+
+Guard = tuple[str, bool, str | None]
+WORKTREE = "../main/.git/worktrees/w"
+GUARD_CASES: list[tuple[str, tuple[str, ...], list[Guard]]] = [
+    # a writable dir without .git cannot get one: its placeholder is mounted read-only
+    ("no git", (".envrc",), [(".git", False, "dir"), (".envrc", False, "dir")]),
+    # .git is a mount point, writable for commits; what git runs later is read-only
+    ("git dir", (".envrc",), [(".git", True, None), *GIT_PARTS, (".envrc", False, "dir")]),
+    # a .git file cannot be re-pointed; the gitdir it names is guarded where it is writable
+    (
+        "worktree",
+        (),
+        [
+            (".git", False, None),
+            (WORKTREE, True, None),
+            *[(f"{WORKTREE}/{p[5:]}", w, k) for p, w, k in GIT_PARTS],
+        ],
+    ),
+    ("worktree elsewhere", (), [(".git", False, None)]),
+    # a profile protecting .git keeps all of it read-only (no commits from inside)
+    ("whole git", (".git",), [(".git", False, "dir")]),
+    # a nested name gets its placeholder at its first missing part
+    ("no nested name", (".github/workflows",), [(".git", False, "dir"), (".github", False, "dir")]),
+    (
+        "nested name",
+        (".github/workflows",),
+        [(".git", False, "dir"), (".github/workflows", False, "dir")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("layout", "names", "expected"), GUARD_CASES, ids=[c[0] for c in GUARD_CASES]
+)
+def test_what_stays_read_only_in_a_writable_dir(
+    tmp_path: Path, layout: str, names: tuple[str, ...], expected: list[Guard]
+) -> None:
+    top = tmp_path / "w"
+    top.mkdir()
+    lay_out(top, layout)
+    writable = [top] if layout == "worktree elsewhere" else [top, tmp_path / "main"]
+    found = bubblewrap.guarded(top, names, writable)
+    assert [(os.path.relpath(p, top), w, k) for p, w, k in found] == expected
+
+
+def test_placeholders_are_made_before_the_mounts_and_recorded(tree: Path) -> None:
+    project = tree / "project"
+    command = argv(tree, protected=(".envrc", ".github/workflows"))
+    for name in (".envrc", ".github", ".git/info", ".git/modules", ".git/worktrees"):
+        assert (project / name).is_dir(), name
+        assert f"{project / name}" in command
+    assert (project / ".git/config.worktree").read_bytes() == b""
+    assert not (project / ".git/commondir").exists()  # git dies on an empty one
+    record = json.loads(placeholders.record_file(tree / "state/kernels/k1").read_text())
+    assert set(record["created"]) == {
+        str(project / name)
+        for name in (".envrc", ".github", *(f".git/{p}" for p in GIT_PLACEHOLDERS))
+    }
+    assert placeholders.remove(tree / "state/kernels/k1")
+    assert sorted(p.name for p in project.iterdir()) == [".env", ".git"]
+    assert sorted(p.name for p in (project / ".git").iterdir()) == ["config", "hooks"]
+
+
+GIT_PLACEHOLDERS = ("info", "modules", "worktrees", "config.worktree")
+
+
+@pytest.mark.parametrize("name", [".vscode", ".git", ".github/workflows"])
+def test_a_protected_name_that_is_a_symlink_is_refused(tree: Path, name: str) -> None:
+    project = tree / "project"
+    if name == ".git":
+        (tree / "project/.git").rename(tree / "elsewhere")
+    link = project / name.split("/")[0]
+    link.symlink_to(tree / "elsewhere")
+    remedy = (
+        ""
+        if name == ".git"
+        else rf'take the name out of a profile \(unprotected = \["{name}"\]\), '
+    )
+    with pytest.raises(
+        ValueError,
+        match=rf"^{link} is a symbolic link, .*: replace the link with what it points to, "
+        rf"{remedy}or choose profile 'none'\.$",
+    ):
+        argv(tree, protected=(".vscode", ".github/workflows"))
+    assert not (project / ".envrc").exists()  # refused before anything was made
+
+
+def fake_python(prefix: Path, home: Path | None = None) -> Path:
+    """Make `prefix/bin/python` (a venv of the base interpreter in `home` when given)."""
+    (prefix / "bin").mkdir(parents=True)
+    python = prefix / "bin" / "python"
+    if home is None:
+        python.write_text("")
+    else:
+        python.symlink_to(home / "bin" / "python")
+        (prefix / "pyvenv.cfg").write_text(f"home = {home / 'bin'}\nversion = 3.11.7\n")
+    return python
+
+
+def after_tmp(command: list[str]) -> list[str]:
+    """Return the mounts between the sandbox's /tmp and the writable dirs' first bind."""
+    start = len(START) + len(ROOT)
+    return command[start : command.index("--bind", start)]
+
+
+def test_an_interpreter_under_the_hosts_tmp_stays_visible(tree: Path) -> None:
+    assert tree.is_relative_to("/tmp"), "the tree must lie under the host's /tmp"
+    base = tree / "python-base"
+    fake_python(base)
+    venv = fake_python(tree / "envs" / "venv", home=base)
+    command = argv(tree, cmd=[str(venv), "-c", "pass"], protected=())
+    # the venv and the base interpreter it names (pyvenv.cfg's home), read-only, in /tmp
+    assert after_tmp(command) == words(
+        tree, "--ro-bind T/envs/venv T/envs/venv", "--ro-bind T/python-base T/python-base"
+    )
+
+
+def test_the_environment_is_read_only_inside_a_writable_dir(tree: Path) -> None:
+    project = tree / "project"
+    venv = fake_python(project / ".venv", home=Path("/usr"))
+    (project / "src").mkdir()
+    command = argv(
+        tree,
+        writable=[project, tree / "runtime/../home"],
+        read_only=(project / "src", tree / "home"),
+        cmd=[str(venv.relative_to(project)), "-c", "pass"],  # found from the kernel's cwd
+        protected=(),
+    )
+    assert after_tmp(command) == []  # inside a writable dir: made visible by it
+    guarded_end = command.index(f"{project}/.git/worktrees") + 2  # source, target
+    hidden_start = command.index(f"{project}/.env") - 2  # the first hidden path
+    assert command[guarded_end:hidden_start] == words(
+        tree, "--ro-bind T/project/.venv T/project/.venv", "--ro-bind T/project/src T/project/src"
+    )
+    assert f"{tree}/home" not in command  # writable, but inside what loomgate runs from
+
+
+def test_the_kernels_placeholders_are_recorded_beside_its_own_dir() -> None:
+    assert placeholders.record_file(Path("/s/k")) == Path("/s/.placeholders-k.json")
+
+
+@pytest.mark.parametrize(
+    ("network", "own_namespace", "proxied"),
+    [
+        (True, True, True),  # every public address, through the proxy
+        (["pypi.org", "127.0.0.1:8080"], True, True),
+        (False, True, False),  # nothing at all
+        ("host", False, False),  # the person's way back to the host's network
+    ],
+    ids=["public", "list", "none", "host"],
+)
+def test_a_kernel_reaches_the_network_only_through_its_proxy(
+    tree: Path, network: bool | str | list[str], own_namespace: bool, proxied: bool
+) -> None:
+    kernel_dir = tree / "state/kernels/k1"
+    kernel_network.net_dir(kernel_dir).mkdir()
+    command = argv(tree, network=network)
+    assert ("--unshare-net" in command) is own_namespace
+    net = str(kernel_network.net_dir(kernel_dir))
+    triples = set(zip(command, command[1:], command[2:], strict=False))
+    assert (("--ro-bind", net, net) in triples) is proxied  # the proxy's socket, not writable
+    set_to = {
+        command[i + 1]: command[i + 2] for i, word in enumerate(command) if word == "--setenv"
+    }
+    unset = {command[i + 1] for i, word in enumerate(command) if word == "--unsetenv"}
+    kernel = command[command.index("--") + 1 :]
+    if not proxied:
+        assert "HTTP_PROXY" not in set_to and "NO_PROXY" not in unset
+        assert kernel == CMD
+        return
+    bridge = "http://127.0.0.1:3128"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        assert set_to[name] == bridge
+    assert {"NO_PROXY", "no_proxy"} <= unset
+    # The bridge from the kernel's loopback to its proxy's socket starts first, in the background.
+    socket = str(kernel_network.proxy_socket(kernel_dir))
+    assert kernel[:4] == ["/bin/sh", "-c", kernel_network.SCRIPT, kernel_network.NAME]
+    assert kernel[4:8] == [sys.executable, kernel_network.bridge_script(), socket, "3128"]
+    assert kernel[8:] == CMD

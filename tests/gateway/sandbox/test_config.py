@@ -15,6 +15,7 @@ from loomgate.gateway.sandbox.config import (
     sandbox_file,
     syntax_error,
 )
+from loomgate.gateway.sandbox.network_rules import NO_NETWORK
 from loomgate.gateway.sandbox.profiles import BUILT_IN, STRICT, WORKSPACE, GiB, MiB
 
 
@@ -77,13 +78,41 @@ processes = false
         processes=1024,
     )
     assert config.profile("offline-data") == replace(
-        config.profile("data"), name="offline-data", network=False, memory=None
+        config.profile("data"), name="offline-data", network=NO_NETWORK, memory=None
     )
     # A built-in's name redefined overrides it, over the built-in of that name.
     assert config.profile("workspace") == replace(WORKSPACE, memory=2 * GiB, processes=None)
     assert config.profile("strict") == STRICT
     assert config.profile("none") == BUILT_IN["none"]
     assert set(config.profiles) == {"none", "workspace", "strict", "data", "offline-data"}
+
+
+def test_protected_and_unprotected_names(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+[profiles.tools]
+protected = [".github/workflows/", "Makefile"]
+unprotected = [".idea", ".envrc"]
+
+[profiles.child]
+extends = "tools"
+network = false
+
+[profiles.git-read-only]
+protected = [".git"]
+""",
+    )
+    config = load_sandbox_config(path)
+    tools = config.profile("tools")
+    assert tools.protected == (".github/workflows", "Makefile")  # kept without the empty parts
+    assert tools.unprotected == (".idea", ".envrc")
+    names = tools.protected_names()
+    assert ".idea" not in names and ".envrc" not in names and ".vscode" in names
+    assert names[-2:] == (".github/workflows", "Makefile")
+    assert config.profile("child").protected_names() == names  # extended as any key
+    assert config.profile("git-read-only").protected_names()[-1] == ".git"
+    assert config.profile("workspace").protected_names() == WORKSPACE.protected_names()
 
 
 def test_extends_defaults_to_workspace_and_follows_the_files_workspace(tmp_path: Path) -> None:
@@ -93,7 +122,7 @@ def test_extends_defaults_to_workspace_and_follows_the_files_workspace(tmp_path:
         '\n[profiles.deep]\nextends = "mine"\nprocesses = 64\n\n[profiles.s]\nextends = "strict"\n',
     )
     config = load_sandbox_config(path)
-    assert config.profile("mine") == replace(WORKSPACE, name="mine", memory=GiB, network=False)
+    assert config.profile("mine") == replace(WORKSPACE, name="mine", memory=GiB, network=NO_NETWORK)
     assert config.profile("deep") == replace(config.profile("mine"), name="deep", processes=64)
     assert config.profile("s") == replace(STRICT, name="s")
 
@@ -170,8 +199,54 @@ BAD = [
     (
         '[profiles.a]\nnetwork = true\nwriteable = ["{cwd}"]\n',
         3,
-        "profile 'a' has an unknown key 'writeable' (allowed: extends, writable, hidden, network, "
-        "memory, processes)",
+        "profile 'a' has an unknown key 'writeable' (allowed: extends, writable, hidden, "
+        "protected, unprotected, network, memory, processes)",
+    ),
+    # protected, unprotected
+    (
+        '[profiles.a]\nprotected = ".envrc"\n',
+        2,
+        "profile 'a': 'protected' must be a list of names in quotes, each relative to every "
+        'writable directory (e.g. protected = [".envrc", ".github/workflows"])',
+    ),
+    (
+        '[profiles.a]\nunprotected = [\n  ".idea",\n  3,\n]\n',
+        2,
+        "profile 'a': 'unprotected' must be a list of names in quotes, each relative to every "
+        'writable directory (e.g. unprotected = [".envrc", ".github/workflows"])',
+    ),
+    (
+        '[profiles.a]\nprotected = [\n  "notes.md",\n  "/etc/x",\n]\n',
+        4,
+        "profile 'a': protected: protected name '/etc/x' is not relative: write it as a name in "
+        "each writable directory (e.g. '.envrc' or '.github/workflows')",
+    ),
+    (
+        '[profiles.a]\nprotected = ["../x"]\n',
+        2,
+        "profile 'a': protected: protected name '../x' holds '.' or '..': write the name itself",
+    ),
+    ('[profiles.a]\nprotected = [""]\n', 2, "profile 'a': protected: a protected name is empty"),
+    (
+        '[profiles.a]\nunprotected = [".git"]\n',
+        2,
+        "profile 'a': unprotected: '.git' is always guarded (its hooks and config run outside): "
+        "it cannot be taken out",
+    ),
+    (
+        '[profiles.a]\n\nunprotected = [\n  ".idea",\n  "notes.md",\n]\n',
+        5,
+        "profile 'a': unprotected: 'notes.md' is not protected by default, so it cannot be taken "
+        "out (the defaults: .mcp.json, .claude, .codex, .cursor, .vscode, .idea, .envrc, "
+        ".gitmodules, ipython_config.py, ipython_kernel_config.py, .ipython, .jupyter, "
+        "jupyter_config.py, jupyter_config.json, jupyter_server_config.py, "
+        "jupyter_server_config.json, jupyter_notebook_config.py, jupyter_notebook_config.json, "
+        "jupyter_lab_config.py, jupyter_lab_config.json, jupyter_nbconvert_config.py, "
+        "jupyter_nbconvert_config.json, jupyter_console_config.py, jupyter_console_config.json, "
+        "jupyter_qtconsole_config.py, jupyter_qtconsole_config.json, jupyter_nbclassic_config.py, "
+        "jupyter_nbclassic_config.json, jupyter_kernel_gateway_config.py, "
+        "jupyter_kernel_gateway_config.json, jupyter_execute_config.py, "
+        "jupyter_execute_config.json)",
     ),
     # extends
     (
@@ -263,7 +338,12 @@ BAD = [
         "cannot write where it cannot see",
     ),
     # network, memory, processes
-    ('[profiles.a]\nnetwork = "off"\n', 2, "profile 'a': 'network' must be true or false"),
+    (
+        '[profiles.a]\nnetwork = "off"\n',
+        2,
+        "profile 'a': 'network': network = 'off' is not allowed: write true, false, \"host\" or "
+        "a list (network = ['off'])",
+    ),
     (
         '[profiles.a]\nmemory = "4 gigs"\n',
         2,
@@ -307,7 +387,12 @@ BAD = [
         "512), or false for no limit",
     ),
     # the inline form points at its line
-    ("[profiles]\na = { network = 1 }\n", 2, "profile 'a': 'network' must be true or false"),
+    (
+        "[profiles]\na = { network = 1 }\n",
+        2,
+        "profile 'a': 'network': network must be true, false, \"host\" or a list of patterns, "
+        "not 1",
+    ),
     # the line of a conflict is that of the key the profile writes
     (
         '[profiles.a]\nhidden = ["{cwd}"]\n',

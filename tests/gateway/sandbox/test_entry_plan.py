@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap, entry
+from loomgate.gateway.sandbox import bubblewrap, entry, landlock
 
 MiB = 2**20
+RULESET = landlock.Ruleset(7, ((Path("/"), landlock.READ),), tcp_ports=(), scopes=True)
 
 
 def test_the_plan_goes_into_the_shells_arguments_and_the_script_stays_fixed() -> None:
@@ -36,15 +37,32 @@ def test_the_plan_goes_into_the_shells_arguments_and_the_script_stays_fixed() ->
 
 def test_the_script_joins_and_limits_first_then_execs_in_its_own_process() -> None:
     lines = [line.strip() for line in entry.SCRIPT.splitlines()]
-    join = lines.index('{ echo $$ > "$1"; } 2> /dev/null ||')
+    join = lines.index('*) { echo $$ > "$1"; } 2> /dev/null ||')
+    # "<FIFO": the gateway joins it; it waits for the line that says so, and without one
+    # (the gateway gone) it exits before anything runs. Opened read-write, then read-only
+    # alone: never a blocking open, and the gateway's end alone keeps it from the end.
+    wait = lines.index(
+        '"<"*) { exec 3<> "${1#<}" 4< "${1#<}" 3>&- && read -r joined <&4; } 2> /dev/null ||'
+    )
+    assert lines[wait + 1].endswith("exit 1; }") and lines[wait + 2] == "exec 4<&- ;;"
+    assert wait < join
     limit = lines.index('ulimit -S "$1" "$2" && ulimit -H "$1" "$3" || exit 1')  # soft first
     assert join < limit < len(lines) - 1 and lines[-1] == 'exec "$@"'
     assert lines.count("shift; n=$((n - 1))") == 1 and "shift 3; n=$((n - 1))" in lines
 
 
+def test_a_plan_says_what_it_does() -> None:
+    plan = entry.Plan(["3"], ruleset=RULESET, drop_capabilities=True)
+    assert repr(plan) == (
+        f"Plan(['3'], {{}}, landlock=False, ruleset={RULESET!r}, drop_capabilities=True)"
+    )
+    assert plan.args() == ["1", "3", "0"]
+
+
 def test_a_plain_plan() -> None:
     plan = entry.Plan()
     assert (plan.join_files, plan.rlimits, plan.landlock) == ((), {}, False)
+    assert (plan.ruleset, plan.drop_capabilities) == (None, False)
     assert plan.args() == ["0", "0"] and entry.Plan(rlimits=None).rlimits == {}
     assert entry.command(plan, ["b"]) == ["/bin/sh", "-c", entry.SCRIPT, entry.NAME, "0", "0", "b"]
 
@@ -61,16 +79,17 @@ def test_a_limit_goes_to_ulimit_in_kib_rounded_down(limit: int, kib: str) -> Non
 @pytest.mark.parametrize(
     "rlimits",
     [
-        {"RLIMIT_NPROC": (1, 1)},
+        {"RLIMIT_AS": (1, 1)},
         {"RLIMIT_AS": (1, 1), "RLIMIT_DATA": (1, 1)},
-        {"RLIMIT_NPROC": (1, 1), "RLIMIT_AS": (1, 1)},
+        {"RLIMIT_NPROC": (1, 1), "RLIMIT_STACK": (1, 1)},
         {"data": (1, 1)},
     ],
 )
 def test_an_rlimit_the_shell_does_not_set_is_refused(rlimits: dict[str, tuple[int, int]]) -> None:
-    unknown = ", ".join(sorted(set(rlimits) - {"RLIMIT_DATA"}))
+    unknown = ", ".join(sorted(set(rlimits) - {"RLIMIT_DATA", "RLIMIT_NPROC"}))
     with pytest.raises(
-        entry.PlanError, match=f"^the entry cannot set {unknown}: its shell sets RLIMIT_DATA$"
+        entry.PlanError,
+        match=f"^the entry cannot set {unknown}: its shell sets RLIMIT_DATA, RLIMIT_NPROC$",
     ):
         entry.Plan(rlimits=rlimits)
 
@@ -88,6 +107,10 @@ def test_an_rlimit_the_shell_does_not_set_is_refused(rlimits: dict[str, tuple[in
         ),
         (entry.Plan(landlock=True), entry.Plan(), False),
         (entry.Plan(), ["0", "0"], False),
+        (entry.Plan(ruleset=RULESET), entry.Plan(ruleset=RULESET), True),
+        (entry.Plan(ruleset=RULESET), entry.Plan(), False),
+        (entry.Plan(ruleset=RULESET), entry.Plan(ruleset=landlock.Ruleset(7, ())), False),
+        (entry.Plan(drop_capabilities=True), entry.Plan(), False),
     ],
 )
 def test_plans_are_equal_when_what_they_do_is(one: entry.Plan, other: object, same: bool) -> None:
@@ -117,6 +140,36 @@ def test_spawn_scopes_its_thread_alone() -> None:
     before = no_new_privs(caller)
     assert entry.spawn(entry.Plan(landlock=True), no_new_privs) == "1"  # Landlock needs it
     assert no_new_privs(caller) == before  # the caller's thread is as it was
+
+
+def capabilities(task: str = "thread-self") -> str:
+    """Return the effective capabilities of a thread of this process."""
+    lines = Path(f"/proc/{task}/status").read_text().splitlines()
+    return next(line.split(":")[1].strip() for line in lines if line.startswith("CapEff:"))
+
+
+def test_spawn_restricts_its_thread_alone_to_a_whole_ruleset(tmp_path: Path) -> None:
+    readable, closed = tmp_path / "readable", tmp_path / "closed"
+    readable.write_text("yes")
+    closed.write_text("no")
+    ruleset = landlock.Ruleset(
+        landlock.abi_version(), ((readable, landlock.READ_FILE), (Path("/proc"), landlock.READ))
+    )
+    caller = f"self/task/{threading.get_native_id()}"
+    before = capabilities(caller)
+
+    def start() -> tuple[str, str, str]:
+        try:
+            closed.read_text()
+            seen = "read"
+        except PermissionError:
+            seen = "refused"
+        return readable.read_text(), seen, capabilities()
+
+    plan = entry.Plan(ruleset=ruleset, drop_capabilities=True)
+    assert entry.spawn(plan, start) == ("yes", "refused", "0000000000000000")
+    # The caller's thread (the gateway's others alike) is as it was.
+    assert closed.read_text() == "no" and capabilities(caller) == before
 
 
 def test_spawn_raises_what_start_raised_in_the_callers_thread() -> None:

@@ -9,17 +9,21 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import sysconfig
+import tempfile
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap
+from loomgate.gateway.sandbox import bubblewrap, placeholders
 from loomgate.gateway.sandbox.limits import KernelLimits
+from loomgate.gateway.sandbox.network_rules import HOST_NETWORK
+from loomgate.gateway.sandbox.profiles import WORKSPACE
 from tests.gateway.sandbox import sandboxes
 
 VAR_TMP = Path("/var/tmp")
@@ -194,7 +198,9 @@ def run(world: World, payload: str, arg: Any, **options: Any) -> Any:
     rules = sandboxes.rules(
         writable=[world.cwd],
         hidden=world.hidden,
-        network=options.pop("network", True),
+        # With the network on, the host's own here: bwrap alone, no proxy (its tests: those of
+        # the proxy and tests/gateway/sandbox/test_kernel_network.py).
+        network="host" if options.pop("network", True) else False,
         memory=options.pop("memory", None),
     )
     done = sandboxes.run(
@@ -427,3 +433,299 @@ def test_git_hooks_and_config_in_the_working_dir_stay_read_only(world: World) ->
     assert result[str(paths[2])] == result[str(paths[3])] == "written"  # commits still work
     assert (git / "config").read_text() == "[core]\n"
     assert not (git / "hooks" / "pre-commit").exists()
+
+
+# -- what stays read-only inside the writable dir (issue 42, part 3) --------------------------
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+GIT_ENV |= {"GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
+
+# Each attempt prints what happened: "ok" or the errno's name.
+ATTEMPTS = r"""
+import errno, json, os, shutil, subprocess, sys
+def attempt(code):
+    try:
+        exec(code)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e))
+    except subprocess.CalledProcessError as e:
+        return "failed: " + (e.stderr or "").strip().splitlines()[-1]
+print(json.dumps({code: attempt(code) for code in json.loads(sys.argv[1])}))
+"""
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in `cwd` outside any sandbox; return its output."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(cwd), **GIT_ENV}
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def attempts(world: World, codes: list[str], **options: Any) -> dict[str, str]:
+    """Run each of `codes` (Python statements) in the world's sandbox; return what each did,
+    after the sandbox ended and its placeholders were removed (as the gateway removes them)."""
+    rules = options.pop("rules", None) or sandboxes.rules(writable=[world.cwd], hidden=world.hidden)
+    env = {"HOME": str(world.home), "PATH": os.environ["PATH"], **GIT_ENV}
+    try:
+        done = sandboxes.run(
+            rules,
+            ATTEMPTS,
+            cwd=world.cwd,
+            kernel_dir=world.kernel_dir,
+            env=env,
+            args=[json.dumps(codes)],
+            **options,
+        )
+    finally:
+        placeholders.remove(world.kernel_dir)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, str] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def tree_of(top: Path) -> dict[str, str]:
+    """Return every path under `top` with its content (files) or "dir"."""
+    return {
+        str(path.relative_to(top)): "dir" if path.is_dir() else path.read_bytes().hex()
+        for path in sorted(top.rglob("*"))
+    }
+
+
+def test_git_cannot_be_replaced_and_commits_from_inside_work(world: World) -> None:
+    """Renaming .git and putting a copy with a pre-commit hook in its place would run the
+    kernel's hook at the person's next commit."""
+    git(world.cwd, "init", "-q")
+    (world.cwd / "a.txt").write_text("a")
+    git(world.cwd, "add", "a.txt")
+    git(world.cwd, "commit", "-qm", "first")
+    before = tree_of(world.cwd / ".git" / "hooks") | {
+        "config": (world.cwd / ".git/config").read_text()
+    }
+    hook = "#!/bin/sh\ntouch /var/tmp/loomgate-pwned\n"
+    swap = (
+        "shutil.copytree('.git', '.git-new'); "
+        f"open('.git-new/hooks/pre-commit', 'w').write({hook!r}); "
+        "os.chmod('.git-new/hooks/pre-commit', 0o755); "
+        "os.rename('.git', '.git-old')"
+    )
+    run_git = "subprocess.run({}, check=True, capture_output=True, text=True)"
+    result = attempts(
+        world,
+        [
+            "os.rename('.git', '.git-old')",
+            swap,
+            "shutil.rmtree('.git')",
+            "os.rename('.git-new', '.git')",
+            f"open('.git/hooks/pre-commit', 'w').write({hook!r})",
+            "open('.git/config', 'a').write('[core]\\n\\thooksPath = /var/tmp\\n')",
+            "open('.git/info/attributes', 'w').write('* filter=x')",
+            "os.makedirs('.git/modules/evil')",
+            "open('.git/config.worktree', 'w').write('[core]\\n\\tfsmonitor = x\\n')",
+            "open('b.txt', 'w').write('b')",
+            run_git.format(["git", "add", "b.txt"]),
+            run_git.format(["git", "commit", "-qm", "from inside"]),
+        ],
+    )
+    assert result["os.rename('.git', '.git-old')"] == "EBUSY"  # a mount point
+    assert result[swap] == "EBUSY"
+    assert result["shutil.rmtree('.git')"] in ("EBUSY", "EROFS")
+    assert result["os.rename('.git-new', '.git')"] == "EBUSY"
+    for code in list(result)[4:9]:
+        assert result[code] == "EROFS", code
+    assert list(result.values())[9:] == ["ok", "ok", "ok"], result
+    # the host's .git is the one it was, with the commit made inside
+    assert (
+        tree_of(world.cwd / ".git" / "hooks") | {"config": (world.cwd / ".git/config").read_text()}
+        == before
+    )
+    assert git(world.cwd, "log", "--format=%s").split() == ["from", "inside", "first"]
+    git(world.cwd, "commit", "-q", "--allow-empty", "-m", "outside")  # runs no kernel's hook
+    assert not Path("/var/tmp/loomgate-pwned").exists()
+    # nothing the sandbox made is left: the copy it was allowed to make is the kernel's own
+    assert sorted(p.name for p in world.cwd.iterdir()) == [".git", ".git-new", "a.txt", "b.txt"]
+    assert not (world.cwd / ".git" / "modules").exists()
+    assert not (world.cwd / ".git" / "config.worktree").exists()
+
+
+def test_a_git_file_cannot_be_re_pointed(world: World) -> None:
+    main = world.cwd.parent / "main"
+    main.mkdir()
+    git(main, "init", "-q")
+    git(main, "commit", "-q", "--allow-empty", "-m", "first")
+    shutil.rmtree(world.cwd)
+    git(main, "worktree", "add", "-q", str(world.cwd))
+    text = (world.cwd / ".git").read_text()
+    result = attempts(
+        world,
+        [
+            "open('.git', 'w').write('gitdir: /var/tmp/elsewhere\\n')",
+            "os.rename('.git', 'git-old')",
+            "os.remove('.git')",
+        ],
+    )
+    assert list(result.values()) == ["EROFS", "EBUSY", "EBUSY"]
+    assert (world.cwd / ".git").read_text() == text
+
+
+def test_a_writable_dir_without_git_cannot_get_one(world: World) -> None:
+    result = attempts(
+        world,
+        [
+            "subprocess.run(['git', 'init', '-q'], check=True, capture_output=True, text=True)",
+            "os.makedirs('.git/hooks', exist_ok=True)",
+            "os.rmdir('.git'); os.mkdir('.git')",
+            "open('.git/HEAD', 'w').write('ref: refs/heads/main')",
+            "os.makedirs('sub/.git'); open('sub/x', 'w').write('x')",  # a subdir is its own
+        ],
+    )
+    assert list(result.values())[1:] == ["EROFS", "EBUSY", "EROFS", "ok"], result
+    assert next(iter(result.values())).startswith("failed:")
+    assert sorted(p.name for p in world.cwd.iterdir()) == ["sub"]  # no .git left behind
+
+
+PROTECTED_WRITES = [
+    ".mcp.json",
+    ".vscode/tasks.json",
+    ".claude/settings.json",
+    ".envrc",
+    "ipython_config.py",
+    "jupyter_server_config.py",
+    "jupyter_notebook_config.json",
+    ".gitmodules",
+]
+
+
+@pytest.mark.parametrize("method", ["plain", "subprocess", "ctypes"])
+def test_protected_names_cannot_be_made_and_nothing_is_left(world: World, method: str) -> None:
+    (world.cwd / ".idea").mkdir()
+    (world.cwd / ".idea" / "workspace.xml").write_text("<kept/>")
+    before = tree_of(world.cwd)
+    made = {
+        "plain": "os.makedirs(os.path.dirname({p!r}) or '.', exist_ok=True); "
+        "open({p!r}, 'w').write('x')",
+        "subprocess": "subprocess.run(['sh', '-c', 'mkdir -p $(dirname {p}); echo x > {p}'], "
+        "check=True, capture_output=True, text=True)",
+        "ctypes": "import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+        "fd = libc.open({p!r}.encode(), os.O_WRONLY | os.O_CREAT, 0o644); "
+        "assert fd < 0, 'opened'; raise OSError(ctypes.get_errno(), 'refused')",
+    }[method]
+    codes = [made.format(p=name) for name in [*PROTECTED_WRITES, ".idea/workspace.xml"]]
+    codes.append("open('allowed.txt', 'w').write('x')")
+    result = attempts(world, codes)
+    for name, code in zip(PROTECTED_WRITES, codes, strict=False):
+        expected = {"EISDIR", "EROFS", "EBUSY", "EEXIST"} if method != "subprocess" else None
+        assert result[code] != "ok" and (expected is None or result[code] in expected), (
+            name,
+            result[code],
+        )
+    assert result[codes[-2]] != "ok"  # an existing protected dir: read-only, not replaced
+    assert result[codes[-1]] == "ok"
+    assert tree_of(world.cwd) == {**before, "allowed.txt": b"x".hex()}
+
+
+def test_a_venv_inside_the_writable_dir_is_read_only(world: World) -> None:
+    """A .pth written into the kernel's own environment would run at every start of it."""
+    venv = world.cwd / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = next(venv.glob("lib/python3*/site-packages"))
+    result = attempts(
+        world,
+        [
+            f"open({str(site / 'evil.pth')!r}, 'w').write('import os')",
+            f"os.remove({str(venv / 'pyvenv.cfg')!r})",
+            f"os.rename({str(venv)!r}, 'moved')",
+            "assert sys.prefix == " + repr(str(venv)),
+            "open('written.txt', 'w').write('x')",
+        ],
+        python=str(python),
+    )
+    assert list(result.values()) == ["EROFS", "EROFS", "EBUSY", "ok", "ok"], result
+    assert not (site / "evil.pth").exists() and (venv / "pyvenv.cfg").is_file()
+
+
+def test_the_protected_and_unprotected_keys(world: World) -> None:
+    profile = replace(WORKSPACE, protected=("notes/plan.md",), unprotected=(".envrc",))
+    rules = replace(
+        profile.rules(cwd=world.cwd, home=world.home, session_runtime=()), network=HOST_NETWORK
+    )
+    (world.cwd / "notes").mkdir()
+    result = attempts(
+        world,
+        [
+            "open('notes/plan.md', 'w').write('x')",
+            "open('.envrc', 'w').write('export X=1')",
+            "open('.mcp.json', 'w').write('{}')",
+        ],
+        rules=rules,
+    )
+    assert list(result.values()) == ["EISDIR", "ok", "EISDIR"]
+    assert (world.cwd / ".envrc").read_text() == "export X=1"  # the person took it out
+    assert sorted(p.name for p in world.cwd.iterdir()) == [".envrc", "notes"]
+    assert not any((world.cwd / "notes").iterdir())
+
+
+NEW_HIDDEN = [
+    ".npmrc",
+    ".yarnrc.yml",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".cache/huggingface/token",
+    ".huggingface/token",
+    ".config/rclone/rclone.conf",
+    ".s3cfg",
+    ".boto",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".local/share/fish/fish_history",
+]
+
+
+def test_the_new_credential_files_cannot_be_read(world: World) -> None:
+    for name in NEW_HIDDEN:
+        (world.home / name).parent.mkdir(parents=True, exist_ok=True)
+        (world.home / name).write_text(SECRET)
+    rules = replace(
+        WORKSPACE.rules(cwd=world.cwd, home=world.home, session_runtime=()), network=HOST_NETWORK
+    )
+    paths = [str(world.home / name) for name in NEW_HIDDEN]
+    env = {"HOME": str(world.home), "PATH": os.environ["PATH"]}
+    arg = json.dumps({"method": "plain", "paths": paths})
+    try:
+        done = sandboxes.run(
+            rules, READ, cwd=world.cwd, kernel_dir=world.kernel_dir, env=env, args=[arg]
+        )
+    finally:
+        placeholders.remove(world.kernel_dir)
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout
+    assert json.loads(done.stdout.splitlines()[-1]) == dict.fromkeys(paths, "EACCES")
+
+
+def test_an_interpreter_under_the_hosts_tmp_runs(world: World) -> None:
+    """The sandbox's /tmp is its own: the venv the kernel command names is bound into it."""
+    with tempfile.TemporaryDirectory(prefix="loomgate-venv-", dir="/tmp") as directory:
+        venv = Path(directory) / ".venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        result = attempts(
+            world,
+            [
+                f"assert sys.prefix == {str(venv)!r}",
+                f"open({str(venv / 'x')!r}, 'w')",
+                "open('/tmp/own', 'w').write('x')",  # the rest of /tmp is the sandbox's own
+                f"assert sorted(os.listdir('/tmp')) == [{Path(directory).name!r}, 'own']",
+            ],
+            python=str(venv / "bin" / "python"),
+        )
+        assert list(result.values()) == ["ok", "EROFS", "ok", "ok"], result
+        assert not (venv / "x").exists()

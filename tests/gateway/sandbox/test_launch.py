@@ -1,11 +1,13 @@
 """A confined kernel's launch on described machines: its dir, its command (the entry and bwrap
-on Linux, started on the entry's thread; sandbox-exec on macOS: its text is all that can be
-checked here), its init noted from bwrap's info file, its rules kept for a later gateway and
-shown on the wire."""
+on Linux, started on the entry's thread; the kernel itself under Landlock alone; sandbox-exec on
+macOS: its text is all that can be checked here), its init noted from bwrap's info file, its
+rules and confiner kept for a later gateway (also one whose probe chose another mechanism, and
+one reading what the previous version wrote) and shown on the wire."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import stat
@@ -14,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.kernels.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap, entry, launch, limits, mechanism
+from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.sandbox import bubblewrap, entry, launch
+from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
 from loomgate.gateway.sandbox.launch import (
     SandboxLaunch,
     rules_from_json,
@@ -24,27 +28,42 @@ from loomgate.gateway.sandbox.launch import (
     sandbox_wire,
 )
 from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.mechanism import LimitsHost, Mechanism, SandboxUnavailable
+from loomgate.gateway.sandbox.mechanism import Mechanism, SandboxUnavailable
+from loomgate.gateway.sandbox.network_rules import NO_NETWORK, PUBLIC
 from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.sandbox_exec_confiner import SandboxExecConfiner
 
 RULES = SandboxRules(
     profile="strict",
     confined=True,
     writable=(Path("/work/project"),),
     hidden=(Path("/home/p/.ssh"), Path("/home/p/.local/state/loomgate")),
-    network=False,
+    network=NO_NETWORK,
     memory=None,
     processes=None,
 )
-DARWIN = Mechanism("Darwin", None, None, 0, LimitsHost())
+DARWIN = Mechanism(SandboxExecConfiner())
 
 
 @pytest.mark.parametrize(
-    "rules", [RULES, SandboxRules(**{**vars(RULES), "network": True, "memory": 1, "processes": 2})]
+    "rules",
+    [
+        RULES,
+        SandboxRules(**{**vars(RULES), "network": PUBLIC, "memory": 1, "processes": 2}),
+        SandboxRules(
+            **{
+                **vars(RULES),
+                "protected": (".mcp.json",),
+                "read_only": (Path("/work/project/.venv"),),
+            }
+        ),
+    ],
 )
 def test_any_rules_survive_the_resident_file_and_the_wire(rules: SandboxRules) -> None:
-    assert rules_from_json(rules_to_json(rules)) == rules
-    assert rules_from_wire(sandbox_wire(rules, "bubblewrap")) == rules
+    assert rules_from_json(json.loads(json.dumps(rules_to_json(rules)))) == rules
+    # The wire shows no protected names or read-only paths: the rules' defaults come back.
+    shown = SandboxRules(**{**vars(rules), "protected": RULES.protected, "read_only": ()})
+    assert rules_from_wire(sandbox_wire(rules, "bubblewrap")) == shown
 
 
 def test_rules_survive_the_resident_file_and_the_wire() -> None:
@@ -55,26 +74,66 @@ def test_rules_survive_the_resident_file_and_the_wire() -> None:
     assert not rules_from_wire(sandbox_wire(RULES, "")).confined  # nothing enforces it
 
 
-def test_a_launch_is_kept_whole_for_a_later_gateway(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("confiner", "has_init"),
+    [
+        (BubblewrapConfiner("/usr/bin/bwrap", "0.8.0", landlock_abi=7), True),
+        (BubblewrapConfiner("/venv/bwrap", "0.11.0", shipped=True), True),
+        (LandlockConfiner(4), False),
+        (SandboxExecConfiner(), False),
+    ],
+)
+def test_a_launch_is_kept_whole_for_a_later_gateway(
+    tmp_path: Path, confiner: launch.Confiner, has_init: bool
+) -> None:
     limits = KernelLimits("k1", "cgroup v1", {"memory": tmp_path / "m"}, oom_kills=2)
-    kept = SandboxLaunch(RULES, tmp_path, limits, "bubblewrap, cgroup v1")
-    back = SandboxLaunch.from_json(kept.to_json())
-    assert (back.rules, back.directory, back.mechanism) == (RULES, tmp_path, kept.mechanism)
-    assert back.limits == limits
-    assert back.has_init and back.init is None
+    lacks = ["its own /tmp"]
+    kept = SandboxLaunch(RULES, tmp_path, limits, "said", confiner=confiner, lacks=lacks)
+    back = SandboxLaunch.from_json(json.loads(json.dumps(kept.to_json())))
+    assert (back.rules, back.directory, back.mechanism) == (RULES, tmp_path, "said")
+    assert (back.limits, back.confiner, back.lacks) == (limits, confiner, lacks)
+    assert back.has_init is has_init and back.init is None
+    assert back.wire() == sandbox_wire(RULES, "said", lacks)
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "confiner"),
+    [
+        ("bubblewrap, landlock scopes, cgroup v1", BubblewrapConfiner("bubblewrap")),
+        ("bubblewrap", BubblewrapConfiner("bubblewrap")),
+        ("sandbox-exec", SandboxExecConfiner()),
+    ],
+)
+def test_a_launch_the_previous_version_kept_is_taken_back(
+    tmp_path: Path, mechanism: str, confiner: launch.Confiner
+) -> None:
+    # As the previous version wrote it: no confiner, no lacks; its mechanism said which.
+    me = ProcessIdentity.of(os.getpid())
+    assert me is not None
+    written = {
+        "rules": rules_to_json(RULES),
+        "directory": str(tmp_path),
+        "limits": KernelLimits("k1", "none").to_json(),
+        "mechanism": mechanism,
+        "init": me.to_json(),
+    }
+    back = SandboxLaunch.from_json(written)
+    assert back.rules == RULES  # its protected names and read-only paths: the defaults
+    assert (back.confiner, back.mechanism, back.lacks, back.init) == (confiner, mechanism, [], me)
+    assert back.has_init is isinstance(confiner, BubblewrapConfiner)
 
 
 def test_on_macos_the_kernel_runs_under_sandbox_exec(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(launch, "probe", lambda: DARWIN)
     sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "sandbox-exec")
+    assert sandbox.confiner == SandboxExecConfiner()
     connection = tmp_path / "kernel-k1.json"
-    argv = sandbox.command(
+    argv = SandboxExecConfiner().command(
+        sandbox,
         ["python", "-m", "ipykernel_launcher", "-f", str(connection)],
-        cwd=Path("/work/project"),
-        connection_file=connection,
-        unset_env=(),
+        connection,
+        ("JPY_PARENT_PID",),
     )
     assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"]
     text = argv[2]
@@ -82,6 +141,8 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
     assert '"/home/p/.ssh"' in text and str(connection) in text
     assert argv[3:] == [
         "/usr/bin/env",
+        "-u",
+        "JPY_PARENT_PID",
         f"TMPDIR={tmp_path / 'tmp'}",
         f"IPYTHONDIR={tmp_path / 'tmp' / 'ipython'}",
         "python",
@@ -92,8 +153,8 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
     ]
     assert not sandbox.has_init  # signals go to the kernel process itself
     assert stat.S_IMODE((tmp_path / "tmp").stat().st_mode) == 0o700  # the kernel's own
-    again = sandbox.command(["python"], cwd=tmp_path, connection_file=connection, unset_env=())
-    assert again[3:] == [*argv[3:6], "python"]
+    again = SandboxExecConfiner().command(sandbox, ["python"], connection)
+    assert again[3:] == ["/usr/bin/env", *argv[6:8], "python"]
     started = sandbox.spawn(
         ["python"],
         lambda argv, fds: (argv, fds),
@@ -108,7 +169,7 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
 def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SandboxUnavailable, match="sandbox-exec is missing"):
         DARWIN.check(RULES)
-    monkeypatch.setattr(mechanism, "SANDBOX_EXEC", "/bin/sh")  # one that exists here
+    monkeypatch.setattr("loomgate.gateway.sandbox.macos.SANDBOX_EXEC", "/bin/sh")  # one here
     DARWIN.check(RULES)
     limited = SandboxRules(**{**vars(RULES), "memory": 1 << 30})
     with pytest.raises(SandboxUnavailable, match="cannot enforce on macOS: set memory = false"):
@@ -116,7 +177,7 @@ def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch)
     assert DARWIN.describe(RULES) == "sandbox-exec"
 
 
-LINUX = Mechanism("Linux", "/usr/bin/bwrap", None, 7, LimitsHost())
+LINUX = Mechanism(BubblewrapConfiner("/usr/bin/bwrap", "0.8.0", landlock_abi=7))
 
 
 @pytest.fixture
@@ -130,7 +191,6 @@ def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def here(monkeypatch: pytest.MonkeyPatch) -> Mechanism:
     """A described Linux machine in place of this one's probe (which runs bwrap)."""
     monkeypatch.setattr(launch, "probe", lambda: LINUX)
-    monkeypatch.setattr(limits, "probe", lambda: LINUX)
     return LINUX
 
 
@@ -176,11 +236,13 @@ def test_a_linux_launch_is_prepared_with_its_dir_and_limits(
     assert sandbox.directory == temp_root / "0123456789abc"
     assert bubblewrap.empty_file(sandbox.directory).is_file()
     assert sandbox.limits == KernelLimits("0123456789abcdef-ffff", "none")
-    assert (sandbox.rules, sandbox.mechanism, sandbox.init) == (
+    assert (sandbox.rules, sandbox.mechanism, sandbox.init, sandbox.lacks) == (
         RULES,
-        "bubblewrap, landlock scopes",
+        "bubblewrap 0.8.0 (/usr/bin/bwrap), landlock scopes",
         None,
+        [],
     )
+    assert sandbox.confiner is LINUX.confiner
     assert sandbox.ipc_prefix == f"{sandbox.directory}/ipc/k"
     limited = SandboxRules(**{**vars(RULES), "memory": 1 << 30})
     assert SandboxLaunch.prepare(limited, "k2").limits.rlimits == {
@@ -191,9 +253,7 @@ def test_a_linux_launch_is_prepared_with_its_dir_and_limits(
 def test_a_launch_this_machine_cannot_enforce_is_refused(
     temp_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        launch, "probe", lambda: Mechanism("Linux", None, "no bwrap here", 7, LimitsHost())
-    )
+    monkeypatch.setattr(launch, "probe", lambda: Mechanism(None, problem="no bwrap here"))
     with pytest.raises(SandboxUnavailable, match=r"^no bwrap here$"):
         SandboxLaunch.prepare(RULES, "k1")
     assert not temp_root.exists()
@@ -201,10 +261,11 @@ def test_a_launch_this_machine_cannot_enforce_is_refused(
 
 def test_a_macos_launch_has_no_limits(temp_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launch, "probe", lambda: DARWIN)
-    monkeypatch.setattr(mechanism, "SANDBOX_EXEC", "/bin/sh")  # one that exists here
+    monkeypatch.setattr("loomgate.gateway.sandbox.macos.SANDBOX_EXEC", "/bin/sh")  # one here
     sandbox = SandboxLaunch.prepare(RULES, "k1")
     assert sandbox.limits == KernelLimits("k1", "none")
     assert sandbox.mechanism == "sandbox-exec" and not sandbox.has_init
+    assert sandbox.lacks == SandboxExecConfiner().lacks(RULES)
 
 
 def open_on(path: Path) -> list[int]:
@@ -229,7 +290,9 @@ async def test_on_linux_the_kernel_runs_through_the_entry_and_bwrap(
         {"RLIMIT_DATA": (1, 2)},
         ["/usr/bin/systemd-run", "--scope"],
     )
-    sandbox = SandboxLaunch(RULES, tmp_path / "k", kept, "bubblewrap, landlock scopes")
+    confiner = LINUX.confiner
+    assert isinstance(confiner, BubblewrapConfiner)
+    sandbox = SandboxLaunch(RULES, tmp_path / "k", kept, "bubblewrap", confiner=confiner)
     connection = tmp_path / "kernel-k1.json"
     connection.write_text("{}")
     seen: list[tuple[list[str], tuple[int, ...], str]] = []
@@ -249,7 +312,7 @@ async def test_on_linux_the_kernel_runs_through_the_entry_and_bwrap(
     assert opened == str(info) and not open_on(info)  # open for bwrap while it starts, alone
     assert argv[:2] == ["/usr/bin/systemd-run", "--scope"]
     plan = entry.Plan([str(tmp_path / "m/cgroup.procs")], {"RLIMIT_DATA": (1, 2)}, landlock=True)
-    assert sandbox.plan == plan
+    assert confiner.plan(sandbox) == plan
     assert argv[2:] == entry.command(
         plan,
         bubblewrap.command(
@@ -284,7 +347,6 @@ async def test_on_linux_the_kernel_runs_through_the_entry_and_bwrap(
 async def test_on_macos_no_init_is_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(launch, "probe", lambda: DARWIN)
     bubblewrap.info_file(tmp_path).write_text(f'{{"child-pid": {os.getpid()}}}')
     sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "sandbox-exec")
     await sandbox.started()
@@ -331,3 +393,45 @@ def test_a_removed_sandbox_leaves_nothing(tmp_path: Path) -> None:
     assert not directory.exists() and not group.exists()
     sandbox.remove()  # twice: harmless
     assert sandbox.wire() == sandbox_wire(RULES, "b")
+    assert sandbox.wire()["lacks"] == []
+
+
+async def test_under_landlock_alone_the_kernel_is_the_launched_process(
+    temp_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    confiner = LandlockConfiner(7)
+    monkeypatch.setattr(launch, "probe", lambda: Mechanism(confiner))
+    sandbox = SandboxLaunch.prepare(RULES, "0123456789abcdef-eeee")
+    assert sandbox.confiner is confiner and not sandbox.has_init
+    assert sandbox.mechanism == "landlock only (ABI 7)"
+    assert sandbox.lacks == confiner.lacks(RULES)
+    temp = sandbox.directory / "tmp"
+    assert stat.S_IMODE(temp.stat().st_mode) == 0o700  # its own temp dir, made by prepare
+    connection = tmp_path / "kernel.json"
+    connection.write_text("{}")
+    seen: list[tuple[list[str], tuple[int, ...]]] = []
+    kernel = ["/usr/bin/python3", "-m", "ipykernel_launcher"]
+    sandbox.spawn(
+        kernel,
+        lambda argv, fds: seen.append((argv, fds)),
+        cwd=tmp_path,
+        connection_file=connection,
+        unset_env=["JPY_PARENT_PID"],
+    )
+    [(argv, fds)] = seen
+    assert fds == ()  # no cgroup here (no limits in RULES)
+    assert argv[:4] == ["/bin/sh", "-c", entry.SCRIPT, entry.NAME]
+    assert argv[4:6] == ["0", "0"]  # no cgroup to join, no rlimit
+    assert argv[6:] == [
+        "/usr/bin/env",
+        "-u",
+        "JPY_PARENT_PID",
+        f"TMPDIR={temp}",
+        f"IPYTHONDIR={temp / 'ipython'}",
+        *kernel,
+    ]
+    await sandbox.started()
+    assert sandbox.init is None and not sandbox.alive()
+    sandbox.signal(signal.SIGKILL)  # nothing to signal through: the provisioner signals it
+    sandbox.remove()
+    assert not sandbox.directory.exists()

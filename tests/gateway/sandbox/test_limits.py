@@ -1,5 +1,6 @@
 """A kernel's limits: real cgroup v1 groups here (a memory kill, a held fork loop, removal),
-and the cgroup v2 files, systemd scope command and rlimits other machines get."""
+and the cgroup v2 files, systemd scope command and rlimits (RLIMIT_NPROC for processes, said as
+weaker) other machines get."""
 
 from __future__ import annotations
 
@@ -15,8 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.mechanism import LimitsHost, SandboxUnavailable, probe
+from loomgate.gateway.sandbox.limits import (
+    NPROC_ROOT,
+    NPROC_WEAKER,
+    KernelLimits,
+    LimitsHost,
+    limits_host,
+    limits_lacks,
+)
 from tests.gateway.sandbox import sandboxes
 
 MiB = 2**20
@@ -69,7 +76,8 @@ def create(
 ) -> KernelLimits:
     """Create limits for a fresh kernel id, removed after the test."""
     rules = sandboxes.rules(memory=memory, processes=processes)
-    limits = KernelLimits.create(f"test-{uuid.uuid4().hex[:12]}", rules, host)
+    here = host if host is not None else limits_host()
+    limits = KernelLimits.create(f"test-{uuid.uuid4().hex[:12]}", rules, here)
     made.append(limits)
     return limits
 
@@ -133,7 +141,7 @@ def test_remove_waits_for_the_processes_and_is_idempotent(made: list[KernelLimit
 def test_groups_lie_under_our_own_cgroup_per_controller(made: list[KernelLimits]) -> None:
     limits = create(made, memory=MiB * 100, processes=5)
     for controller, group in limits.groups.items():
-        assert group.parent == probe().limits.cgroups[controller]
+        assert group.parent == limits_host().cgroups[controller]
         assert group.name == f"loomgate-{limits.kernel_id}"
     assert limits.join_files == [str(g / "cgroup.procs") for g in limits.groups.values()]
 
@@ -179,10 +187,12 @@ def test_systemd_scope_command() -> None:
     ("memory", "processes", "mechanism", "rlimits"),
     [
         (MiB, None, "rlimits", {"RLIMIT_DATA": (MiB, MiB)}),
+        (None, 5, "rlimits", {"RLIMIT_NPROC": (5, 5)}),
+        (MiB, 7, "rlimits", {"RLIMIT_DATA": (MiB, MiB), "RLIMIT_NPROC": (7, 7)}),
         (None, None, "none", {}),
     ],
 )
-def test_without_cgroups_memory_is_an_rlimit(
+def test_without_cgroups_the_limits_are_rlimits(
     memory: int | None, processes: int | None, mechanism: str, rlimits: dict[str, tuple[int, int]]
 ) -> None:
     limits = KernelLimits.create(
@@ -190,11 +200,28 @@ def test_without_cgroups_memory_is_an_rlimit(
     )
     assert (limits.mechanism, limits.rlimits, limits.join_files) == (mechanism, rlimits, [])
     assert not limits.memory_killed() and limits.remove()
+    assert KernelLimits.from_json(limits.to_json()) == limits
 
 
-def test_processes_without_a_cgroup_is_unavailable() -> None:
-    with pytest.raises(SandboxUnavailable, match="processes = false"):
-        KernelLimits.create("k5", sandboxes.rules(processes=5), LimitsHost())
+@pytest.mark.parametrize(
+    ("how", "processes", "uid", "lacks"),
+    [
+        ("rlimits", 5, 1000, [NPROC_WEAKER]),
+        ("rlimits", 5, 0, [NPROC_ROOT]),
+        ("rlimits", None, 1000, []),  # memory alone: RLIMIT_DATA holds it as a cgroup would not
+        ("cgroup v1", 5, 1000, []),
+        ("cgroup v2", 5, 0, []),
+        ("systemd scope", 5, 1000, []),
+        ("none", None, 1000, []),
+    ],
+)
+def test_processes_by_rlimit_are_said_as_weaker(
+    how: str, processes: int | None, uid: int, lacks: list[str]
+) -> None:
+    assert limits_lacks(how, sandboxes.rules(processes=processes), uid) == lacks
+    # For any profile (rules unknown), what a host offers says as much.
+    assert limits_lacks(how, None, uid) == ([] if how != "rlimits" else lacks or [NPROC_WEAKER])
+    assert NPROC_WEAKER == "processes held by RLIMIT_NPROC, which counts every process of your user"
 
 
 @pytest.mark.parametrize("kernel_id", ["", "../escape", "a/b", "-x", "a" * 200])

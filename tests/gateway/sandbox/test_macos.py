@@ -14,6 +14,7 @@ from loomgate.gateway.sandbox.macos import (
     sbpl_profile,
     sbpl_string,
 )
+from loomgate.gateway.sandbox.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC
 from loomgate.gateway.sandbox.profiles import SandboxRules
 
 Form = list["Form | str"]
@@ -59,7 +60,7 @@ RULES = SandboxRules(
     True,
     (Path("/Users/u/project"), Path('/Volumes/My "Data"\\x')),
     (Path("/Users/u/.ssh"), Path("/Users/u/.local/state/loomgate"), Path("/Users/u/.netrc")),
-    False,
+    NO_NETWORK,
     4 << 30,
     512,
 )
@@ -136,13 +137,13 @@ def test_the_profile_in_order() -> None:
 
 
 def test_with_network_nothing_about_it_is_said() -> None:
-    with_network = forms(replace(RULES, network=True))
+    with_network = forms(replace(RULES, network=PUBLIC))
     assert not any(any(str(w).startswith("network") for w in f) for f in with_network)
     assert with_network == forms()[: len(with_network)]
 
 
 def test_no_writable_path_and_nothing_hidden() -> None:
-    rules = SandboxRules("bare", True, (), (), True, None, None)
+    rules = SandboxRules("bare", True, (), (), PUBLIC, None, None)
     text = sbpl_profile(rules, temp_dir=TEMP, kernel_dir=KERNEL)
     parsed = read_sbpl(text)
     assert ["deny", "file-read*", "file-write*"] not in [f[:3] for f in parsed]
@@ -177,7 +178,7 @@ def test_control_characters_are_refused(text: str) -> None:
 
 
 def test_refusals() -> None:
-    unconfined = SandboxRules("none", False, (), (), True, None, None)
+    unconfined = SandboxRules("none", False, (), (), HOST_NETWORK, None, None)
     with pytest.raises(ValueError, match="'none' is not confined"):
         sbpl_profile(unconfined, temp_dir=TEMP, kernel_dir=KERNEL)
     with pytest.raises(ValueError, match="'k1' is not absolute"):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from loomgate.gateway.sandbox.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC, parse_network
 from loomgate.gateway.sandbox.profiles import (
     ALWAYS_HIDDEN,
     BUILT_IN,
@@ -32,6 +33,7 @@ from loomgate.gateway.sandbox.profiles import (
     session_runtime_dirs,
     written_path_problem,
 )
+from loomgate.gateway.sandbox.protected_names import DEFAULT_PROTECTED
 
 NO_RUNTIME: tuple[Path, ...] = ()
 
@@ -47,10 +49,17 @@ def place(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_built_ins() -> None:
     assert dict(BUILT_IN) == {"none": NONE, "workspace": WORKSPACE, "strict": STRICT}
-    assert (NONE.confined, NONE.writable, NONE.network, NONE.memory) == (False, (), True, None)
-    assert WORKSPACE.confined and WORKSPACE.writable == ("{cwd}",) and WORKSPACE.network
+    assert (NONE.confined, NONE.writable, NONE.network, NONE.memory) == (
+        False,
+        (),
+        HOST_NETWORK,
+        None,
+    )
+    # Every public address, through the gateway's proxy; strict: no network at all.
+    assert WORKSPACE.confined and WORKSPACE.writable == ("{cwd}",)
+    assert WORKSPACE.network == PUBLIC
     assert (WORKSPACE.memory, WORKSPACE.processes) == (DEFAULT_MEMORY, DEFAULT_PROCESSES)
-    assert replace(WORKSPACE, name="strict", network=False) == STRICT
+    assert replace(WORKSPACE, name="strict", network=NO_NETWORK) == STRICT
 
 
 def test_the_defaults_follow_the_machine() -> None:
@@ -148,7 +157,7 @@ def test_rules_hide_this_sessions_runtime_dirs_by_default(
 def test_none_is_not_confined(place: tuple[Path, Path]) -> None:
     home, cwd = place
     assert NONE.rules(cwd=cwd, home=home, private=(home / "state",)) == SandboxRules(
-        "none", False, (), (), True, None, None
+        "none", False, (), (), HOST_NETWORK, None, None
     )
 
 
@@ -157,7 +166,7 @@ def test_workspace_rules(place: tuple[Path, Path], tmp_path: Path) -> None:
     state = tmp_path / "state"
     runtime = tmp_path / "runtime"
     rules = WORKSPACE.rules(cwd=cwd, home=home, private=(state,), session_runtime=(runtime,))
-    assert rules.profile == "workspace" and rules.confined and rules.network
+    assert rules.profile == "workspace" and rules.confined and rules.network == PUBLIC
     assert rules.writable == (cwd,)
     for written in ("~/.ssh", "~/.aws", "~/.netrc", "~/.config/gh", "~/Library/Keychains"):
         assert home / written[2:] in rules.hidden
@@ -165,13 +174,7 @@ def test_workspace_rules(place: tuple[Path, Path], tmp_path: Path) -> None:
     assert all(p.is_absolute() for p in rules.hidden)
     assert list(rules.hidden) == sorted(set(rules.hidden))
     assert (rules.memory, rules.processes) == (DEFAULT_MEMORY, DEFAULT_PROCESSES)
-    assert STRICT.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME).network is False
-
-
-def test_every_always_hidden_path_is_well_formed() -> None:
-    assert all(written_path_problem(p) is None for p in ALWAYS_HIDDEN)
-    assert all(p.startswith(("~/", "/")) for p in ALWAYS_HIDDEN)
-    assert len(set(ALWAYS_HIDDEN)) == len(ALWAYS_HIDDEN)
+    assert STRICT.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME).network == NO_NETWORK
 
 
 def test_symlinks_are_resolved_where_they_exist(place: tuple[Path, Path], tmp_path: Path) -> None:
@@ -394,6 +397,8 @@ def rules(
     memory: int | None = 100,
     processes: int | None = 10,
     confined: bool = True,
+    protected: tuple[str, ...] = (".envrc", ".vscode"),
+    read_only: tuple[str, ...] = ("/w/.venv",),
 ) -> SandboxRules:
     """Rules written briefly for the strictness table."""
     return SandboxRules(
@@ -401,9 +406,11 @@ def rules(
         confined,
         tuple(Path(p) for p in writable),
         tuple(Path(p) for p in hidden),
-        network,
+        parse_network(network),
         memory,
         processes,
+        protected=protected,
+        read_only=tuple(Path(p) for p in read_only),
     )
 
 
@@ -441,6 +448,17 @@ UNCONFINED = rules((), (), True, None, None, confined=False)
         (rules(processes=11), rules(), False),
         (rules(processes=None), rules(), False),
         (rules(), rules(processes=None), True),
+        # protected names: b's must all be a's too
+        (rules(protected=(".envrc", ".vscode", ".idea")), rules(), True),
+        (rules(protected=(".envrc",)), rules(), False),
+        (rules(protected=()), rules(), False),
+        (rules(), rules(protected=()), True),
+        # read-only paths: each of b's that a may write in is read-only in a too
+        (rules(read_only=("/w",)), rules(), True),
+        (rules(read_only=()), rules(), False),
+        (rules(read_only=("/w/.venv/lib",)), rules(), False),
+        (rules(writable=("/w/src",), read_only=()), rules(), True),  # a writes no venv
+        (rules(), rules(read_only=()), True),
     ],
 )
 def test_at_least_as_strict(a: SandboxRules, b: SandboxRules, expected: bool) -> None:
@@ -459,3 +477,98 @@ def test_the_built_ins_by_strictness(place: tuple[Path, Path]) -> None:
     # Named "strict" but looser in one rule: the rules decide, not the name.
     loose = concrete(replace(STRICT, writable=("{cwd}", "/srv")))
     assert not at_least_as_strict(loose, workspace)
+
+
+def test_the_new_credential_files_are_always_hidden(place: tuple[Path, Path]) -> None:
+    home, cwd = place
+    hidden = WORKSPACE.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME).hidden
+    for written in (
+        "~/.npmrc",
+        "~/.yarnrc.yml",
+        "~/.cargo/credentials",
+        "~/.cargo/credentials.toml",
+        "~/.gem/credentials",
+        "~/.m2/settings.xml",
+        "~/.gradle/gradle.properties",
+        "~/.pgpass",
+        "~/.my.cnf",
+        "~/.vault-token",
+        "~/.terraform.d/credentials.tfrc.json",
+        "~/.cache/huggingface/token",
+        "~/.huggingface/token",
+        "~/.config/rclone/rclone.conf",
+        "~/.s3cfg",
+        "~/.boto",
+        "~/.bash_history",
+        "~/.zsh_history",
+        "~/.python_history",
+        "~/.psql_history",
+        "~/.local/share/fish/fish_history",
+    ):
+        assert written in ALWAYS_HIDDEN
+        assert home / written[2:] in hidden
+
+
+@pytest.mark.parametrize(
+    ("protected", "unprotected", "names"),
+    [
+        ((), (), DEFAULT_PROTECTED),
+        ((".github/workflows/",), (), (*DEFAULT_PROTECTED, ".github/workflows")),
+        (
+            (),
+            (".idea", ".envrc/"),
+            tuple(n for n in DEFAULT_PROTECTED if n not in (".idea", ".envrc")),
+        ),
+        (
+            (".envrc", ".git"),
+            (".envrc",),
+            (*DEFAULT_PROTECTED[:6], *DEFAULT_PROTECTED[7:], ".envrc", ".git"),
+        ),
+    ],
+)
+def test_a_profile_adds_and_takes_out_protected_names(
+    protected: tuple[str, ...], unprotected: tuple[str, ...], names: tuple[str, ...]
+) -> None:
+    profile = replace(WORKSPACE, protected=protected, unprotected=unprotected)
+    assert profile.protected_names() == names
+
+
+def test_rules_carry_the_protected_names(place: tuple[Path, Path]) -> None:
+    home, cwd = place
+    profile = replace(WORKSPACE, unprotected=(".idea",), protected=("notes.md",))
+    made = profile.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME)
+    assert made.protected == profile.protected_names()
+    assert cwd / ".git" in made.protected_paths() and cwd / "notes.md" in made.protected_paths()
+    assert cwd / ".idea" not in made.protected_paths()
+
+
+@pytest.mark.parametrize("link", [".vscode", ".git", "notes"])
+def test_a_symlink_where_a_name_is_protected_is_refused(
+    place: tuple[Path, Path], tmp_path: Path, link: str
+) -> None:
+    home, cwd = place
+    (tmp_path / "elsewhere").mkdir()
+    (cwd / link).symlink_to(tmp_path / "elsewhere")
+    profile = replace(WORKSPACE, protected=("notes/today.md",))
+    with pytest.raises(SandboxRulesError, match=rf"^{cwd / link} is a symbolic link"):
+        profile.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME)
+    # taken out by the person, the link is no longer the sandbox's to keep
+    if link == ".vscode":
+        taken_out = replace(profile, unprotected=(".vscode",))
+        assert taken_out.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME).writable == (cwd,)
+
+
+def test_what_loomgate_runs_from_stays_read_only(place: tuple[Path, Path], tmp_path: Path) -> None:
+    home, cwd = place
+    venv, clone = cwd / ".venv", tmp_path / "clone"
+    made = WORKSPACE.rules(
+        cwd=cwd, home=home, session_runtime=NO_RUNTIME, environment=(venv, clone, Path("/usr"))
+    )
+    assert made.writable == (cwd,) and made.read_only == (venv,)  # only those it could write
+    # started inside it (the README's first command runs in the clone): only its /tmp
+    inside = WORKSPACE.rules(
+        cwd=clone / "docs", home=home, session_runtime=NO_RUNTIME, environment=(clone,)
+    )
+    assert inside.writable == () and inside.read_only == ()
+    with pytest.raises(SandboxRulesError, match="environment path rel is not an absolute"):
+        WORKSPACE.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME, environment=(Path("rel"),))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from loomgate.gateway.sandbox.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.gateway.sandbox.rule_failures import failure_of, path_before, unquote
 
@@ -26,14 +30,15 @@ WS = SandboxRules(
             "/run/dbus",
         )
     ),
-    True,
+    PUBLIC,
     4 << 30,
     512,
 )
-ST = replace(WS, profile="strict", network=False)
+ST = replace(WS, profile="strict", network=NO_NETWORK)
+HOSTED = replace(WS, profile="hosted", network=HOST_NETWORK)
 NO_MEMORY = replace(ST, profile="mine", memory=None)
 UNLIMITED = replace(NO_MEMORY, processes=None)
-NONE = SandboxRules("none", False, (), (), True, None, None)
+NONE = SandboxRules("none", False, (), (), HOST_NETWORK, None, None)
 
 Case = tuple[SandboxRules, str | None, str | None, str, str | None, str | None]
 
@@ -123,6 +128,31 @@ READ_ONLY = [
         + "rm: cannot remove '/usr/share/doc/b': Read-only file system",
         "read_only", "/usr/share/doc/b"),
 ]
+P = f"{H}/project"
+VENV = replace(WS, read_only=(Path(f"{P}/.venv"),))
+# A write that hit what stays read-only inside the writable dir: .git's parts, .git itself (a
+# mount point), a protected name (its placeholder is a dir), the environment.
+PROTECTED = [
+    err(WS, "OSError", f"{EROFS} '{P}/.git/hooks/pre-commit'",
+        "protected", f"{P}/.git/hooks/pre-commit"),
+    err(WS, "OSError", f"{EROFS} '{P}/.git/config'", "protected", f"{P}/.git/config"),
+    err(WS, "OSError", f"[Errno 16] Device or resource busy: '{P}/.git' -> '{P}/.git-old'",
+        "protected", f"{P}/.git"),
+    err(WS, "OSError", f"{EROFS} '{P}/.vscode/tasks.json'", "protected", f"{P}/.vscode/tasks.json"),
+    err(WS, "OSError", f"[Errno 18] Invalid cross-device link: '{P}/x' -> '{P}/.envrc'",
+        "protected", f"{P}/.envrc"),
+    out(WS, f"touch: cannot touch '{P}/.claude/settings.json': Read-only file system",
+        "protected", f"{P}/.claude/settings.json"),
+    out(WS, f"rm: cannot remove '{P}/.vscode': Device or resource busy",
+        "protected", f"{P}/.vscode"),
+    err(VENV, "OSError", f"{EROFS} '{P}/.venv/lib/python3.11/site-packages/x.pth'",
+        "protected", f"{P}/.venv/lib/python3.11/site-packages/x.pth"),
+    out(VENV, "ERROR: Could not install packages due to an OSError: "
+        f"{EROFS} '{P}/.venv/bin/x'", "protected", f"{P}/.venv/bin/x"),
+    # .git's own objects, refs and index are writable: git's lock is no rule of the sandbox
+    out(WS, f"fatal: Unable to create '{P}/.git/index.lock': File exists.", None, None),
+    out(WS, f"mv: cannot move '{P}/d' to '{P}/d2': Device or resource busy", None, None),
+]
 # Not the sandbox: the file's own permissions, a read-only file system inside the writable
 # set, a rename across mounts into it, a missing file, errors that are no path's.
 NOT_THE_SANDBOX = [
@@ -173,10 +203,15 @@ NETWORK = [
     out(ST, "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError("
         "'<HTTPSConnection object at 0x7f>: Failed to establish a new connection: "
         f"{EAI_AGAIN}')': /simple/six/", "network", None),
-    # with network, a refused connection is the other end's
-    err(WS, "ConnectionRefusedError", "[Errno 111] Connection refused", None, None),
-    err(WS, "gaierror", "[Errno -2] Name or service not known", None, None),
+    # with network, a name the proxy could not resolve is the name's (curl asks the proxy);
+    # on the host's own network a refused connection is the other end's
     out(WS, "curl: (6) Could not resolve host: example.com", None, None),
+    err(HOSTED, "ConnectionRefusedError", "[Errno 111] Connection refused", None, None),
+    # but a raw socket or name lookup of the kernel's own reaches nothing: only the proxy does
+    err(WS, "ConnectionRefusedError", "[Errno 111] Connection refused", "network", None),
+    err(WS, "gaierror", "[Errno -2] Name or service not known", "network", None),
+    err(WS, "OSError", "[Errno 101] Network is unreachable", "network", None),
+    err(HOSTED, "OSError", "[Errno 101] Network is unreachable", None, None),
     # a hidden path is named before the network
     (ST, "PermissionError", f"{DENIED} '{H}/.ssh/config'", "curl: (6) Could not resolve host\n",
      "hidden", f"{H}/.ssh/config"),
@@ -220,7 +255,16 @@ NOT_CONFINED = [
 
 @pytest.mark.parametrize(
     ("rules", "name", "value", "stderr", "rule", "path"),
-    [*HIDDEN, *READ_ONLY, *NOT_THE_SANDBOX, *NETWORK, *MEMORY, *PROCESSES, *NOT_CONFINED],
+    [
+        *HIDDEN,
+        *READ_ONLY,
+        *PROTECTED,
+        *NOT_THE_SANDBOX,
+        *NETWORK,
+        *MEMORY,
+        *PROCESSES,
+        *NOT_CONFINED,
+    ],
 )
 def test_failure_of(
     rules: SandboxRules,
@@ -235,10 +279,93 @@ def test_failure_of(
     assert found == expected
 
 
+@pytest.fixture
+def host_tmp_file() -> Iterator[Path]:
+    """A file in the host's /tmp (which a kernel under bubblewrap cannot see)."""
+    fd, name = tempfile.mkstemp(prefix="loomgate-host-tmp-", dir="/tmp")
+    os.close(fd)
+    try:
+        yield Path(name)
+    finally:
+        Path(name).unlink()
+
+
+@pytest.mark.parametrize(
+    ("message", "own_tmp", "writable", "claimed"),
+    [
+        ("FileNotFoundError: [Errno 2] No such file or directory: '{}'", True, (), True),
+        ("cat: {}: No such file or directory", True, (), True),
+        ("ls: cannot access '{}': No such file or directory", True, (), True),
+        ("python3: can't open file '{}': [Errno 2] No such file or directory", True, (), True),
+        # without a /tmp of its own (Landlock alone) the host's is the kernel's: not claimed
+        ("cat: {}: No such file or directory", False, (), False),
+        # a /tmp path the profile makes writable is the host's own
+        ("cat: {}: No such file or directory", True, ("/tmp",), False),
+        # a path the host does not have either: simply missing
+        ("cat: {}-gone: No such file or directory", True, (), False),
+        ("cat: /tmp: No such file or directory", True, (), False),
+    ],
+)
+def test_a_missing_path_of_the_hosts_tmp(
+    host_tmp_file: Path, message: str, own_tmp: bool, writable: tuple[str, ...], claimed: bool
+) -> None:
+    rules = replace(WS, writable=tuple(Path(w) for w in writable))
+    stderr = message.format(host_tmp_file) + "\n"
+    found = failure_of(rules, error_name=None, error_value=None, stderr=stderr, own_tmp=own_tmp)
+    path = message.format(host_tmp_file).split("'")[-2] if "'" in message else None
+    expected = {"rule": "own_tmp", "profile": "workspace", "path": path or str(host_tmp_file)}
+    assert found == (expected if claimed else None)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "protected", "rule"),
+    [
+        (".mcp.json", False, (".mcp.json",), "protected"),  # its placeholder
+        (".mcp.json", False, (), None),  # taken out: not the sandbox's
+        (".vscode", True, (".vscode",), None),  # the person's dir: the cell's own mistake
+        ("src", False, (".mcp.json",), None),
+    ],
+)
+def test_is_a_directory_is_the_sandboxs_only_on_a_placeholder(
+    tmp_path: Path, name: str, content: bool, protected: tuple[str, ...], rule: str | None
+) -> None:
+    (tmp_path / name).mkdir()
+    if content:
+        (tmp_path / name / "settings.json").write_text("{}")
+    rules = replace(WS, writable=(tmp_path,), protected=protected)
+    path = tmp_path / name
+    expected = rule and {"rule": rule, "profile": "workspace", "path": str(path)}
+    for name_, value, stderr in (
+        ("IsADirectoryError", f"[Errno 21] Is a directory: '{path}'", ""),
+        (None, None, f"sh: 1: cannot create {name}: Is a directory\n"),
+    ):
+        found = failure_of(rules, error_name=name_, error_value=value, stderr=stderr, cwd=tmp_path)
+        assert found == expected
+
+
+def test_a_venv_inside_the_writable_dir_is_the_environment(tmp_path: Path) -> None:
+    """The kernel's own interpreter's venv is read-only in it, also when its rules do not
+    name it (a kernel spec other than the gateway's Python)."""
+    project = tmp_path / "project"
+    (project / "env" / "lib").mkdir(parents=True)
+    (project / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    rules = replace(WS, writable=(project,))
+    for path, rule in ((project / "env/lib/x.pth", "protected"), (project / "src/x", None)):
+        value = f"{EROFS} '{path}'"
+        found = failure_of(rules, error_name="OSError", error_value=value, stderr="")
+        assert found == (rule and {"rule": rule, "profile": "workspace", "path": str(path)})
+
+
 @pytest.mark.parametrize(
     ("cwd", "stderr", "rule", "path"),
     [
         (H, "cat: .ssh/id_rsa: Permission denied\n", "hidden", f"{H}/.ssh/id_rsa"),
+        (
+            P,
+            "touch: cannot touch '.git/hooks/x': Read-only file system\n",
+            "protected",
+            f"{P}/.git/hooks/x",
+        ),
         (f"{H}/project", "cat: ../.aws/config: Permission denied\n", "hidden", f"{H}/.aws/config"),
         (f"{H}/project", "cat: notes.txt: Permission denied\n", None, None),
         # Where a relative path lies is not known: read-only holds whatever it is.

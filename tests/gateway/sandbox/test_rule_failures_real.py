@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loomgate.gateway.sandbox.network_rules import NO_NETWORK
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.gateway.sandbox.rule_failures import failure_of
 
@@ -49,7 +50,7 @@ def place(tmp_path: Path) -> Place:
     (project / "a").write_text("a")
     (project / "locked").write_text("x")
     (project / "locked").chmod(0)
-    rules = SandboxRules("strict", True, (project,), (home / ".ssh",), False, 2 << 30, 512)
+    rules = SandboxRules("strict", True, (project,), (home / ".ssh",), NO_NETWORK, 2 << 30, 512)
     return Place(home, project, rules)
 
 

@@ -12,6 +12,7 @@ import asyncio
 import shutil
 import socket
 import sysconfig
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -404,19 +405,24 @@ async def test_strict_has_no_network(
     assert listener.datagrams() == []
 
 
-async def test_workspace_has_the_network(
+async def test_workspace_reaches_nothing_of_the_host_but_its_proxy(
     http: httpx.AsyncClient, kernels: dict[str, str], listener: Listener
 ) -> None:
+    # Its own network namespace: the host's loopback services (the gateway's port among them)
+    # are out of reach of a raw socket, TCP or UDP; the proxy decides the rest (its tests:
+    # test_kernel_network.py). An unconfined kernel reaches the same listener (the control).
     execution = await run(http, kernels["workspace"], reach(listener))
-    assert execution["state"] == "completed", output_texts(execution)
-    assert output_texts(execution) == ["reached"]
+    assert execution["error"]["value"] == "[Errno 111] Connection refused"
+    assert execution["sandbox_failure"] == {"rule": "network", "profile": "workspace", "path": None}
+    control = await run(http, kernels["none"], reach(listener))
+    assert output_texts(control) == ["reached"]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 5
     got: list[bytes] = []
     while not got and loop.time() < deadline:
         got = listener.datagrams()
         await asyncio.sleep(0.01)
-    assert got == [b"hi"]
+    assert got == [b"hi"]  # the unconfined kernel's only: the confined one's never arrived
 
 
 async def test_a_model_cannot_widen_the_default_but_the_person_can(
@@ -569,3 +575,94 @@ async def test_a_kernel_of_the_stock_jupyter_api_keeps_its_kernelspec_as_it_is(
         assert output_texts(execution) == ["SECRET", ""]
     finally:
         await http.delete(f"/api/kernels/{kernel_id}")
+
+
+PROTECTED_CELLS = {
+    ".vscode/tasks.json": "import os; os.makedirs('.vscode', exist_ok=True)\n"
+    "open('.vscode/tasks.json', 'w').write('{}')",
+    ".mcp.json": "open('.mcp.json', 'w').write('{}')",
+    ".git/hooks/pre-commit": "import os; os.makedirs('.git/hooks', exist_ok=True)\n"
+    "open('.git/hooks/pre-commit', 'w').write('#!/bin/sh')",
+    # a shell's message, on the cell's stderr
+    ".envrc": "import subprocess\n"
+    "subprocess.run(\"echo 'export X=1' > .envrc\", shell=True, check=True)",
+}
+
+
+@pytest.mark.parametrize("profile", CONFINED)
+@pytest.mark.parametrize("name", list(PROTECTED_CELLS))
+async def test_a_write_to_a_protected_path_names_it(
+    http: httpx.AsyncClient, kernels: dict[str, str], place: Place, profile: str, name: str
+) -> None:
+    """Files programs outside act on (git, editors, MCP hosts, direnv) stay read-only in the
+    project, also before they exist, and the reply says so."""
+    execution = await run(http, kernels[profile], PROTECTED_CELLS[name])
+    assert failed(execution), output_texts(execution)
+    failure = await rule_of(http, execution)
+    assert failure is not None, output_texts(execution)
+    assert (failure["rule"], failure["profile"]) == ("protected", profile)
+    path = Path(str(failure["path"]))
+    assert path == place.project / name or path == place.project / name.partition("/")[0]
+    assert not (place.project / name).is_file()  # a placeholder dir at most, while it runs
+
+
+@pytest.mark.parametrize("way", ["python", "shell"])
+async def test_a_path_of_the_hosts_tmp_names_its_own_tmp(
+    http: httpx.AsyncClient, kernels: dict[str, str], way: str
+) -> None:
+    with tempfile.NamedTemporaryFile(prefix="loomgate-host-", dir="/tmp") as host_file:
+        code = {
+            "python": f"open({host_file.name!r}).read()",
+            "shell": f"import subprocess; subprocess.run(['cat', {host_file.name!r}], check=True)",
+        }
+        execution = await run(http, kernels["workspace"], code[way])
+        failure = await rule_of(http, execution)
+    assert failure == {"rule": "own_tmp", "profile": "workspace", "path": host_file.name}
+
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+
+async def test_a_kernel_started_in_loomgates_clone_writes_only_its_tmp(
+    http: httpx.AsyncClient,
+) -> None:
+    """The README's first command runs in the clone, an editable install: what a kernel wrote
+    into the gateway's source or environment would run at the gateway's next start."""
+    r = await http.post(KERNELS, json={"cwd": str(REPOSITORY)})
+    assert r.status_code == 201, r.text
+    kernel = r.json()["kernel"]
+    try:
+        assert kernel["sandbox"]["writable"] == []  # status: "only its own /tmp"
+        target = REPOSITORY / "gateway/src/loomgate/gateway" / f"x{uuid.uuid4().hex[:8]}.py"
+        execution = await run(http, kernel["id"], f"open({str(target)!r}, 'w').write('x')")
+        assert failed(execution), output_texts(execution)
+        failure = await rule_of(http, execution)
+        assert failure == {"rule": "read_only", "profile": "workspace", "path": str(target)}
+        assert not target.exists()
+        written = await run(http, kernel["id"], "open('/tmp/x', 'w').write('x')")
+        assert written["state"] == "completed", output_texts(written)
+    finally:
+        await http.delete(f"{KERNELS}/{kernel['id']}")
+
+
+async def test_a_stopped_kernel_leaves_nothing_in_its_directory(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    """The placeholders of its protected names go with it (at the latest when the next
+    sandbox starts: its own dir, removed when it ended, says it has)."""
+    project = place.root / f"project-{uuid.uuid4().hex[:8]}"
+    project.mkdir()
+    (project / "data.csv").write_text("a,b\n")
+    r = await http.post(KERNELS, json={"cwd": str(project)})
+    assert r.status_code == 201, r.text
+    kernel_id = r.json()["kernel"]["id"]
+    try:
+        assert (project / ".mcp.json").is_dir() and (project / ".git").is_dir()  # while it runs
+        execution = await run(http, kernel_id, "open('made.txt', 'w').write('x')")
+        assert execution["state"] == "completed", output_texts(execution)
+    finally:
+        await http.delete(f"{KERNELS}/{kernel_id}")
+    other = await http.post(KERNELS, json={"cwd": str(place.project)})
+    assert other.status_code == 201, other.text
+    await http.delete(f"{KERNELS}/{other.json()['kernel']['id']}")
+    assert sorted(p.name for p in project.iterdir()) == ["data.csv", "made.txt"]

@@ -1,6 +1,7 @@
 """Sandboxed kernels outlive their gateway and come from the pool: a kernel taken back after a
-SIGKILL of the gateway keeps its variables and its sandbox, a prewarmed kernel is confined as
-the kernel it becomes, and each profile has a pool of its own."""
+SIGKILL of the gateway keeps its variables and its sandbox, also by a gateway whose probe chose
+another mechanism; a prewarmed kernel is confined as the kernel it becomes, and each profile has
+a pool of its own."""
 
 from __future__ import annotations
 
@@ -103,6 +104,43 @@ async def test_a_sandboxed_kernel_is_taken_back_after_a_gateway_sigkill(root: Pa
         gateway.stop()
 
 
+@pytest.mark.parametrize(
+    ("first", "then"), [("landlock", "auto"), ("auto", "landlock")], ids=["landlock", "bubblewrap"]
+)
+async def test_a_kernel_is_taken_back_by_a_gateway_that_chose_another_mechanism(
+    root: Path, first: str, then: str
+) -> None:
+    gateway = gateway_in(root)
+    gateway.env["LOOMGATE_SANDBOX_MECHANISM"] = first
+    try:
+        gateway.start()
+        async with client(gateway) as http:
+            r = await http.post(KERNELS, json={"name": "kept", "cwd": str(root / "project")})
+            assert r.status_code == 201, r.text
+            mechanism = r.json()["kernel"]["sandbox"]["mechanism"]
+            assert mechanism.startswith("landlock only" if first == "landlock" else "bubblewrap")
+            await run(http, "kept", "x = 41")
+        before = resident_kernels(gateway.state_dir)
+        assert len(before) == (1 if first == "landlock" else 2)  # the kernel; or bwrap and init
+        gateway.kill()
+        assert all(identity.is_alive() for identity in before)
+        gateway.env["LOOMGATE_SANDBOX_MECHANISM"] = then
+        gateway.start()
+        async with client(gateway) as http:
+            info = (await http.get("/api/loomgate/info")).json()
+            assert info["sandbox_mechanism"] != mechanism  # this gateway chose the other one
+            kernel = (await http.get(f"{KERNELS}/kept")).json()["kernel"]
+            assert (kernel["state"], kernel["sandbox"]["mechanism"]) == ("idle", mechanism)
+            assert output_texts(await run(http, "kept", "print(x + 1)")) == ["42"]
+            interrupted = await http.post(f"{KERNELS}/kept/interrupt")
+            assert interrupted.status_code in (200, 409)  # nothing runs: refused or a no-op
+            stopped = await http.delete(f"{KERNELS}/kept")
+            assert stopped.status_code == 200, stopped.text
+        assert not any(identity.is_alive() for identity in before)  # signalled as it started
+    finally:
+        gateway.stop()
+
+
 async def test_a_prewarmed_kernel_is_confined_as_the_kernel_it_becomes(root: Path) -> None:
     gateway = gateway_in(root, prewarm=1)
     try:
@@ -122,6 +160,9 @@ async def test_a_prewarmed_kernel_is_confined_as_the_kernel_it_becomes(root: Pat
             await http.delete(f"{KERNELS}/{kernel['id']}")
     finally:
         gateway.stop()
+
+
+PROXY_SHOWN = "import os\nprint(os.environ.get('HTTP_PROXY'))"
 
 
 async def test_each_profile_has_its_own_pool(root: Path) -> None:
@@ -162,8 +203,10 @@ async def test_each_profile_has_its_own_pool(root: Path) -> None:
             made.append(workspace["id"])
             assert workspace["sandbox"]["profile"] == "workspace"
             assert launched_pid(gateway, workspace["id"]) == workspace_pool
-            online = await run(http, workspace["id"], reach(port))
-            assert output_texts(online) == ["reached"], online
+            # Its network is the proxy's (HTTP_PROXY inside), strict's none at all.
+            shown = await run(http, workspace["id"], PROXY_SHOWN)
+            assert output_texts(shown) == ["http://127.0.0.1:3128"], shown
+            assert output_texts(await run(http, made[-2], PROXY_SHOWN)) == ["None"]
             for kernel_id in made:
                 await http.delete(f"{KERNELS}/{kernel_id}")
     finally:

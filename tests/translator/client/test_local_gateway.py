@@ -194,7 +194,11 @@ async def test_connect_to_remote_targets(gateway: GatewayProcess, tmp_path: Path
 KERNEL_OWN = frozenset(
     {"CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "GIT_PAGER", "MPLBACKEND", "PAGER", "TERM"}
     | {"PYDEVD_USE_FRAME_EVAL", "JUPYTER_RUNTIME_DIR"}
+    # Its own packages dir for pip (sandbox/packages.py)
+    | {"PIP_TARGET", "PIP_UPGRADE", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_ROOT_USER_ACTION"}
 )
+# Passed on with the kernel's own dirs in front: its packages dir, its `pip` commands.
+PREFIXED = frozenset({"PATH", "PYTHONPATH"})
 PASSED = {
     "LANG": "C.UTF-8",
     "TZ": "Europe/Lisbon",
@@ -236,11 +240,20 @@ async def test_autostarted_gateway_passes_exactly_the_allowlist(
         for key, value in os.environ.items()
         if key in DAEMON_VARIABLES or key.startswith(DAEMON_PREFIXES)
     }
-    assert {key: seen.get(key) for key in PASSED} == PASSED
+    # A kernel imports first from its own packages dir (`%pip install`'s), then as passed.
+    own, _, passed_on = seen["PYTHONPATH"].partition(os.pathsep)
+    assert own.endswith("/packages")
+    assert {key: seen.get(key) for key in PASSED} == {
+        **PASSED,
+        "PYTHONPATH": own + os.pathsep + passed_on,
+    }
+    assert passed_on == PASSED["PYTHONPATH"]
     assert not set(KEPT_OUT) & set(seen)
     assert set(seen) - set(allowed) <= KERNEL_OWN, "beyond the allowlist"
-    unchanged = {key for key in allowed if key not in KERNEL_OWN}
+    unchanged = {key for key in allowed if key not in KERNEL_OWN | PREFIXED}
     assert {key: seen.get(key) for key in unchanged} == {key: allowed[key] for key in unchanged}
+    for key in PREFIXED & set(allowed):
+        assert seen[key].endswith(os.pathsep + allowed[key]), (key, seen[key])
 
 
 async def test_a_port_held_by_another_program_fails_at_once(state: Path) -> None:

@@ -320,7 +320,9 @@ class Kernel(TypedDict):
     sandbox: Sandbox | None
 
 
-SandboxRule = Literal["hidden", "read_only", "network", "memory", "processes"]
+SandboxRule = Literal[
+    "hidden", "read_only", "protected", "own_tmp", "network", "memory", "processes"
+]
 SANDBOX_RULES: tuple[SandboxRule, ...] = get_args(SandboxRule)
 
 
@@ -330,11 +332,18 @@ class Sandbox(TypedDict):
     profile: str  # "none": not confined
     writable: list[str]  # absolute paths it may write in (besides its own temp dir)
     hidden: list[str]  # absolute paths it cannot read
-    network: bool
+    # As sandbox.toml writes it: true (every public address), false, "host", or the patterns.
+    network: bool | str | list[str]
     memory: int | None  # bytes; None: no limit
     processes: int | None  # None: no limit
-    # How the OS enforces it here, e.g. "bubblewrap, landlock, cgroup v1"; "" for none.
+    # How the OS enforces it here, e.g. "bubblewrap 0.8.0 (/usr/bin/bwrap), landlock scopes,
+    # cgroup v1"; "" for none.
     mechanism: str
+    # What that mechanism cannot give this kernel ("its own /tmp", …): [] when nothing.
+    lacks: list[str]
+    # The kernel's own dir `pip install` installs into (first on its sys.path, kept for its
+    # life); None where pip is left as it is. Absent from records before packages dirs.
+    packages: str | None
 
 
 class SandboxFailure(TypedDict):
@@ -342,7 +351,8 @@ class SandboxFailure(TypedDict):
 
     rule: SandboxRule
     profile: str
-    path: str | None  # the path the rule concerns, when there is one
+    # The path the rule concerns, when there is one; for `network`, the destination refused.
+    path: str | None
 
 
 class KernelReply(TypedDict):
@@ -408,6 +418,11 @@ class Info(TypedDict):
     # (None and [] for a gateway whose kernels run on an upstream: it confines none of them).
     sandbox_default: str | None
     sandbox_profiles: list[str]
+    # The mechanism confining this gateway's kernels (None: none works here, or upstream mode),
+    # what it cannot give them, and why each stronger mechanism is not used (or none at all).
+    sandbox_mechanism: str | None
+    sandbox_lacks: list[str]
+    sandbox_refused: list[str]
 
 
 class MonitorAccess(TypedDict):

@@ -4,6 +4,7 @@ Refusal."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 
@@ -13,6 +14,7 @@ from loomgate.gateway.errors import BadRequest, NotFound, Refusal
 from loomgate.gateway.handlers.answers import Answer
 from loomgate.gateway.handlers.call import Call
 from loomgate.gateway.kernels.notebooks import note_paths
+from loomgate.gateway.sandbox.mechanism import probe
 from loomgate.gateway.upstream import attach as upstream_attach
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
@@ -57,6 +59,8 @@ async def info(call: Call) -> Answer:
         specs = await registry.kernel_specs()
     except Refusal as e:  # an upstream that does not answer (or refuses)
         specs, upstream_error = [], e.message
+    # Found once per gateway (its first call runs bwrap's trials: off the event loop).
+    mechanism = None if registry.mkm.upstream else await asyncio.to_thread(probe)
     return 200, wire.Info(
         service="loomgate",
         version=__version__,
@@ -78,6 +82,9 @@ async def info(call: Call) -> Answer:
         upstream_error=upstream_error,
         sandbox_default=None if registry.mkm.upstream else registry.sandboxes.default_name(),
         sandbox_profiles=[] if registry.mkm.upstream else registry.sandboxes.names(),
+        sandbox_mechanism=(mechanism.describe() or None) if mechanism is not None else None,
+        sandbox_lacks=mechanism.lacks() if mechanism is not None else [],
+        sandbox_refused=mechanism.reasons() if mechanism is not None else [],
     )
 
 

@@ -19,7 +19,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
@@ -34,8 +33,6 @@ from loomgate.gateway.kernels.messages import (
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
-from loomgate.gateway.sandbox.launch import MEMORY_KILL, rules_from_wire
-from loomgate.gateway.sandbox.rule_failures import failure_of
 from loomgate.shared import wire
 from loomgate.shared.wire import Death, ExecutionState, InputRequest
 
@@ -61,12 +58,11 @@ UNSEEN_START = "the kernel died before the cell was seen to start; it may have b
 # A cell an IPython kernel ran while no gateway listened, found by its number at a take back.
 UNSEEN_RUN = "it ran while no gateway listened; its output was not seen"
 UNSEEN_TIMEOUT = 10.0  # for each of a take back's questions to an idle kernel
-FAILURE_LINES = 40  # the last stderr lines of a confined kernel's cell read for a rule it broke
 
 
 class KernelProcess(Protocol):
     """What the tracker asks of its kernel's process (a LoomKernel): where it is in its life,
-    its channels while they are open, its implementation, and SIGINT."""
+    its channels while they are open, its implementation, SIGINT, and its sandbox's facts."""
 
     @property
     def phase(self) -> str:
@@ -85,6 +81,11 @@ class KernelProcess(Protocol):
 
     async def signal_interrupt(self) -> None:
         """Send the process an interrupt (through its kernel manager)."""
+
+    def sandbox_failure(
+        self, record: ExecutionRecord, died: wire.Death | None
+    ) -> wire.SandboxFailure | None:
+        """Return the sandbox rule an ending cell ran into (None: none, or not confined)."""
 
 
 @dataclass
@@ -449,7 +450,7 @@ class ExecutionTracker:
             record.write_stream(content.get("name", "stdout"), content.get("text", ""))
             if record.final and "sandbox_failure" not in record.meta:
                 # A subprocess's stderr (os.system's) reaches IOPub after the cell's idle.
-                failure = self.sandbox_failure(record, record.meta["died"])
+                failure = self.process.sandbox_failure(record, record.meta["died"])
                 if failure is not None:
                     record.amend(sandbox_failure=failure)
         elif msg_type in ("execute_result", "display_data", "update_display_data"):
@@ -530,7 +531,7 @@ class ExecutionTracker:
     def finish(self, record: ExecutionRecord, state: ExecutionState, **details: Any) -> None:
         """End `record` in `state`, publish it, and put IPython's counter back if needed."""
         self._replies.pop(record.msg_id, None)
-        failure = self.sandbox_failure(record, details.get("died"))
+        failure = self.process.sandbox_failure(record, details.get("died"))
         if failure is not None:
             details["sandbox_failure"] = failure
         record.set_state(state, **details)
@@ -549,26 +550,6 @@ class ExecutionTracker:
             self._reseed_after = None
             # Sent at once on our shell socket, so the kernel runs it before any later cell.
             channels.send_shell("execute_request", seed_content(record.number + 1))
-
-    def sandbox_failure(
-        self, record: ExecutionRecord, died: wire.Death | None
-    ) -> wire.SandboxFailure | None:
-        """Return the sandbox rule an ending cell ran into, if its kernel is confined."""
-        sandbox = self.store.meta.get("sandbox")
-        if not sandbox or not sandbox["mechanism"]:
-            return None
-        if died is not None and died["reason"].startswith(MEMORY_KILL):
-            return wire.SandboxFailure(rule="memory", profile=sandbox["profile"], path=None)
-        error, stderr = record.meta["error"], record.log("stderr")
-        if error is None and not stderr.total:  # nothing a rule could explain: most cells
-            return None
-        return failure_of(
-            rules_from_wire(sandbox),
-            error_name=error["name"] if error else None,
-            error_value=error["value"] if error else None,
-            stderr="\n".join(line.text for line in stderr.tail(FAILURE_LINES)),
-            cwd=Path(self.store.meta["cwd"] or Path.cwd()),
-        )
 
     def _publish_end(
         self, record: ExecutionRecord, pending_output: asyncio.TimerHandle | None

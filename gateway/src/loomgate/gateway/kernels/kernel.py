@@ -7,17 +7,18 @@ import asyncio
 import contextlib
 import logging
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
+from loomgate.gateway.kernels.kernel_files import last_lines
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.messages import seed_content
 from loomgate.gateway.kernels.provisioner import (
     ResidentProvisioner,
-    last_lines,
     launch_markers,
     process_ending,
     process_running,
@@ -26,6 +27,7 @@ from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
+from loomgate.gateway.sandbox.rule_failures import cell_failure
 from loomgate.shared import wire
 from loomgate.shared.wire import Kernel, KernelState, ProcessState
 
@@ -38,6 +40,13 @@ CONFIRM_TIMEOUT = 60.0
 START_TIMEOUT = 30.0
 START_OUTPUT_LINES = 10  # of a kernel that failed to start, shown with the reason
 STOPPED_WHILE_STARTING = "the kernel was stopped while it was starting"
+
+
+# The last stderr lines of a confined kernel's cell read for a rule it broke.
+FAILURE_LINES = 40
+# A record opens when the gateway reads the cell's execute_input, which may be after the proxy,
+# in the same event loop, refused the cell's first connection: refusals this much earlier count.
+OPENED_LATE = 1.0
 
 
 class LoomKernel:
@@ -269,6 +278,34 @@ class LoomKernel:
         """Return once a start or restart in progress has ended (or START_TIMEOUT passed)."""
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._settled.wait(), START_TIMEOUT)
+
+    def sandbox_failure(
+        self, record: ExecutionRecord, died: wire.Death | None
+    ) -> wire.SandboxFailure | None:
+        """Return the sandbox rule an ending cell ran into (None: none, or not confined): what
+        its sandbox's proxy refused while it ran, else what its error and stderr show."""
+        sandbox = self.store.meta.get("sandbox")
+        if not sandbox or not sandbox["mechanism"]:
+            return None
+        provisioner = self.km.provisioner
+        launch = provisioner.sandbox if isinstance(provisioner, ResidentProvisioner) else None
+        stderr = record.log("stderr")
+        return cell_failure(
+            sandbox,
+            died=died,
+            error=record.meta["error"],
+            stderr="\n".join(line.text for line in stderr.tail(FAILURE_LINES)),
+            cwd=Path(self.store.meta["cwd"] or Path.cwd()),
+            own_tmp=launch is None or launch.confiner.own_tmp,
+            refused=launch.network_refusals(self._cell_began(record)) if launch else (),
+        )
+
+    def _cell_began(self, record: ExecutionRecord) -> float:
+        """Return since when a connection the proxy refused is `record`'s: shortly before its
+        record opened, but not before the cell before it ended."""
+        before = self.store.get(record.number - 1)
+        ended = before.meta["finished"] if before is not None else None
+        return max(record.meta["started"] - OPENED_LATE, ended or 0.0)
 
     async def signal_interrupt(self) -> None:
         """Send the process an interrupt (through its kernel manager)."""

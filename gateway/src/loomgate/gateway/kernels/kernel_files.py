@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from loomgate.gateway.sandbox.packages import remove_own_packages
+
 DEATH_LOG = "kernel.log"  # a dead kernel's own output, kept beside its records (and gone with them)
 
 
@@ -35,14 +37,15 @@ def remove_kernel_files(connection_file: str, keep_log_in: Path | None = None) -
 
 
 def remove_sockets(info: Mapping[str, Any]) -> None:
-    """Remove the ipc socket files connection info `info` names, and their dir and the
-    kernel's own dir once empty (a confined kernel's sandbox removes the rest of its own)."""
+    """Remove the ipc socket files connection info `info` names, and their dir, the kernel's
+    packages dir and its own dir once empty (a confined kernel's sandbox removes the rest)."""
     if info.get("transport") != "ipc" or not info.get("ip"):
         return
     prefix = Path(str(info["ip"]))
     for socket in prefix.parent.glob(f"{prefix.name}-*"):
         with contextlib.suppress(OSError):
             socket.unlink()
+    remove_own_packages(prefix)
     for directory in (prefix.parent, prefix.parent.parent):
         with contextlib.suppress(OSError):
             directory.rmdir()
@@ -55,3 +58,14 @@ def connection_info_in(connection: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return info if isinstance(info, dict) else {}
+
+
+def last_lines(path: Path, count: int) -> str:
+    """Return the last `count` lines of a file ("" when it is missing)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 8192))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-count:])

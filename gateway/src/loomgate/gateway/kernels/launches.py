@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from loomgate.gateway.kernels.kernel_files import remove_kernel_files
-from loomgate.gateway.kernels.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.shared.paths import write_json_atomic
 
@@ -94,11 +94,17 @@ class LaunchMarkers:
 def end_launch(data: dict[str, Any], connection_file: str) -> bool:
     """SIGKILL the process a marker names; return whether one was running."""
     sandbox = SandboxLaunch.from_json(data["sandbox"]) if data.get("sandbox") else None
+    since = float(data.get("since") or 0.0)
     if data.get("identity"):
         identity = ProcessIdentity.from_json(data["identity"])
         pids = [identity.pid] if identity.is_alive() else []
+        if sandbox is not None and sandbox.init is None:
+            # Killed before bwrap named its init: the init is in a session of its own (bwrap's
+            # --new-session), so ending bwrap leaves it and the kernel running. Both name the
+            # connection file on their command line.
+            pids += [pid for pid in started_with(connection_file, since) if pid not in pids]
     else:
-        pids = started_with(connection_file, float(data.get("since") or 0.0))
+        pids = started_with(connection_file, since)
     for pid in pids:
         if sandbox is not None:  # its init ends everything in the sandbox
             sandbox.signal(signal.SIGKILL)

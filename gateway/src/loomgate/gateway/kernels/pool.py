@@ -24,9 +24,9 @@ from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel_channels import Message
 from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, start_ended
-from loomgate.gateway.kernels.process_identity import ProcessIdentity
 from loomgate.gateway.kernels.provisioner import launch_markers
 from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
+from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.profiles import SandboxRules
@@ -74,15 +74,20 @@ class KernelPool:
         """Return whether `kernel_id` is a pool kernel (not yet anyone's)."""
         return kernel_id in self.members
 
-    def end_leftovers(self) -> int:
+    def end_leftovers(self, kernels_root: Path) -> int:
         """End the pool kernels a gateway that did not stop cleanly left running; return how many.
 
-        Only a process proved to be that kernel (pid, start time, boot) is signalled.
+        Only a process proved to be that kernel (pid, start time, boot) is signalled. One whose
+        claim got as far as its own resident.json (in `kernels_root`) is a kernel now: it is left
+        to be taken back.
         """
         ended = 0
         if not self.root.is_dir():
             return 0
         for child in sorted(self.root.iterdir()):
+            if resident.exists(kernels_root / child.name):
+                shutil.rmtree(child, ignore_errors=True)
+                continue
             try:
                 state = resident.load(child, child.name)
                 identity = ProcessIdentity.from_json(state["provisioner"]["identity"] or {})
@@ -92,12 +97,14 @@ class KernelPool:
                 continue
             sandbox_info = state["provisioner"].get("sandbox")
             sandbox = SandboxLaunch.from_json(sandbox_info) if sandbox_info else None
+            init = sandbox.init if sandbox is not None else None
+            running = identity.is_alive() or (init is not None and init.is_alive())
+            if sandbox is not None:  # its init ends everything in it, bwrap gone or not
+                sandbox.signal(signal.SIGKILL)
             if identity.is_alive():
-                if sandbox is not None:  # its init ends everything in the sandbox
-                    sandbox.signal(signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(state["provisioner"].get("pgid") or identity.pid, signal.SIGKILL)
-                ended += 1
+            ended += running
             if sandbox is not None:
                 sandbox.remove(timeout=LEFTOVER_REMOVE_TIMEOUT)
             remove_kernel_files(state["connection_file"])
@@ -178,15 +185,23 @@ class KernelPool:
             markers.forget(str(km.kernel_id))  # the next gateway ends it by resident.json
 
     def take(self, key: PoolKey) -> ManagedKernel | None:
-        """Return a ready kernel of `key`, no longer the pool's (None if none is ready)."""
+        """Return a ready kernel of `key`, no longer the pool's (None if none is ready); its
+        resident.json stays until `claimed()`, so a gateway killed during the claim leaves a
+        process the next one ends."""
         ready = self.idle.get(key, [])
         while ready:
             km = ready.pop(0)
-            self._release(str(km.kernel_id))
+            self.members.pop(str(km.kernel_id), None)
             if has_process(km):
                 return km
+            self._release(str(km.kernel_id))
             self._spawn_stop(str(km.kernel_id))
         return None
+
+    def claimed(self, kernel_id: str) -> None:
+        """Drop a taken kernel's pool resident.json: its own took over, or its claim failed and
+        its process was discarded."""
+        shutil.rmtree(self.root / kernel_id, ignore_errors=True)
 
     def _release(self, kernel_id: str) -> None:
         self.members.pop(kernel_id, None)

@@ -24,7 +24,7 @@ from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels.kernel_files import output_log_of, remove_sockets
 from loomgate.gateway.kernels.launches import LaunchMarkers
-from loomgate.gateway.kernels.process_identity import ProcessIdentity
+from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox.environment import confined_environment
 from loomgate.gateway.sandbox.launch import (
     SandboxLaunch,
@@ -33,6 +33,7 @@ from loomgate.gateway.sandbox.launch import (
     unconfined_kernel_dir,
 )
 from loomgate.gateway.sandbox.mechanism import SandboxUnavailable
+from loomgate.gateway.sandbox.packages import KernelPackages
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.shared import wire
 
@@ -54,6 +55,8 @@ class ResidentProvisioner(LocalProvisioner):
     log_path: Path | None = None
     rules: SandboxRules | None = None  # None: a kernel whose sandbox loomgate did not choose
     sandbox: SandboxLaunch | None = None  # the sandbox of a confined kernel
+    packages: KernelPackages | None = None  # its own dir for pip; None: pip left as it is
+    own_packages: bool | None = None  # whether it has one (its first start decides)
 
     @property
     def taken_back(self) -> bool:
@@ -66,17 +69,21 @@ class ResidentProvisioner(LocalProvisioner):
         return self.process is not None or (self.taken_back and self._is_ours())
 
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
-        """Prepare the launch: no parent-death watch, no pipes shared with the gateway, and,
-        for a confined kernel, its sandbox (Unavailable when this machine cannot enforce it)."""
+        """Prepare the launch: no parent-death watch, no pipes shared with the gateway, a
+        confined kernel's sandbox (Unavailable where it cannot be enforced), its packages dir."""
         env = dict(kwargs.get("env") or os.environ)
         env.pop(PARENT_VARIABLE, None)
+        asked = kwargs.get(SANDBOX_ARGUMENT) is not None  # loomgate's start, not Jupyter's
         self.rules = kwargs.pop(SANDBOX_ARGUMENT, None) or self._jupyter_api_rules(kwargs)
         if self.rules is not None and self.rules.confined:
             env = confined_environment(env, ())
             self._prepare_sandbox(self.rules)
+            assert self.sandbox is not None
+            await self.sandbox.open_network()  # before its start: the kernel may connect at once
+            env.update(self.sandbox.proxy_variables())
         else:
             self._use_own_sockets()
-        kwargs["env"] = env
+        kwargs["env"] = self._with_packages(env, asked, Path(kwargs.get("cwd") or Path.cwd()))
         kwargs["independent"] = True
         if self.kernel_spec is not None and runs_ipykernel(self.kernel_spec.argv):
             kwargs["extra_arguments"] = [
@@ -85,6 +92,18 @@ class ResidentProvisioner(LocalProvisioner):
             ]
         launch: dict[str, Any] = await super().pre_launch(**kwargs)
         return launch
+
+    def _with_packages(self, env: dict[str, str], asked: bool, cwd: Path) -> dict[str, str]:
+        """Return `env` with the kernel's own packages dir for pip: a Python kernel loomgate
+        starts or confines has one (one the Jupyter API left unconfined installs as before)."""
+        spec, rules = self.kernel_spec, self.rules
+        if self.own_packages is None:  # restarts keep what the first start decided
+            self.own_packages = rules is not None and (asked or rules.confined)
+        if not self.own_packages or rules is None or spec is None or not runs_ipykernel(spec.argv):
+            return env
+        directory = self.sandbox.directory if self.sandbox else self._unconfined_dir()
+        self.packages = KernelPackages.for_kernel(directory, spec.argv[0], env, cwd)
+        return self.packages.environment(env, rules)
 
     def _jupyter_api_rules(self, kwargs: dict[str, Any]) -> SandboxRules | None:
         """Return the rules of a kernel started through the stock Jupyter API (the config's
@@ -102,7 +121,7 @@ class ResidentProvisioner(LocalProvisioner):
         km = self.parent
         assert km is not None
         try:
-            self.sandbox = SandboxLaunch.prepare(rules, km.kernel_id)
+            self.sandbox = SandboxLaunch.prepare(rules, km.kernel_id, self.sandbox)
         except SandboxUnavailable as e:
             raise Unavailable(str(e)) from None
         use_ipc(km, self.sandbox.ipc_prefix)
@@ -114,11 +133,15 @@ class ResidentProvisioner(LocalProvisioner):
         assert km is not None
         if km.transport != "tcp" or km.shell_port:
             return  # chosen already (a restart, or a kernel an earlier gateway started)
+        use_ipc(km, ipc_prefix(self._unconfined_dir()))
+
+    def _unconfined_dir(self) -> Path:
+        """Return an unconfined kernel's own dir (Unavailable when the root is not private)."""
+        assert self.parent is not None
         try:
-            directory = unconfined_kernel_dir(km.kernel_id)
+            return unconfined_kernel_dir(self.parent.kernel_id)
         except SandboxUnavailable as e:
             raise Unavailable(str(e)) from None
-        use_ipc(km, ipc_prefix(directory))
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         """Launch the kernel with stdin on /dev/null and its output in a log of its own."""
@@ -147,7 +170,7 @@ class ResidentProvisioner(LocalProvisioner):
         self.log_path.chmod(0o600)
         if self.sandbox is not None:
             try:
-                await self.sandbox.started()
+                await self.sandbox.started(self.pid)
             except Exception as e:
                 await super().kill()
                 raise Unavailable(
@@ -161,10 +184,13 @@ class ResidentProvisioner(LocalProvisioner):
     def sandbox_model(self) -> wire.Sandbox | None:
         """Return the kernel's sandbox as its wire form shows it (None: not chosen by loomgate)."""
         if self.sandbox is not None:
-            return self.sandbox.wire()
-        if self.rules is not None:
-            return sandbox_wire(self.rules, "")
-        return None
+            model = self.sandbox.wire()
+        elif self.rules is not None:
+            model = sandbox_wire(self.rules, "")
+        else:
+            return None
+        model["packages"] = str(self.packages.directory) if self.packages else None
+        return model
 
     def _output_log(self) -> Path:
         """Return where the kernel's own stdout and stderr go: beside its connection file."""
@@ -181,6 +207,7 @@ class ResidentProvisioner(LocalProvisioner):
         info["log_path"] = str(self.log_path) if self.log_path is not None else None
         info["sandbox"] = self.sandbox.to_json() if self.sandbox is not None else None
         info["sandbox_model"] = self.sandbox_model
+        info["own_packages"] = self.own_packages
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
@@ -194,6 +221,7 @@ class ResidentProvisioner(LocalProvisioner):
         self.sandbox = SandboxLaunch.from_json(sandbox) if sandbox else None
         if self.sandbox is not None:
             self.rules = self.sandbox.rules
+        self.own_packages = provisioner_info.get("own_packages")  # None: its next start decides
 
     def _is_ours(self) -> bool:
         """Return whether the recorded pid is still the process this provisioner launched."""
@@ -285,6 +313,7 @@ class ResidentProvisioner(LocalProvisioner):
         if not restart:
             remove_sockets(self.connection_info)
         if self.sandbox is not None and not restart:
+            await self.sandbox.close_network()
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
 
 
@@ -339,17 +368,6 @@ def process_running(km: object) -> bool:
         return provisioner.is_ours()
     process = getattr(provisioner, "process", None)
     return process is None or process.poll() is None
-
-
-def last_lines(path: Path, count: int) -> str:
-    """Return the last `count` lines of a file ("" when it is missing)."""
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - 8192))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.rstrip("\n").splitlines()[-count:])
 
 
 def sandbox_of(km: object) -> wire.Sandbox | None:

@@ -146,7 +146,7 @@ class KernelRegistry:
         """Take back the kernels an earlier gateway left running; then serve requests."""
         began = time.monotonic()
         self.launches.end_unowned(self.log)
-        if ended := self.pool.end_leftovers():
+        if ended := self.pool.end_leftovers(self.root):
             self.log.info("Ended %d prewarmed kernel(s) an earlier gateway left running", ended)
         try:
             await self.taking_back.all(self._left_running)
@@ -400,6 +400,7 @@ class KernelRegistry:
             self.log.warning("A prewarmed kernel could not be claimed (%s); starting one", e)
             return None
         finally:
+            self.pool.claimed(kernel_id_of(km))
             # The next pool kernel starts once this one is the caller's: its start would take
             # the CPU and the event loop from the claim.
             self.pool.fill(key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 from collections.abc import Callable
 
 from jupyter_client.provisioning.factory import KernelProvisionerFactory
@@ -72,12 +73,16 @@ class TakeBack:
         pid = provisioner.pid
         if not provisioner.is_ours():
             if provisioner.sandbox is not None:
+                # bwrap is gone; a sandbox init still running (killed from outside) ends with it.
+                provisioner.sandbox.signal(signal.SIGKILL)
                 await asyncio.to_thread(provisioner.sandbox.remove)
             self.ended_while_away(store, "the kernel process ended while the gateway was down")
             remove_kernel_files(state["connection_file"], keep_log_in=store.directory)
             return
         km = provisioner.parent
         assert km is not None
+        if provisioner.sandbox is not None:  # its way out, where it was
+            await provisioner.sandbox.open_network()
         kernel = LoomKernel(km, store, self.events, self.log, state["launch"])
         self.live[kernel.id] = kernel
         running = store.running_when_left()
@@ -88,6 +93,8 @@ class TakeBack:
         except Exception as e:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
+            if provisioner.sandbox is not None:  # the next try opens it again
+                await provisioner.sandbox.close_network()
             reason = (
                 f"its process (pid {pid}) runs but did not answer when the gateway came back "
                 f"({describe(e)}); it is tried again every {RETRY_SECONDS:g} s"

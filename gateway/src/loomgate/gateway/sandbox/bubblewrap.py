@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from loomgate.gateway.sandbox import placeholders
+from loomgate.gateway.sandbox.installation import installation_roots, interpreter_roots
+from loomgate.gateway.sandbox.kernel_network import (
+    BRIDGE_PORT,
+    UNSET,
+    bridged,
+    net_dir,
+    proxy_environment,
+    proxy_socket,
+)
+from loomgate.gateway.sandbox.placeholders import Kind
 from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside
+from loomgate.gateway.sandbox.protected_names import GIT, symlinked_protections, unprotectable
 
 __all__ = [
     "ISOLATION",
@@ -39,7 +52,21 @@ TMP = Path("/tmp")
 # The kernel's IPython dir, in its own /tmp: ~/.ipython is read-only in the sandbox, and IPython
 # would otherwise make a new temp dir, with a warning, each time something asks for it.
 IPYTHON_DIR = TMP / "ipython"
-GIT_GUARDED = (".git/hooks", ".git/config")  # in a writable dir: kept read-only
+# In a gitdir in a writable dir, what git runs for you later, outside any sandbox: hooks, config
+# (hooksPath, fsmonitor, aliases, filters), the per-worktree config, info/ (attributes naming
+# drivers, excludes, sparse-checkout), modules/ (submodules' own gitdirs, hooks and config) and
+# worktrees/ (linked worktrees' gitdirs and their commondir), each with the placeholder a missing
+# one gets; commondir (re-points a gitdir at another) only where it is (git dies on an empty one).
+# The rest stays writable (objects, refs, logs, the index, HEAD): commits from inside work.
+GIT_READ_ONLY: tuple[tuple[str, Kind | None], ...] = (
+    ("hooks", "dir"),
+    ("info", "dir"),
+    ("modules", "dir"),
+    ("worktrees", "dir"),
+    ("config", "file"),
+    ("config.worktree", "file"),
+    ("commondir", None),
+)
 PROC_READ_ONLY = (Path("/proc/sys"), Path("/proc/sysrq-trigger"))
 HIDDEN_DIR_MODE = "0000"  # listing or entering it: PermissionError
 PASSAGE_DIR_MODE = "0111"  # a hidden dir on the way to the kernel's own files: enter, not list
@@ -92,14 +119,17 @@ def command(
     info_fd: int | None = None,
 ) -> list[str]:
     """Return the argv (starting with `bwrap`) that runs `kernel_cmd` under `rules` (writing
-    the sandbox init's host pid into `info_fd`, when given).
+    the sandbox init's host pid into `info_fd`, when given), after making the placeholders its
+    protected paths that do not exist yet need (placeholders.py; recorded beside `kernel_dir`).
 
-    Later mounts lie over earlier ones: the read-only root, then /tmp, then the writable paths,
-    then the hidden ones (hidden wins over writable; the kernel's own dir is always hidden),
-    then the kernel's ipc dir and connection file (re-exposed through a hidden dir). Paths are
-    bound at their real location, so a symlink to them (/var/run -> /run) leads to the bound
-    one. A writable or hidden path that does not exist is skipped: nothing is there to reach,
-    and bwrap would refuse it.
+    Later mounts lie over earlier ones: the read-only root, then /tmp (with the interpreter's
+    prefixes that lie under the host's /tmp, read-only), then the writable paths, what stays
+    read-only inside them (each `.git`'s parts, the protected names, the environment the kernel
+    runs on and loomgate's installation), then the hidden ones (hidden wins over writable; the
+    kernel's own dir is always hidden), then the kernel's ipc dir and connection file
+    (re-exposed through a hidden dir). Paths are bound at their real location, so a symlink to
+    them (/var/run -> /run) leads to the bound one. A writable or hidden path that does not
+    exist is skipped: nothing is there to reach, and bwrap would refuse it.
     """
     if not rules.confined:
         raise ValueError(f"profile {rules.profile!r} is not confined: run its kernel as it is")
@@ -108,12 +138,27 @@ def command(
     empty = empty_file(kernel_dir)
     if not empty.is_file():
         raise ValueError(f"{empty} is missing: call prepare_kernel_dir({str(kernel_dir)!r}) first")
-    # Only the ipc dir of the kernel's own dir goes in: its info file names the pid the gateway
-    # signals, and must not be the sandbox's to rewrite.
-    own = [real(ipc_dir(kernel_dir)), real(packages_dir(kernel_dir))]
-    own += [real(connection_file)] if connection_file is not None else []
+    # What loomgate runs from stays read-only, and a writable path inside it is left out, also
+    # when `rules` were made before (a kernel taken back); the kernel's own interpreter is made
+    # read-only where it lies in a writable path, and visible where it lies under the host's /tmp.
+    installed = existing([*rules.read_only, *installation_roots()])
+    proxied = rules.network.proxied
+    # The bridge to the kernel's proxy runs on the gateway's own Python.
+    runs = [kernel_cmd, *([[sys.executable]] if proxied else [])]
+    interpreter = existing([r for cmd in runs for r in interpreter_roots(cmd, cwd=cwd)])
+    environment = existing([*installed, *interpreter])
+    writable = [w for w in existing(rules.writable) if not any(within(w, e) for e in installed)]
+    linked = symlinked_protections(writable, rules.protected)
+    if linked:
+        raise ValueError(unprotectable(rules.profile, *linked[0]))
+    # Only these parts of the kernel's own dir go in: its info file names the pid the gateway
+    # signals, and must not be the sandbox's to rewrite. Its proxy's socket is the gateway's.
+    own_writable = [real(ipc_dir(kernel_dir)), real(packages_dir(kernel_dir))]
+    own_readable = [real(net_dir(kernel_dir))] if proxied else []
+    own_readable += [real(connection_file)] if connection_file is not None else []
+    own = [*own_writable, *own_readable]
     argv = [bwrap, *(["--info-fd", str(info_fd)] if info_fd is not None else []), *ISOLATION]
-    if not rules.network:
+    if not rules.network.host:  # a network namespace of its own: only loopback, empty
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     # bwrap leaves these writable when they are not writable to it at that moment (a dir of
@@ -123,26 +168,91 @@ def command(
         if path.exists():
             argv += ["--ro-bind", str(path), str(path)]
     argv += ["--perms", "1777", "--tmpfs", str(TMP)]
-    for path in existing(rules.writable):
+    inside = [e for e in environment if any(within(e, w) for w in writable)]
+    for path in outermost(interpreter):
+        if within(path, TMP) and path not in inside:
+            argv += ["--ro-bind", str(path), str(path)]
+    for path in writable:
         argv += ["--bind", str(path), str(path)]
-        # What git runs for you later (hooks, and config that names programs) stays read-only:
-        # written from inside, it would run outside the sandbox at your next commit.
-        for guarded in existing(path / part for part in GIT_GUARDED):
-            argv += ["--ro-bind", str(guarded), str(guarded)]
+    guards = [g for top in writable for g in guarded(top, rules.protected, writable)]
+    placeholders.make(kernel_dir, [(path, kind) for path, _, kind in guards if kind is not None])
+    # Parents before what lies in them: a worktree's gitdir (writable) inside worktrees/.
+    for path, writes, _ in sorted(guards, key=lambda guard: guard[0].parts):
+        if os.path.lexists(path):
+            argv += ["--bind" if writes else "--ro-bind", str(path), str(path)]
+    for path in sorted(outermost(inside), key=lambda path: path.parts):
+        argv += ["--ro-bind", str(path), str(path)]
     tmpfs: list[Path] = []
     for path in outermost(existing([*rules.hidden, kernel_dir])):
         argv += hide(path, own, empty, tmpfs)
-    argv += ["--bind", str(own[0]), str(own[0]), "--bind", str(own[1]), str(own[1])]
-    if connection_file is not None:
-        argv += ["--ro-bind", str(own[2]), str(own[2])]
+    for path in own_writable:
+        argv += ["--bind", str(path), str(path)]
+    for path in own_readable:
+        argv += ["--ro-bind", str(path), str(path)]
     # Read-only last: bwrap made the mount points of the re-exposed paths inside them first.
     for path in tmpfs:
         argv += ["--remount-ro", str(path)]
     argv += ["--setenv", "TMPDIR", str(TMP), "--setenv", "IPYTHONDIR", str(IPYTHON_DIR)]
-    for name in dict.fromkeys(unset_env):
+    if proxied:
+        for name, value in proxy_environment(BRIDGE_PORT).items():
+            argv += ["--setenv", name, value]
+        kernel_cmd = bridged(kernel_cmd, python=sys.executable, socket=proxy_socket(kernel_dir))
+    for name in dict.fromkeys([*unset_env, *(UNSET if proxied else ())]):
         argv += ["--unsetenv", name]
     argv += ["--chdir", str(cwd), "--", *kernel_cmd]
     return argv
+
+
+Guard = tuple[Path, bool, Kind | None]  # a path, whether it stays writable, its placeholder
+
+
+def guarded(top: Path, names: Sequence[str], writable: Sequence[Path]) -> list[Guard]:
+    """Return what stays read-only in the writable dir `top`: its `.git` (a mount point: it
+    cannot be renamed or replaced, and a `top` without one cannot get one) with its parts, and
+    each protected name (its first missing part gets the placeholder: nothing can be made
+    under it). `.git` among `names` keeps the whole of it read-only (no commits from inside)."""
+    git = top / GIT
+    found: list[Guard] = []
+    whole = GIT in names
+    if not os.path.lexists(git) or (whole and git.is_dir()):
+        found.append((git, False, "dir"))
+    elif git.is_dir():
+        found += [(git, True, None), *gitdir_parts(git)]
+    else:  # a .git file: the gitdir it names is guarded where a sandbox could write it
+        found.append((git, False, None))
+        gitdir = gitdir_of(git)
+        if gitdir is not None and any(within(gitdir, w) for w in writable):
+            found += [(gitdir, False, None)] if whole else [(gitdir, True, None)]
+            found += [] if whole else gitdir_parts(gitdir)
+    for name in names:
+        if name == GIT:
+            continue
+        path = top
+        for part in name.split("/"):
+            path = path / part
+            if not os.path.lexists(path):
+                break
+        found.append((path, False, "dir"))
+    return found
+
+
+def gitdir_parts(gitdir: Path) -> list[Guard]:
+    """Return the parts of `gitdir` that stay read-only (GIT_READ_ONLY)."""
+    return [(gitdir / name, False, kind) for name, kind in GIT_READ_ONLY]
+
+
+def gitdir_of(git_file: Path) -> Path | None:
+    """Return the real gitdir a `.git` file names (`gitdir: PATH`, relative to its dir), None
+    when it names none that exists."""
+    try:
+        text = git_file.read_text(errors="replace")
+    except OSError:
+        return None
+    key, _, value = text.strip().partition(":")
+    if key.strip() != "gitdir" or not value.strip():
+        return None
+    gitdir = real(git_file.parent / value.strip())
+    return gitdir if gitdir.is_dir() else None
 
 
 def hide(path: Path, own: list[Path], empty: Path, tmpfs: list[Path]) -> list[str]:

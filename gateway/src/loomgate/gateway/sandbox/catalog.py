@@ -13,6 +13,7 @@ from loomgate.gateway.sandbox.config import (
     UnknownProfile,
     load_sandbox_config,
 )
+from loomgate.gateway.sandbox.installation import installation_roots
 from loomgate.gateway.sandbox.profiles import SandboxRules, at_least_as_strict
 from loomgate.shared import paths
 from loomgate.shared.echo import echo
@@ -118,7 +119,9 @@ class SandboxCatalog:
         except UnknownProfile as e:
             raise BadRequest(str(e)) from None
         try:
-            return profile.rules(cwd=cwd, home=Path.home(), private=self.private)
+            return profile.rules(
+                cwd=cwd, home=Path.home(), private=self.private, environment=installation_roots()
+            )
         except ValueError as e:
             raise BadRequest(f"the sandbox profile {name} cannot hold for {cwd}: {e}") from None
 

@@ -11,11 +11,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from loomgate.gateway.sandbox.network_rules import parse_network
 from loomgate.gateway.sandbox.profiles import (
     ALWAYS_HIDDEN,
     BUILT_IN,
     SandboxProfile,
     written_path_problem,
+)
+from loomgate.gateway.sandbox.protected_names import (
+    DEFAULT_PROTECTED,
+    GIT,
+    protected_name,
+    protected_name_problem,
 )
 from loomgate.gateway.sandbox.toml_lines import TomlLines
 from loomgate.shared.paths import config_dir
@@ -32,7 +39,16 @@ __all__ = [
 
 SANDBOX_FILE = "sandbox.toml"
 TOP_KEYS = ("default", "jupyter_api", "profiles")
-PROFILE_KEYS = ("extends", "writable", "hidden", "network", "memory", "processes")
+PROFILE_KEYS = (
+    "extends",
+    "writable",
+    "hidden",
+    "protected",
+    "unprotected",
+    "network",
+    "memory",
+    "processes",
+)
 DEFAULT = "workspace"  # for kernels created through loomgate
 JUPYTER_API = "none"  # for kernels started through the standard Jupyter API
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
@@ -235,10 +251,17 @@ def build_profile(
         profile = replace(profile, writable=paths(name, "writable", table["writable"], lines, fail))
     if "hidden" in table:
         profile = replace(profile, hidden=paths(name, "hidden", table["hidden"], lines, fail))
+    if "protected" in table:
+        protected = names(name, "protected", table["protected"], lines, fail)
+        profile = replace(profile, protected=protected)
+    if "unprotected" in table:
+        unprotected = names(name, "unprotected", table["unprotected"], lines, fail)
+        profile = replace(profile, unprotected=unprotected)
     if "network" in table:
-        if not isinstance(table["network"], bool):
-            raise fail(f"profile {name!r}: 'network' must be true or false", at("network"))
-        profile = replace(profile, network=table["network"])
+        try:
+            profile = replace(profile, network=parse_network(table["network"]))
+        except ValueError as e:
+            raise fail(f"profile {name!r}: 'network': {e}", at("network")) from None
     if "memory" in table:
         profile = replace(profile, memory=memory(name, table["memory"], at("memory"), fail))
     if "processes" in table:
@@ -266,6 +289,40 @@ def paths(name: str, key: str, value: object, lines: TomlLines, fail: Fail) -> t
                 f"profile {name!r}: {key}: {problem}", lines.item("profiles", name, key, item)
             )
     return tuple(value)
+
+
+def names(name: str, key: str, value: object, lines: TomlLines, fail: Fail) -> tuple[str, ...]:
+    """Return a `protected`/`unprotected` list: names relative to each writable dir, those
+    taken out each one of the defaults."""
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise fail(
+            f"profile {name!r}: {key!r} must be a list of names in quotes, each relative to "
+            f'every writable directory (e.g. {key} = [".envrc", ".github/workflows"])',
+            lines.key("profiles", name, key),
+        )
+    for item in value:
+        problem = protected_name_problem(item)
+        if problem is None and key == "unprotected":
+            problem = unprotected_problem(protected_name(item))
+        if problem is not None:
+            raise fail(
+                f"profile {name!r}: {key}: {problem}", lines.item("profiles", name, key, item)
+            )
+    return tuple(protected_name(item) for item in value)
+
+
+def unprotected_problem(item: str) -> str | None:
+    """Return why a well-formed name cannot be taken out of the protected ones (None: it can)."""
+    if item == GIT:
+        return (
+            f"{item!r} is always guarded (its hooks and config run outside): it cannot be taken out"
+        )
+    if item not in DEFAULT_PROTECTED:
+        return (
+            f"{item!r} is not protected by default, so it cannot be taken out "
+            f"(the defaults: {', '.join(DEFAULT_PROTECTED)})"
+        )
+    return None
 
 
 def memory(name: str, value: object, line: int | None, fail: Fail) -> int | None:

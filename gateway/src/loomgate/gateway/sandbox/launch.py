@@ -1,29 +1,36 @@
-"""One confined kernel process: its directory, its limits, the command that starts it inside its
-sandbox, and the sandbox's init, which is what gets signalled and killed."""
+"""One confined kernel process: its directory, its limits, the confiner that starts it inside its
+sandbox (the mechanism this gateway's probe chose, or for a kernel taken back the one that
+started it), and the sandbox's init, when it has one, which is what gets signalled and killed."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from loomgate.gateway.kernels.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap, entry, macos
+from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.sandbox import bubblewrap
+from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confiner import Confiner, SandboxUnavailable, Start
+from loomgate.gateway.sandbox.kernel_network import proxy_environment, proxy_socket
 from loomgate.gateway.sandbox.limits import REMOVE_TIMEOUT, KernelLimits
-from loomgate.gateway.sandbox.mechanism import SandboxUnavailable, probe
+from loomgate.gateway.sandbox.mechanism import confiner_from_json, probe
+from loomgate.gateway.sandbox.network_rules import NetworkPolicy, NetworkRefusal
 from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.proxy import KernelProxy
+from loomgate.gateway.sandbox.sandbox_exec_confiner import SandboxExecConfiner
 from loomgate.shared import wire
 from loomgate.shared.sizes import format_size
 
 IPC_PREFIX = "k"  # a local kernel's ZMQ ipc sockets: k-1 … k-5 in its ipc dir
-INIT_TIMEOUT = 10.0  # how long a start waits for bubblewrap to name its init
 MEMORY_KILL = "killed: memory limit"  # how the death of a kernel its memory limit ended begins
+# How a launch written before confiners had kinds says bubblewrap started it (its mechanism's
+# description begins so); any other was sandbox-exec's.
+BUBBLEWRAP = "bubblewrap"
 
 T = TypeVar("T")
 
@@ -31,7 +38,7 @@ T = TypeVar("T")
 def kernel_dirs_root() -> Path:
     """Return the directory that holds every local kernel's own (short: ipc socket paths must
     fit in 107 bytes), created private to this user."""
-    root = Path(tempfile.gettempdir()) / f"loomgate-{os.getuid()}"
+    root = kernel_dirs_location()
     root.mkdir(mode=0o700, exist_ok=True)
     status = root.lstat()
     if root.is_symlink() or status.st_uid != os.getuid() or status.st_mode & 0o077:
@@ -39,6 +46,11 @@ def kernel_dirs_root() -> Path:
             f"{root} is not a private directory of this user; remove it and start again"
         )
     return root
+
+
+def kernel_dirs_location() -> Path:
+    """Return where `kernel_dirs_root` is (nothing created or checked)."""
+    return Path(tempfile.gettempdir()) / f"loomgate-{os.getuid()}"
 
 
 def ipc_prefix(kernel_dir: Path) -> str:
@@ -56,7 +68,8 @@ def unconfined_kernel_dir(kernel_id: str) -> Path:
 
 
 class SandboxLaunch:
-    """A confined kernel's sandbox: rules, directory, limits and (once started) its init."""
+    """A confined kernel's sandbox: rules, directory, limits, the confiner that started it, what
+    status says of it (`mechanism`, `lacks`) and (once started) its init."""
 
     def __init__(
         self,
@@ -65,111 +78,112 @@ class SandboxLaunch:
         limits: KernelLimits,
         mechanism: str,
         init: ProcessIdentity | None = None,
+        *,
+        confiner: Confiner | None = None,
+        lacks: Sequence[str] = (),
+        proxy_port: int | None = None,
     ) -> None:
         self.rules = rules
         self.directory = directory
         self.limits = limits
-        self.mechanism = mechanism
+        self.mechanism = mechanism  # how it is enforced, as status shows it
         self.init = init
+        self.confiner = confiner if confiner is not None else legacy_confiner(mechanism)
+        self.lacks = list(lacks)
+        self.ready_fd: int | None = None  # a start waiting for its cgroups (Landlock alone)
+        self.proxy: KernelProxy | None = None  # this gateway's proxy for it, while it listens
+        # Where the proxy listens for a kernel on the host's network (Landlock alone): the
+        # variables inside name it, so a gateway taking the kernel back listens there again.
+        self.proxy_port = proxy_port
 
     @classmethod
-    def prepare(cls, rules: SandboxRules, kernel_id: str) -> SandboxLaunch:
-        """Return the sandbox for a start of kernel `kernel_id` (SandboxUnavailable when this
-        machine cannot enforce `rules`)."""
+    def prepare(
+        cls, rules: SandboxRules, kernel_id: str, previous: SandboxLaunch | None = None
+    ) -> SandboxLaunch:
+        """Return the sandbox for a start of kernel `kernel_id` under this gateway's mechanism
+        (SandboxUnavailable when it cannot enforce `rules`); a restart's keeps the proxy of
+        the `previous` start."""
         mechanism = probe()
         mechanism.check(rules)
+        confiner = mechanism.confiner
+        assert confiner is not None  # check() refuses confined rules without one
         directory = kernel_dirs_root() / kernel_id[:13]
         bubblewrap.prepare_kernel_dir(directory)
-        if mechanism.system == "Darwin":  # no limits there (check() refused any)
-            limits = KernelLimits(kernel_id, "none")
-        else:
-            limits = KernelLimits.create(kernel_id, rules)
-        return cls(rules, directory, limits, mechanism.describe(rules))
+        limits = confiner.create_limits(kernel_id, rules)
+        launch = cls(
+            rules,
+            directory,
+            limits,
+            confiner.describe(rules),
+            confiner=confiner,
+            lacks=confiner.lacks(rules),
+        )
+        confiner.prepare(launch)
+        if previous is not None:
+            launch.proxy, launch.proxy_port = previous.proxy, previous.proxy_port
+        return launch
 
     @property
     def ipc_prefix(self) -> str:
         """Return where the kernel's ZMQ ipc sockets go (files both sides of the sandbox see)."""
         return ipc_prefix(self.directory)
 
-    @property
-    def plan(self) -> entry.Plan:
-        """Return what the entry does for this sandbox before bwrap runs."""
-        return entry.Plan(
-            self.limits.join_files, self.limits.rlimits, landlock=probe().landlock_scopes
-        )
-
-    def command(
-        self,
-        kernel_cmd: Sequence[str],
-        *,
-        cwd: Path,
-        connection_file: Path,
-        unset_env: Sequence[str],
-        info_fd: int | None = None,
-    ) -> list[str]:
-        """Return the command that starts `kernel_cmd` inside the sandbox (bwrap writing its
-        init's pid into `info_fd`)."""
-        mechanism = probe()
-        if mechanism.system == "Darwin":
-            return self.macos_command(kernel_cmd, connection_file)
-        assert mechanism.bwrap is not None  # prepare() checked it
-        bwrap = bubblewrap.command(
-            self.rules,
-            kernel_cmd,
-            bwrap=mechanism.bwrap,
-            cwd=cwd,
-            kernel_dir=self.directory,
-            connection_file=connection_file,
-            unset_env=unset_env,
-            info_fd=info_fd,
-        )
-        return [*self.limits.prefix, *entry.command(self.plan, bwrap)]
-
     def spawn(
         self,
         kernel_cmd: Sequence[str],
-        start: Callable[[list[str], tuple[int, ...]], T],
+        start: Start[T],
         *,
         cwd: Path,
         connection_file: Path,
         unset_env: Sequence[str],
     ) -> T:
         """Return `start(argv, pass_fds)` for the command that starts `kernel_cmd` inside the
-        sandbox, called through the entry (Landlock's scopes on the thread that starts it),
-        with bwrap's info file open on the fds to pass while it runs."""
-        if probe().system == "Darwin":
-            return start(self.macos_command(kernel_cmd, connection_file), ())
-        fd = entry.open_info(bubblewrap.info_file(self.directory))
-        try:
-            argv = self.command(
-                kernel_cmd,
-                cwd=cwd,
-                connection_file=connection_file,
-                unset_env=unset_env,
-                info_fd=fd,
-            )
-            return entry.spawn(self.plan, lambda: start(argv, (fd,)))
-        finally:
-            os.close(fd)
-
-    def macos_command(self, kernel_cmd: Sequence[str], connection_file: Path) -> list[str]:
-        """Return sandbox-exec's command for `kernel_cmd` (untested on macOS here): the kernel
-        is the process itself, signalled as any kernel is."""
-        temp = self.directory / "tmp"
-        temp.mkdir(mode=0o700, exist_ok=True)
-        text = macos.sbpl_profile(
-            self.rules, temp_dir=temp, kernel_dir=self.directory, readable=[connection_file]
+        sandbox, as its confiner starts it (through the entry, on a thread of its own)."""
+        return self.confiner.spawn(
+            self,
+            kernel_cmd,
+            start,
+            cwd=cwd,
+            connection_file=connection_file,
+            unset_env=unset_env,
         )
-        environment = [f"TMPDIR={temp}", f"IPYTHONDIR={temp / bubblewrap.IPYTHON_DIR.name}"]
-        return macos.sandbox_exec_command(text, ["/usr/bin/env", *environment, *kernel_cmd])
 
-    async def started(self) -> None:
-        """Note the sandbox's init once bubblewrap has named it (sandbox-exec has none)."""
-        if probe().system == "Darwin":
+    async def started(self, pid: int | None = None) -> None:
+        """Finish the start whose launched process is `pid` and note the sandbox's init once
+        the start has named it (some confiners have none)."""
+        self.init = await self.confiner.started(self, pid)
+
+    async def open_network(self) -> None:
+        """Start the kernel's proxy when its rules send its connections through one: on the unix
+        socket bound into its own network namespace, else on a loopback port of the host's."""
+        if not self.rules.network.proxied or self.proxy is not None:
             return
-        info = bubblewrap.info_file(self.directory)
-        pid = await asyncio.to_thread(entry.read_info, info, INIT_TIMEOUT)
-        self.init = ProcessIdentity.of(pid)
+        proxy = KernelProxy(self.rules.network, self.rules.profile)
+        if self.confiner.own_network:
+            socket = proxy_socket(self.directory)
+            socket.parent.mkdir(mode=0o700, exist_ok=True)
+            await proxy.start_unix(socket)
+        else:
+            self.proxy_port = await proxy.start_tcp(port=self.proxy_port or 0)
+        self.proxy = proxy
+
+    async def close_network(self) -> None:
+        """Stop the kernel's proxy (its connections end); its kernel keeps its variables."""
+        proxy, self.proxy = self.proxy, None
+        if proxy is not None:
+            await proxy.close()
+
+    def proxy_variables(self) -> dict[str, str]:
+        """Return the variables that point the kernel's clients at its proxy, where the kernel
+        shares the host's network (inside a namespace of its own, bwrap sets the bridge's)."""
+        if self.confiner.own_network or not self.rules.network.proxied:
+            return {}
+        assert self.proxy_port is not None, "open_network() first"
+        return proxy_environment(self.proxy_port)
+
+    def network_refusals(self, since: float) -> list[NetworkRefusal]:
+        """Return the connections the kernel's proxy refused at or after `since` (time.time())."""
+        return self.proxy.refusals_since(since) if self.proxy is not None else []
 
     def alive(self) -> bool:
         """Return whether the sandbox's init is still the process this launch started."""
@@ -178,19 +192,15 @@ class SandboxLaunch:
     @property
     def has_init(self) -> bool:
         """Return whether signals go to the sandbox's init (bubblewrap's) rather than the
-        launched process (sandbox-exec's kernel is that process)."""
-        return self.mechanism.startswith("bubblewrap")
+        launched process (the kernel itself under Landlock alone and sandbox-exec)."""
+        return self.confiner.has_init
 
     def signal(self, signum: int) -> None:
-        """Send `signum` into the sandbox: SIGKILL to its init (which ends everything in it),
-        any other signal to its init's process group (the kernel is in it)."""
+        """Send `signum` into the sandbox through its init (SIGKILL ends everything in it)."""
         if self.init is None or not self.init.is_alive():
             return  # never signal a pid that now belongs to another process
         with contextlib.suppress(ProcessLookupError):
-            if signum == signal.SIGKILL:
-                bubblewrap.kill(self.init.pid)
-            else:
-                os.killpg(self.init.pid, signum)
+            self.confiner.signal_init(self.init.pid, signum)
 
     def ending(self) -> str | None:
         """Return how the kernel ended when its sandbox ended it (None otherwise)."""
@@ -200,11 +210,14 @@ class SandboxLaunch:
 
     def wire(self) -> wire.Sandbox:
         """Return the kernel's sandbox as its wire form shows it."""
-        return sandbox_wire(self.rules, self.mechanism)
+        return sandbox_wire(self.rules, self.mechanism, self.lacks)
 
     def remove(self, timeout: float = REMOVE_TIMEOUT) -> None:
         """Remove the sandbox's directory and limits (the kernel has ended for good; blocks up
         to `timeout` seconds while its last processes exit)."""
+        if self.ready_fd is not None:  # a start never finished: its shell runs nothing
+            os.close(self.ready_fd)
+            self.ready_fd = None
         self.limits.remove(timeout)
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -215,20 +228,36 @@ class SandboxLaunch:
             "directory": str(self.directory),
             "limits": self.limits.to_json(),
             "mechanism": self.mechanism,
+            "confiner": self.confiner.to_json(),
+            "lacks": list(self.lacks),
             "init": self.init.to_json() if self.init is not None else None,
+            "proxy_port": self.proxy_port,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SandboxLaunch:
-        """Return the launch `to_json` described."""
+        """Return the launch `to_json` described (one written before confiners had kinds too:
+        its mechanism said which)."""
         init = data.get("init")
+        confiner = data.get("confiner")
         return cls(
             rules_from_json(data["rules"]),
             Path(data["directory"]),
             KernelLimits.from_json(data["limits"]),
             str(data["mechanism"]),
             ProcessIdentity.from_json(init) if init else None,
+            confiner=confiner_from_json(confiner) if confiner else None,
+            lacks=[str(line) for line in data.get("lacks", [])],
+            proxy_port=data.get("proxy_port"),
         )
+
+
+def legacy_confiner(mechanism: str) -> Confiner:
+    """Return the confiner of a launch that names only its mechanism's description (written
+    before confiners had kinds): bubblewrap's when it begins "bubblewrap", else sandbox-exec's."""
+    if mechanism.startswith(BUBBLEWRAP):
+        return BubblewrapConfiner(BUBBLEWRAP)
+    return SandboxExecConfiner()
 
 
 def rules_to_json(rules: SandboxRules) -> dict[str, Any]:
@@ -238,22 +267,31 @@ def rules_to_json(rules: SandboxRules) -> dict[str, Any]:
         "confined": rules.confined,
         "writable": [str(path) for path in rules.writable],
         "hidden": [str(path) for path in rules.hidden],
-        "network": rules.network,
+        "network": rules.network.to_json(),
         "memory": rules.memory,
         "processes": rules.processes,
+        "protected": list(rules.protected),
+        "read_only": [str(path) for path in rules.read_only],
     }
 
 
 def rules_from_json(data: dict[str, Any]) -> SandboxRules:
-    """Return the rules `rules_to_json` described."""
+    """Return the rules `rules_to_json` described (protected names and read-only paths as the
+    rules' defaults in a launch kept before they were)."""
+    kept: dict[str, Any] = {}
+    if "protected" in data:
+        kept["protected"] = tuple(str(name) for name in data["protected"])
+    if "read_only" in data:
+        kept["read_only"] = tuple(Path(path) for path in data["read_only"])
     return SandboxRules(
         profile=str(data["profile"]),
         confined=bool(data["confined"]),
         writable=tuple(Path(path) for path in data["writable"]),
         hidden=tuple(Path(path) for path in data["hidden"]),
-        network=bool(data["network"]),
+        network=NetworkPolicy.from_json(data["network"]),
         memory=data["memory"],
         processes=data["processes"],
+        **kept,
     )
 
 
@@ -264,20 +302,22 @@ def rules_from_wire(sandbox: wire.Sandbox) -> SandboxRules:
         confined=bool(sandbox["mechanism"]),
         writable=tuple(Path(path) for path in sandbox["writable"]),
         hidden=tuple(Path(path) for path in sandbox["hidden"]),
-        network=sandbox["network"],
+        network=NetworkPolicy.from_json(sandbox["network"]),
         memory=sandbox["memory"],
         processes=sandbox["processes"],
     )
 
 
-def sandbox_wire(rules: SandboxRules, mechanism: str) -> wire.Sandbox:
-    """Return a kernel's rules as its wire form shows them."""
+def sandbox_wire(rules: SandboxRules, mechanism: str, lacks: Sequence[str] = ()) -> wire.Sandbox:
+    """Return a kernel's rules as its wire form shows them (with what its mechanism lacks)."""
     return wire.Sandbox(
         profile=rules.profile,
         writable=[str(path) for path in rules.writable],
         hidden=[str(path) for path in rules.hidden],
-        network=rules.network,
+        network=rules.network.to_json(),
         memory=rules.memory,
         processes=rules.processes,
         mechanism=mechanism,
+        lacks=list(lacks),
+        packages=None,  # the kernel's provisioner knows its packages dir
     )

@@ -106,7 +106,7 @@ def sbpl_profile(
             "deny", "mach-lookup", [f"  (global-name {sbpl_string(s)})" for s in DENIED_SERVICES]
         ),
     ]
-    if not rules.network:
+    if rules.network.off:
         text += [
             ";; no network; the kernel's own unix sockets (ZMQ ipc) and the system log stay",
             "(deny network*)",

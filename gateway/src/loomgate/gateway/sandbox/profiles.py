@@ -10,6 +10,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
+from loomgate.gateway.sandbox.always_hidden import ALWAYS_HIDDEN
+from loomgate.gateway.sandbox.network_rules import (
+    HOST_NETWORK,
+    NO_NETWORK,
+    PUBLIC,
+    NetworkPolicy,
+)
+from loomgate.gateway.sandbox.network_rules import (
+    at_least_as_strict as network_within,
+)
+from loomgate.gateway.sandbox.protected_names import (
+    DEFAULT_PROTECTED,
+    GIT,
+    protected_name,
+    protected_name_problem,
+    symlinked_protections,
+    unprotectable,
+)
 from loomgate.shared.sizes import GiB, MiB
 from loomgate.shared.wire import SandboxRule as Rule
 
@@ -18,6 +36,8 @@ __all__ = [
     "BUILT_IN",
     "DEFAULT_MEMORY",
     "DEFAULT_PROCESSES",
+    "DEFAULT_PROTECTED",
+    "GIT",
     "NONE",
     "STRICT",
     "WORKSPACE",
@@ -28,65 +48,12 @@ __all__ = [
     "at_least_as_strict",
     "concrete_path",
     "lies_inside",
+    "protected_name",
+    "protected_name_problem",
     "session_runtime_dirs",
+    "symlinked_protections",
+    "unprotectable",
 ]
-
-
-# Never readable under any profile but `none`; a profile cannot take one out. Home-relative
-# ones start with `~/`. A path that does not exist here is kept: it may appear later, and on
-# the other OS (the macOS ones on Linux) it costs nothing.
-ALWAYS_HIDDEN: tuple[str, ...] = (
-    # keys and cloud, cluster, registry and forge credentials
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.config/git/credentials",
-    "~/.config/gh",
-    "~/.pypirc",
-    # the agents' own logins (a kernel could act as the person's assistant)
-    "~/.claude/.credentials.json",
-    "~/.codex/auth.json",
-    # password stores and keyrings
-    "~/.password-store",
-    "~/.local/share/keyrings",
-    "~/.gnome2/keyrings",
-    "~/.local/share/kwalletd",
-    "~/Library/Keychains",
-    # the display's cookies (a client of the person's display can type into their windows)
-    "~/.Xauthority",
-    "~/.ICEauthority",
-    # browser profiles (cookies, saved passwords, sessions)
-    "~/.mozilla",
-    "~/.config/google-chrome",
-    "~/.config/chromium",
-    "~/.config/BraveSoftware",
-    "~/.config/microsoft-edge",
-    "~/snap/firefox",
-    "~/snap/chromium",
-    "~/Library/Application Support/Google/Chrome",
-    "~/Library/Application Support/Chromium",
-    "~/Library/Application Support/BraveSoftware",
-    "~/Library/Application Support/Microsoft Edge",
-    "~/Library/Application Support/Firefox",
-    "~/Library/Safari",
-    "~/Library/Cookies",
-    # system sockets through which something outside would run code for the kernel: the system
-    # bus, docker, containerd, podman and systemd's own socket (the session's runtime dir, with
-    # its D-Bus and systemd user sockets, is added by session_runtime_dirs())
-    "/run/dbus",
-    "/var/run/dbus",
-    "/run/docker.sock",
-    "/var/run/docker.sock",
-    "/run/containerd",
-    "/run/podman",
-    "/run/systemd/private",
-)
 
 
 def physical_memory(sysconf: Callable[[str], int] = os.sysconf) -> int | None:
@@ -140,9 +107,18 @@ class SandboxProfile:
     confined: bool  # False only for `none`
     writable: tuple[str, ...]
     hidden: tuple[str, ...]  # the profile's own, on top of ALWAYS_HIDDEN
-    network: bool
+    network: NetworkPolicy
     memory: int | None  # bytes; None: no limit
     processes: int | None  # None: no limit
+    protected: tuple[str, ...] = ()  # names protected on top of DEFAULT_PROTECTED
+    unprotected: tuple[str, ...] = ()  # names of DEFAULT_PROTECTED the person took out
+
+    def protected_names(self) -> tuple[str, ...]:
+        """Return the names protected in each writable dir: the defaults but those taken out,
+        then the profile's own (a name both taken out and added stays protected)."""
+        out = {protected_name(n) for n in self.unprotected}
+        names = [n for n in DEFAULT_PROTECTED if n not in out]
+        return tuple(dict.fromkeys([*names, *(protected_name(n) for n in self.protected)]))
 
     def rules(
         self,
@@ -151,16 +127,19 @@ class SandboxProfile:
         home: Path,
         private: tuple[Path, ...] = (),
         session_runtime: tuple[Path, ...] | None = None,
+        environment: tuple[Path, ...] = (),
     ) -> SandboxRules:
         """Return this profile made concrete for a kernel working in `cwd`.
 
         `private`: the gateway's own dirs (its state and config dirs, the Jupyter runtime dirs),
         hidden like ALWAYS_HIDDEN. `session_runtime`: the session's runtime dirs, hidden too
-        (None: session_runtime_dirs() of this process). Raises SandboxRulesError when the
+        (None: session_runtime_dirs() of this process). `environment`: the Python environments
+        and source trees loomgate runs from (installation.py), read-only even inside a writable
+        path; a writable path inside one is left out. Raises SandboxRulesError when the
         profile cannot hold for this kernel (see check_rules()).
         """
         if not self.confined:
-            return SandboxRules(self.name, False, (), (), True, None, None)
+            return SandboxRules(self.name, False, (), (), HOST_NETWORK, None, None)
         runtime = session_runtime_dirs() if session_runtime is None else session_runtime
         for what, path in (("working directory", cwd), ("home", home)):
             if not path.is_absolute():
@@ -168,7 +147,11 @@ class SandboxProfile:
         for path in (*private, *runtime):
             if not path.is_absolute():
                 raise SandboxRulesError(f"The private path {path} is not an absolute path.")
+        for path in environment:
+            if not path.is_absolute():
+                raise SandboxRulesError(f"The environment path {path} is not an absolute path.")
         where = resolved(cwd)
+        installed = outermost(resolved(p) for p in environment)
         hidden = outermost(
             [concrete_path(p, cwd=where, home=home) for p in (*ALWAYS_HIDDEN, *self.hidden)]
             + [resolved(p) for p in (*private, *runtime)]
@@ -182,9 +165,25 @@ class SandboxProfile:
                 if not (p == CWD and lies_inside(resolved(home), where))
             ]
         )
+        # Inside the environment loomgate runs from (a kernel started in loomgate's clone), a
+        # kernel writes only its temp dir: what it wrote there would run at the next start.
+        writable = tuple(w for w in writable if not any(lies_inside(w, e) for e in installed))
         check_rules(self.name, cwd=where, home=resolved(home), writable=writable, hidden=hidden)
+        names = self.protected_names()
+        linked = symlinked_protections(writable, names)
+        if linked:
+            raise SandboxRulesError(unprotectable(self.name, *linked[0]))
+        read_only = tuple(e for e in installed if any(lies_inside(e, w) for w in writable))
         return SandboxRules(
-            self.name, True, writable, hidden, self.network, self.memory, self.processes
+            self.name,
+            True,
+            writable,
+            hidden,
+            self.network,
+            self.memory,
+            self.processes,
+            protected=names,
+            read_only=read_only,
         )
 
 
@@ -196,16 +195,24 @@ class SandboxRules:
     confined: bool
     writable: tuple[Path, ...]  # the kernel's own temp dir is not listed: it always has one
     hidden: tuple[Path, ...]  # ALWAYS_HIDDEN, the profile's own and the private dirs
-    network: bool
+    network: NetworkPolicy
     memory: int | None
     processes: int | None
+    # Names read-only in each writable dir, also before they exist (besides GIT, always guarded).
+    protected: tuple[str, ...] = DEFAULT_PROTECTED
+    # The environments and source trees loomgate runs from that lie in a writable path.
+    read_only: tuple[Path, ...] = ()
+
+    def protected_paths(self) -> tuple[Path, ...]:
+        """Return every protected path: GIT and each protected name in each writable path."""
+        return tuple(w / name for w in self.writable for name in (GIT, *self.protected))
 
 
-NONE = SandboxProfile("none", False, (), (), True, None, None)
+NONE = SandboxProfile("none", False, (), (), HOST_NETWORK, None, None)
 WORKSPACE = SandboxProfile(
-    "workspace", True, ("{cwd}",), (), True, DEFAULT_MEMORY, DEFAULT_PROCESSES
+    "workspace", True, ("{cwd}",), (), PUBLIC, DEFAULT_MEMORY, DEFAULT_PROCESSES
 )
-STRICT = replace(WORKSPACE, name="strict", network=False)
+STRICT = replace(WORKSPACE, name="strict", network=NO_NETWORK)
 BUILT_IN: Mapping[str, SandboxProfile] = MappingProxyType(
     {profile.name: profile for profile in (NONE, WORKSPACE, STRICT)}
 )
@@ -337,8 +344,10 @@ def at_least_as_strict(a: SandboxRules, b: SandboxRules) -> bool:
 
     `a` is at least as strict as `b` when: `b` is not confined, or `a` is confined and every
     writable path of `a` lies inside a writable path of `b`, every hidden path of `b` lies
-    inside a hidden path of `a`, `a` has no network where `b` has none, and `a`'s memory and
-    processes limits are no higher than `b`'s (no limit is the loosest).
+    inside a hidden path of `a`, `a` protects every name `b` protects, every read-only path of
+    `b` that `a` may write in is read-only in `a` too, `a`'s network reaches no more than `b`'s
+    (`network_rules.at_least_as_strict`),
+    and `a`'s memory and processes limits are no higher than `b`'s (no limit is the loosest).
     """
     if not b.confined:
         return True
@@ -347,7 +356,13 @@ def at_least_as_strict(a: SandboxRules, b: SandboxRules) -> bool:
     return (
         all(any(lies_inside(w, v) for v in b.writable) for w in a.writable)
         and all(any(lies_inside(h, g) for g in a.hidden) for h in b.hidden)
-        and (b.network or not a.network)
+        and set(b.protected) <= set(a.protected)
+        and all(
+            any(lies_inside(r, s) for s in a.read_only)
+            or not any(lies_inside(r, w) for w in a.writable)
+            for r in b.read_only
+        )
+        and network_within(a.network, b.network)
         and limit_within(a.memory, b.memory)
         and limit_within(a.processes, b.processes)
     )

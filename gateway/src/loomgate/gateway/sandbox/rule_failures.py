@@ -2,11 +2,15 @@
 name it and the model stops retrying.
 
 Only a failure the kernel's rules explain is claimed: a path error names `hidden` when the path
-lies inside a hidden path (whatever the error: the sandbox makes those unreadable), and
-`read_only` only for "Read-only file system" (EROFS, what the sandbox's read-only file system
-gives) on a path outside the writable set. "Permission denied" elsewhere is the file's own
-permissions, which hold without a sandbox too (`/etc/shadow`), so it is not claimed. Network
-errors are claimed only when the rules have no network, limits only when the rules set them.
+lies inside a hidden path (whatever the error: the sandbox makes those unreadable), `protected`
+when a write (or a read of a placeholder: "Is a directory") failed on a path kept read-only
+inside a writable one (its `.git`, a protected name, the environment the kernel runs on or
+loomgate's installation), `read_only` only for "Read-only file system" (EROFS, what the
+sandbox's read-only file system gives) on a path outside the writable set, and `own_tmp` for "No
+such file or directory" on a path under /tmp that the host has (the sandbox's /tmp is its own).
+"Permission denied" elsewhere is the file's own permissions, which hold without a sandbox too
+(`/etc/shadow`), so it is not claimed. Network errors are claimed only when the rules have no
+network, limits only when the rules set them.
 """
 
 from __future__ import annotations
@@ -14,21 +18,33 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loomgate.gateway.sandbox.installation import installation_roots
+from loomgate.gateway.sandbox.launch import MEMORY_KILL, rules_from_wire
+from loomgate.gateway.sandbox.network_rules import NetworkRefusal
 from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside, resolved
+from loomgate.gateway.sandbox.protected_names import GIT
+from loomgate.shared import wire
 from loomgate.shared.wire import SandboxFailure, SandboxRule
 
-__all__ = ["failure_of"]
+__all__ = ["cell_failure", "failure_of"]
 
 EACCES = "Permission denied"
 EPERM = "Operation not permitted"
 EROFS = "Read-only file system"
 EXDEV = "Invalid cross-device link"  # a rename out of a writable dir, a mount of its own
-PATH_REASONS = (EACCES, EPERM, EROFS, EXDEV)
+EBUSY = "Device or resource busy"  # renaming or removing a mount point (a protected path)
+EISDIR = "Is a directory"  # writing a protected name's placeholder (an empty dir)
+ENOENT = "No such file or directory"
+PATH_REASONS = (EACCES, EPERM, EROFS, EXDEV, EBUSY, EISDIR, ENOENT)
+HIDDEN_REASONS = (EACCES, EPERM, EROFS, EXDEV)
 READ_ONLY_REASONS = (EROFS, EXDEV)
+PROTECTED_REASONS = (EROFS, EXDEV, EBUSY, EISDIR)
+TMP = Path("/tmp")
+VENV_CONFIG = "pyvenv.cfg"
 
 # What a failed connection or name lookup says in Python, requests/urllib3/httpx/aiohttp, curl,
 # wget and git when there is no network.
@@ -44,6 +60,14 @@ NETWORK_SIGNS = (
     "Couldn't connect to server",
     "Cannot assign requested address",
     "No route to host",
+)
+# What a raw socket or name lookup says inside a network namespace of its own (an empty
+# loopback, no route, no resolver): the clients that read the proxy variables never say it.
+UNREACHABLE = (
+    "Network is unreachable",
+    "Connection refused",
+    "Temporary failure in name resolution",
+    "Name or service not known",
 )
 MEMORY_ERRORS = frozenset({"MemoryError", "_ArrayMemoryError", "ArrayMemoryError"})
 ENOMEM = re.compile(
@@ -89,6 +113,36 @@ class PathDenial:
     paths: tuple[str, ...]
 
 
+def cell_failure(
+    sandbox: wire.Sandbox,
+    *,
+    died: wire.Death | None,
+    error: wire.ErrorInfo | None,
+    stderr: str,
+    cwd: Path,
+    own_tmp: bool,
+    refused: Sequence[NetworkRefusal] = (),
+) -> SandboxFailure | None:
+    """Return the sandbox rule an ending cell of a kernel confined as `sandbox` ran into: the
+    memory limit that ended it, a connection its proxy `refused` while it ran (when the cell
+    failed), or what its error and `stderr` show (`failure_of`)."""
+    profile = sandbox["profile"]
+    if died is not None and died["reason"].startswith(MEMORY_KILL):
+        return {"rule": "memory", "profile": profile, "path": None}
+    if error is None and not stderr:  # nothing a rule could explain: most cells
+        return None
+    if refused:
+        return {"rule": "network", "profile": profile, "path": refused[-1].destination}
+    return failure_of(
+        rules_from_wire(sandbox),
+        error_name=error["name"] if error else None,
+        error_value=error["value"] if error else None,
+        stderr=stderr,
+        cwd=cwd,
+        own_tmp=own_tmp,
+    )
+
+
 def failure_of(
     rules: SandboxRules,
     *,
@@ -96,18 +150,20 @@ def failure_of(
     error_value: str | None,
     stderr: str,
     cwd: Path | None = None,
+    own_tmp: bool = True,
 ) -> SandboxFailure | None:
     """Return the sandbox rule a failed cell ran into, None when its rules do not explain it.
 
     `error_name`/`error_value`: the cell's error (ename, evalue), if it raised; `stderr`: what
     it wrote to stderr (its subprocesses' messages); `cwd`: the kernel's working directory, for
-    relative paths in messages (None: such a path is judged without it).
+    relative paths in messages (None: such a path is judged without it); `own_tmp`: whether
+    the mechanism gives the kernel a /tmp of its own (bubblewrap does; Landlock alone does not).
     """
     if not rules.confined:
         return None
     lines = [*(error_value or "").splitlines(), *reversed(stderr[-STDERR_TAIL:].splitlines())]
     for denial in path_denials(lines):
-        found = path_failure(rules, denial, cwd)
+        found = path_failure(rules, denial, cwd, own_tmp=own_tmp)
         if found is not None:
             return found
     rule = other_rule(rules, error_name or "", lines)
@@ -157,15 +213,24 @@ def path_before(head: str) -> str | None:
 
 
 def path_failure(
-    rules: SandboxRules, denial: PathDenial, cwd: Path | None
+    rules: SandboxRules, denial: PathDenial, cwd: Path | None, *, own_tmp: bool = True
 ) -> SandboxFailure | None:
     """Return the rule a path error ran into, None if the rules do not explain it."""
     absolute = [Path(os.path.normpath(t)) for t in denial.paths if t.startswith("/")]
     relative = [t for t in denial.paths if not t.startswith("/")]
     placed = [Path(os.path.normpath(cwd / t)) for t in relative] if cwd is not None else []
-    for path in (*absolute, *placed):
+    if denial.reason == ENOENT:
+        return host_tmp_failure(rules, absolute) if own_tmp else None
+    for path in (*absolute, *placed) if denial.reason in HIDDEN_REASONS else ():
         if any(lies_inside(p, h) for p in forms(path) for h in rules.hidden):
             return {"rule": "hidden", "profile": rules.profile, "path": str(path)}
+    for path in (*reversed(absolute), *placed) if denial.reason in PROTECTED_REASONS else ():
+        # "Is a directory" is the sandbox's only on a placeholder (an empty dir): on a dir of
+        # the person's it is the cell's own mistake.
+        if denial.reason == EISDIR and not empty_dir(path):
+            continue
+        if any(protected(rules, p) for p in forms(path)):
+            return {"rule": "protected", "profile": rules.profile, "path": str(path)}
     if denial.reason not in READ_ONLY_REASONS:
         return None
     if denial.reason == EXDEV:
@@ -185,6 +250,47 @@ def path_failure(
     return None
 
 
+def protected(rules: SandboxRules, path: Path) -> bool:
+    """Return whether `path` lies in what stays read-only inside a writable path: a `.git`,
+    a protected name, or an environment (one the rules name, loomgate's installation, or a dir
+    holding a pyvenv.cfg: the sandbox makes the kernel's interpreter's venv read-only too)."""
+    top = next((w for w in rules.writable if lies_inside(path, w)), None)
+    if top is None:
+        return False
+    if any(lies_inside(path, top / name) for name in (GIT, *rules.protected)):
+        return True
+    if any(lies_inside(path, root) for root in (*rules.read_only, *installation_roots())):
+        return True
+    return any(
+        (parent / VENV_CONFIG).is_file()
+        for parent in (path, *path.parents)
+        if lies_inside(parent, top) and parent != top
+    )
+
+
+def empty_dir(path: Path) -> bool:
+    """Return whether `path` is an empty directory here."""
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
+
+
+def host_tmp_failure(rules: SandboxRules, paths: list[Path]) -> SandboxFailure | None:
+    """Return the `own_tmp` rule for a path under /tmp that the kernel did not find but the
+    host has (its /tmp is the sandbox's own), None for any other missing path."""
+    for path in paths:
+        if (
+            lies_inside(path, TMP)
+            and path != TMP
+            and not any(lies_inside(path, w) for w in rules.writable)
+            and os.path.lexists(path)
+        ):
+            return {"rule": "own_tmp", "profile": rules.profile, "path": str(path)}
+    return None
+
+
 def forms(path: Path) -> tuple[Path, ...]:
     """Return `path`, and `path` with its symlinks resolved where they exist here."""
     return (path, resolved(path))
@@ -193,7 +299,9 @@ def forms(path: Path) -> tuple[Path, ...]:
 def other_rule(rules: SandboxRules, error_name: str, lines: list[str]) -> SandboxRule | None:
     """Return the network, processes or memory rule the error and messages show, if any."""
     text = "\n".join(lines)
-    if not rules.network and any(sign in text for sign in NETWORK_SIGNS):
+    if rules.network.off and any(sign in text for sign in NETWORK_SIGNS):
+        return "network"
+    if rules.network.proxied and any(sign in text for sign in UNREACHABLE):
         return "network"
     spawn = (
         error_name == "BlockingIOError"  # EAGAIN from fork (also a non-blocking socket's)

@@ -35,7 +35,7 @@ from loomgate.translator.client.local_gateway import gateway_command, upstream_s
 from loomgate.translator.client.processes import process_alive
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.target import GatewayTarget
-from loomgate.translator.presentation import format_elapsed, render_prewarmed
+from loomgate.translator.presentation import format_elapsed, mechanism_lines, render_prewarmed
 
 STOP_TIMEOUT = 60.0  # stopping the kernels too can take a while
 
@@ -85,7 +85,9 @@ def control_gateway(args: argparse.Namespace) -> int:
         print(
             f"url: {running['url']}\npid: {running['pid']}\nversion: {running['version']}\n"
             f"uptime: {format_elapsed(time.time() - started)}\nkernels: {kernels}\n"
-            f"{upstream_line}{render_prewarmed(about)}\nstate dir: {directory}"
+            f"{upstream_line}{render_prewarmed(about)}\n"
+            + "\n".join(mechanism_lines(about))
+            + f"\nstate dir: {directory}"
         )
         return 0
     if args.action == "logs":

@@ -82,6 +82,7 @@ from loomgate.translator.presentation.refusals import (
     unknown_kernel_refusal,
 )
 from loomgate.translator.presentation.sandboxes import (
+    mechanism_lines,
     sandbox_lines,
     sandbox_rule_line,
     sandbox_summary,
@@ -112,6 +113,7 @@ __all__ = [
     "live_cells_line",
     "live_cells_note",
     "looser_sandbox_refusal",
+    "mechanism_lines",
     "no_notebook_kernel",
     "not_waiting_for_input",
     "notebook_path_refusal",

@@ -24,6 +24,8 @@ from loomgate.translator.presentation.sandboxes import (
 # The word a person and a model read for a kernel state: the wire's `gone` is a stopped kernel
 # (the event stream's phase is "stopped", and stop_kernel / `loomgate stop` stop it).
 STATE_WORDS: dict[str, str] = {"gone": "stopped"}
+# What a kernel's packages dir is, beside it in its status.
+PACKAGES_NOTE = "%pip and !pip install here; first on sys.path, kept until the kernel is stopped"
 
 
 def state_word(state: str) -> str:
@@ -44,7 +46,11 @@ def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
         lines.append(f"running: In [{kernel['current_execution']}]")
     if kernel["cwd"]:
         lines.append(f"cwd: {kernel['cwd']}")
-    lines.extend(sandbox_lines(kernel.get("sandbox")))  # absent from a gateway before sandboxes
+    sandbox = kernel.get("sandbox")  # absent from a gateway before sandboxes
+    lines.extend(sandbox_lines(sandbox))
+    packages = sandbox.get("packages") if sandbox is not None else None
+    if packages:
+        lines.append(f"packages: {packages} ({PACKAGES_NOTE})")
     if kernel["end_reason"]:
         lines.append(f"{'died' if kernel['ended'] else 'not taken back'}: {kernel['end_reason']}")
     lines.append(f"connections: {kernel['connections']}")
@@ -132,7 +138,14 @@ def render_kernels(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
-    return "\n".join([f"Kernels on {gateway}:", *table])
+    # The mechanism in force (a kernel an earlier gateway started may have had another).
+    mechanisms = dict.fromkeys(
+        sandbox["mechanism"]
+        for kernel in kernels
+        if (sandbox := kernel.get("sandbox")) is not None and sandbox["mechanism"]
+    )
+    footer = [f"sandboxes enforced by: {' | '.join(mechanisms)}"] if mechanisms else []
+    return "\n".join([f"Kernels on {gateway}:", *table, *footer])
 
 
 def render_unattached(kernels: Sequence[wire.UpstreamKernel], gateway: str) -> str:

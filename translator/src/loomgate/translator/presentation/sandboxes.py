@@ -8,6 +8,8 @@ from loomgate.shared.sizes import format_size
 # How a profile with no confinement is named (docs/protocol.md: `profile` "none").
 UNCONFINED = "none"
 NOT_SANDBOXED = "not sandboxed by loomgate"
+# Before what a sandbox's mechanism cannot give its kernel ("its own /tmp; …").
+LACKS_LEAD = "this mechanism cannot give it"
 
 
 def format_processes(count: int) -> str:
@@ -15,14 +17,24 @@ def format_processes(count: int) -> str:
     return f"{count:,} process" + ("" if count == 1 else "es")
 
 
+def network_words(network: bool | str | list[str]) -> str:
+    """Return what a sandbox's network reaches: "every public address", "no network", "the
+    host's network", "pypi.org, *.github.com"."""
+    if isinstance(network, list):
+        return ", ".join(network) if network else "no network"
+    if network == "host":
+        return "the host's network"
+    return "every public address" if network is True else "no network"
+
+
 def sandbox_summary(sandbox: wire.Sandbox | None) -> str:
     """Return a kernel's sandbox in a few words: "workspace", "strict (no network)", "none",
     or that loomgate did not start it under a profile."""
     if sandbox is None:
         return NOT_SANDBOXED
-    profile = sandbox["profile"]
-    if profile != UNCONFINED and not sandbox["network"]:
-        return f"{profile} (no network)"
+    profile, network = sandbox["profile"], sandbox["network"]
+    if profile != UNCONFINED and network is not True:
+        return f"{profile} ({network_words(network)})"
     return profile
 
 
@@ -43,18 +55,35 @@ def sandbox_lines(sandbox: wire.Sandbox | None) -> list[str]:
     mechanism = f", enforced by {sandbox['mechanism']}" if sandbox["mechanism"] else ""
     hidden = len(sandbox["hidden"])
     limits = [
-        f"network: {'on' if sandbox['network'] else 'off'}",
+        f"network: {network_words(sandbox['network'])}",
         "memory: "
         + (format_size(sandbox["memory"]) if sandbox["memory"] is not None else "no limit"),
         "processes: "
         + (f"{sandbox['processes']:,}" if sandbox["processes"] is not None else "no limit"),
     ]
+    lacks = sandbox.get("lacks") or []  # absent from a gateway before mechanisms said it
     return [
         f"sandbox: {profile}{mechanism}",
         f"  writable: {writable_places(sandbox)}",
         f"  hidden: {hidden:,} path" + ("" if hidden == 1 else "s"),
         "  " + "; ".join(limits),
+        *([f"  {LACKS_LEAD}: " + "; ".join(lacks)] if lacks else []),
     ]
+
+
+def mechanism_lines(info: wire.Info) -> list[str]:
+    """Return the sandbox mechanism a gateway's kernels run under, what it cannot give them and
+    why each stronger one is not used (or that none works here, and why)."""
+    if info.get("upstream"):
+        return ["sandbox: none (the upstream starts the kernels)"]
+    mechanism = info.get("sandbox_mechanism")
+    reasons = info.get("sandbox_refused") or []
+    lines = [f"sandbox: {mechanism}" if mechanism else "sandbox: no mechanism works here"]
+    lines += [f"  {'not used' if mechanism else 'refused'}: {reason}" for reason in reasons]
+    lacks = info.get("sandbox_lacks") or []
+    if lacks:
+        lines.append(f"  {LACKS_LEAD}: " + "; ".join(lacks))
+    return lines
 
 
 def writable_places(sandbox: wire.Sandbox) -> str:
@@ -87,8 +116,35 @@ def sandbox_rule_line(failure: wire.SandboxFailure, sandbox: wire.Sandbox | None
         else:
             where = "only in its own /tmp"
         return f"Sandbox ({profile}): {what}; it may write {where}."
+    if rule == "protected":
+        what = path or "What the cell wrote"
+        return (
+            f"{what} is kept read-only by this kernel's sandbox ({profile}), also before it "
+            "exists: programs outside the sandbox act on it later (git, editors, agents' hosts, "
+            "the Python environment it runs on); only the person can take a name out."
+        )
+    if rule == "own_tmp":
+        what = f"{path}: the" if path else "The"
+        return (
+            f"{what} host's /tmp is not visible here; this kernel's /tmp is its own "
+            f"(sandbox {profile})."
+        )
     if rule == "network":
-        return f"This kernel's sandbox ({profile}) has no network."
+        network = rules["network"] if rules is not None else None
+        if network is False or network == []:
+            return f"This kernel's sandbox ({profile}) has no network."
+        reaches = f"it reaches {network_words(network)}" if network is not None else "its rule"
+        if path:
+            return (
+                f"This kernel's sandbox ({profile}) refused the connection to {path}: "
+                f"{reaches}, and loopback, private and link-local addresses only when the "
+                "profile names them (the person names them in sandbox.toml's network)."
+            )
+        return (
+            f"This kernel ({profile}) reaches the network only through its proxy (HTTP_PROXY, "
+            f"HTTPS_PROXY, ALL_PROXY; {reaches}): a raw socket reaches nothing, not even the "
+            "host's loopback."
+        )
     if rule == "memory":
         memory = rules["memory"] if rules is not None else None
         limit = f" ({format_size(memory)})" if memory is not None else ""

@@ -71,6 +71,7 @@ function sandboxRules(s) {
     "memory: " + (s.memory === null ? "no limit" : size(s.memory)),
     "processes: " + (s.processes === null ? "no limit" : s.processes),
     s.mechanism ? "enforced by " + s.mechanism : null,
+    s.lacks && s.lacks.length ? "this mechanism cannot give it: " + s.lacks.join("; ") : null,
   ].filter(Boolean).join("\n");
 }
 

@@ -1,0 +1,72 @@
+"""A confined kernel's way out: where its proxy listens (a unix socket in the kernel's own net
+dir, bound into its sandbox; a loopback port where it shares the host's network), the bridge that
+its clients reach inside its network namespace, and the variables that point them there."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = [
+    "BRIDGE_PORT",
+    "UNSET",
+    "bridge_script",
+    "bridged",
+    "environment_for",
+    "net_dir",
+    "proxy_environment",
+    "proxy_socket",
+]
+
+# Inside the kernel's own network namespace nothing else listens: any port would do.
+BRIDGE_PORT = 3128
+NAME = "loomgate network bridge"  # the shell's $0: begins its own error lines
+# The bridge runs in the background of a subshell that exits at once, so that the sandbox's
+# init, not the kernel, is its parent and reaps it (a non-interactive shell's background job
+# ignores SIGINT: an interrupt of the kernel's group leaves it); it serves while this shell's
+# process ($$), which then becomes the kernel, lives: the sandbox ends with its last process.
+SCRIPT = '( "$1" -I -S "$2" "$3" "$4" --while $$ & ); shift 4; exec "$@"'
+# A proxy exception list from the gateway's environment would send a named local service
+# ("127.0.0.1:8080") past the proxy, into a namespace where nothing listens.
+UNSET = ("NO_PROXY", "no_proxy")
+
+
+def net_dir(kernel_dir: Path) -> Path:
+    """Return the dir holding the kernel's proxy socket, bound read-only into its sandbox (a
+    read-only mount does not stop a connect; the socket's path is the gateway's to replace)."""
+    return kernel_dir / "net"
+
+
+def proxy_socket(kernel_dir: Path) -> Path:
+    """Return the unix socket the gateway's proxy for this kernel listens on."""
+    return net_dir(kernel_dir) / "proxy.sock"
+
+
+def proxy_environment(port: int) -> dict[str, str]:
+    """Return the variables that send a kernel's HTTP(S) clients (pip, uv, requests, httpx,
+    urllib, curl, git) through the proxy on loopback `port`; curl reads the lower-case ones."""
+    url = f"http://127.0.0.1:{port}"
+    names = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+    return {name: url for upper in names for name in (upper, upper.lower())}
+
+
+def bridged(
+    kernel_cmd: Sequence[str], *, python: str, socket: Path, port: int = BRIDGE_PORT
+) -> list[str]:
+    """Return the command that starts the bridge from loopback `port` to `socket` in the
+    background, with `python`, and then runs `kernel_cmd` in its place."""
+    bridge = [python, bridge_script(), str(socket), str(port)]
+    return ["/bin/sh", "-c", SCRIPT, NAME, *bridge, *kernel_cmd]
+
+
+def bridge_script() -> str:
+    """Return the path of the bridge's script, run by path: it imports nothing of loomgate,
+    whose packages the sandbox's Python (-I -S) need not see."""
+    return str(Path(__file__).with_name("bridge.py"))
+
+
+def environment_for(env: Mapping[str, str], port: int | None) -> dict[str, str]:
+    """Return `env` pointed at the proxy on loopback `port` (None: no proxy, `env` unchanged
+    but for the exception lists)."""
+    kept = {name: value for name, value in env.items() if name not in UNSET}
+    return kept if port is None else {**kept, **proxy_environment(port)}

@@ -1,0 +1,121 @@
+"""The placeholders a sandbox makes for protected names that do not exist yet: recorded before
+they are made, removed once their kernel ended (its own dir gone) while they are still only
+placeholders, handed on to another kernel that still mounts on them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from loomgate.gateway.sandbox import placeholders
+from loomgate.gateway.sandbox.placeholders import Kind
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> tuple[Path, Path]:
+    """A project and the dir holding the kernels' own dirs."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    kernels = tmp_path / "kernels"
+    for kernel in ("k1", "k2"):
+        (kernels / kernel).mkdir(parents=True)
+    return project, kernels
+
+
+def wanted(project: Path) -> list[tuple[Path, Kind]]:
+    """One protected path of each kind."""
+    return [(project / ".vscode", "dir"), (project / ".git/config.worktree", "file")]
+
+
+def names(directory: Path) -> list[str]:
+    """Return what `directory` holds."""
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_missing_ones_are_made_and_recorded(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    (project / ".envrc").write_text("kept")
+    made = placeholders.make(kernels / "k1", [*wanted(project), (project / ".envrc", "dir")])
+    assert made == [path for path, _ in wanted(project)]
+    assert (project / ".vscode").is_dir() and not any((project / ".vscode").iterdir())
+    assert (project / ".git/config.worktree").read_text() == ""  # an empty config for git
+    assert (project / ".envrc").read_text() == "kept"
+    record = json.loads(placeholders.record_file(kernels / "k1").read_text())
+    assert record["created"] == {str(path): kind for path, kind in wanted(project)}
+    assert placeholders.used(kernels / "k1") == [
+        *(p for p, _ in wanted(project)),
+        project / ".envrc",
+    ]
+
+
+def test_they_are_removed_while_still_placeholders(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    placeholders.make(kernels / "k1", wanted(project))
+    (project / ".vscode" / "settings.json").write_text("{}")  # the person's, since
+    assert placeholders.remove(kernels / "k1") == [project / ".git/config.worktree"]
+    assert (project / ".vscode" / "settings.json").read_text() == "{}"
+    assert names(project / ".git") == []
+    assert not placeholders.record_file(kernels / "k1").exists()
+
+
+def test_a_file_that_became_something_else_is_kept(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    path = project / ".git" / "config.worktree"
+    placeholders.make(kernels / "k1", [(path, "file")])
+    path.write_text("[core]\n")
+    assert placeholders.remove(kernels / "k1") == []
+    assert path.read_text() == "[core]\n"
+
+
+def test_a_restart_keeps_what_the_first_start_made(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    placeholders.make(kernels / "k1", wanted(project))
+    record = placeholders.record_file(kernels / "k1").stat().st_mtime_ns
+    assert placeholders.make(kernels / "k1", wanted(project)) == []  # all there now
+    assert placeholders.record_file(kernels / "k1").stat().st_mtime_ns == record  # not rewritten
+    assert len(placeholders.remove(kernels / "k1")) == 2
+
+
+def test_one_another_kernel_still_mounts_on_is_handed_on(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    placeholders.make(kernels / "k1", wanted(project))
+    placeholders.make(kernels / "k2", wanted(project)[:1])  # found, not made
+    assert placeholders.remove(kernels / "k1") == [project / ".git/config.worktree"]
+    assert (project / ".vscode").is_dir()  # k2's sandbox still mounts on it
+    assert placeholders.remove(kernels / "k2") == [project / ".vscode"]
+    assert not (project / ".vscode").exists()
+
+
+def test_a_kernel_whose_own_dir_is_gone_has_ended(place: tuple[Path, Path]) -> None:
+    """Its gateway removed its dir (or died after): the next sandbox's start or end, or a
+    sweep, removes what it made."""
+    project, kernels = place
+    placeholders.make(kernels / "k1", wanted(project))
+    assert placeholders.sweep(kernels) == []  # k1 runs
+    shutil.rmtree(kernels / "k1")
+    placeholders.make(kernels / "k2", [(project / ".idea", "dir")])
+    assert names(project) == [".git", ".idea"]
+    assert not placeholders.record_file(kernels / "k1").exists()
+    shutil.rmtree(kernels / "k2")
+    assert placeholders.sweep(kernels) == [project / ".idea"]
+    assert names(project) == [".git"]
+
+
+def test_an_unreadable_record_is_an_empty_one(place: tuple[Path, Path]) -> None:
+    _, kernels = place
+    placeholders.record_file(kernels / "k1").write_text("{not json")
+    assert placeholders.used(kernels / "k1") == []
+    assert placeholders.remove(kernels / "k1") == []
+    placeholders.record_file(kernels / "k2").write_text('{"created": {"/etc": "socket"}}')
+    assert placeholders.remove(kernels / "k2") == []  # an unknown kind is never acted on
+
+
+def test_one_that_cannot_be_made_is_skipped(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    (project / "file").write_text("x")
+    made = placeholders.make(kernels / "k1", [(project / "file" / "x", "dir"), *wanted(project)])
+    assert made == [path for path, _ in wanted(project)]  # the others are still made
+    assert (project / "file").read_text() == "x"
