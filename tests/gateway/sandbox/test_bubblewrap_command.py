@@ -546,3 +546,12 @@ def test_a_kernel_reaches_the_network_only_through_its_proxy(
     assert kernel[:4] == ["/bin/sh", "-c", kernel_network.SCRIPT, kernel_network.NAME]
     assert kernel[4:8] == [sys.executable, kernel_network.bridge_script(), socket, "3128"]
     assert kernel[8:] == CMD
+
+
+@pytest.mark.parametrize(
+    ("bwrap_said", "command_said"),
+    [(0, 0), (1, 1), (128, 128), (137, -9), (143, -15), (130, -2), (None, None), (255, 255)],
+)
+def test_bwraps_status_is_its_commands(bwrap_said: int | None, command_said: int | None) -> None:
+    # A kernel SIGKILLed inside reads "killed by SIGKILL", as an unconfined one does.
+    assert bubblewrap.command_status(bwrap_said) == command_said

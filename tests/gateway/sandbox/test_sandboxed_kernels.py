@@ -666,3 +666,20 @@ async def test_a_stopped_kernel_leaves_nothing_in_its_directory(
     assert other.status_code == 201, other.text
     await http.delete(f"{KERNELS}/{other.json()['kernel']['id']}")
     assert sorted(p.name for p in project.iterdir()) == ["data.csv", "made.txt"]
+
+
+async def test_a_confined_kernel_killed_by_a_signal_says_so(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    # bwrap passes its command's death by SIGKILL on as exit code 137: read as the signal.
+    r = await http.post(KERNELS, json={"sandbox": "workspace", "cwd": str(place.project)})
+    assert r.status_code == 201, r.text
+    kernel_id = r.json()["kernel"]["id"]
+    try:
+        killed = await run(
+            http, kernel_id, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"
+        )
+        assert killed["state"] == "died", killed
+        assert killed["died"]["reason"] == "the kernel process was killed by SIGKILL", killed
+    finally:
+        await http.delete(f"{KERNELS}/{kernel_id}")

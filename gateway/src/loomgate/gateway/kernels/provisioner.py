@@ -25,6 +25,7 @@ from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels.kernel_files import output_log_of, remove_sockets
 from loomgate.gateway.kernels.launches import LaunchMarkers
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.sandbox.bubblewrap import command_status
 from loomgate.gateway.sandbox.environment import confined_environment
 from loomgate.gateway.sandbox.launch import (
     SandboxLaunch,
@@ -239,7 +240,10 @@ class ResidentProvisioner(LocalProvisioner):
         if ended_by_sandbox is not None:
             return ended_by_sandbox
         if self.process is not None:
-            return exit_reason(self.process.poll())
+            status = self.process.poll()
+            if self.sandbox is not None and self.sandbox.has_init:  # bwrap's own status
+                status = command_status(status)
+            return exit_reason(status)
         return (
             "the kernel process ended (its exit status is unknown: this gateway took it "
             "back from an earlier one)"

@@ -26,6 +26,7 @@ from loomgate.gateway.sandbox.protected_names import GIT, symlinked_protections,
 __all__ = [
     "ISOLATION",
     "command",
+    "command_status",
     "empty_file",
     "info_file",
     "interrupt",
@@ -294,6 +295,14 @@ def within(path: Path, top: Path) -> bool:
 def outermost(paths: list[Path]) -> list[Path]:
     """Return `paths` without those under another of them (hiding the outer one hides them)."""
     return [p for p in paths if not any(o != p and within(p, o) for o in paths)]
+
+
+def command_status(returncode: int | None) -> int | None:
+    """Return the exit status of bwrap's command as Popen would give it, from bwrap's own:
+    bwrap passes on its command's death by signal N as the exit code 128 + N."""
+    if returncode is not None and 128 < returncode < 128 + 65:
+        return 128 - returncode
+    return returncode
 
 
 def interrupt(init_pid: int) -> None:
