@@ -4,7 +4,7 @@ its clients reach inside its network namespace, and the variables that point the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
@@ -12,7 +12,6 @@ __all__ = [
     "UNSET",
     "bridge_script",
     "bridged",
-    "environment_for",
     "net_dir",
     "proxy_environment",
     "proxy_socket",
@@ -63,10 +62,3 @@ def bridge_script() -> str:
     """Return the path of the bridge's script, run by path: it imports nothing of loomgate,
     whose packages the sandbox's Python (-I -S) need not see."""
     return str(Path(__file__).with_name("bridge.py"))
-
-
-def environment_for(env: Mapping[str, str], port: int | None) -> dict[str, str]:
-    """Return `env` pointed at the proxy on loopback `port` (None: no proxy, `env` unchanged
-    but for the exception lists)."""
-    kept = {name: value for name, value in env.items() if name not in UNSET}
-    return kept if port is None else {**kept, **proxy_environment(port)}
