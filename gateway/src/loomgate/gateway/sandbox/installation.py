@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from loomgate.gateway.sandbox.profiles import outermost, resolved
 
-__all__ = ["editable_root", "installation_roots", "interpreter_roots", "venv_home"]
+__all__ = ["editable_root", "installation_roots", "interpreter_roots", "venv_config", "venv_home"]
 
 # loomgate's distributions (the root wheel carries all three packages; the members install alone)
 DISTRIBUTIONS = ("loomgate", "loomgate-gateway", "loomgate-shared", "loomgate-translator")
@@ -116,20 +116,24 @@ def interpreter_roots(
     return outermost(resolved(root) for root in roots if root != Path("/"))
 
 
-def venv_home(config: Path) -> Path | None:
-    """Return the `home` (the base interpreter's bin dir) a venv's pyvenv.cfg names, None when
-    it names no absolute one or is no readable regular file (a FIFO must not block the
-    gateway: a kernel may have put one where its interpreter's venv would be)."""
+def venv_config(path: Path) -> dict[str, str]:
+    """Return the `key = value` lines of a venv's pyvenv.cfg, keys lower-cased ({} when it is
+    no readable regular file: a FIFO a kernel put where its interpreter's venv would be must
+    not block the gateway, nor a symlink lead it elsewhere)."""
     try:
-        fd = os.open(config, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
-        return None
+        return {}
     with os.fdopen(fd, "rb") as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        text = file.read(VENV_CONFIG_LIMIT).decode(errors="replace")
-    for line in text.splitlines():
-        key, equals, value = line.partition("=")
-        if equals and key.strip().lower() == "home" and value.strip().startswith("/"):
-            return Path(value.strip())
-    return None
+            return {}
+        lines = file.read(VENV_CONFIG_LIMIT).decode(errors="replace").splitlines()
+    pairs = (line.partition("=") for line in lines)
+    return {key.strip().lower(): value.strip() for key, sep, value in pairs if sep}
+
+
+def venv_home(config: Path) -> Path | None:
+    """Return the `home` (the base interpreter's bin dir) a venv's pyvenv.cfg names, None when
+    it names no absolute one or cannot be read (`venv_config`)."""
+    home = venv_config(config).get("home", "")
+    return Path(home) if home.startswith("/") else None

@@ -20,7 +20,6 @@ import os
 import re
 import shlex
 import shutil
-import stat
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from enum import Enum
 from pathlib import Path
 
 from loomgate.gateway.sandbox.bubblewrap import ipc_dir, packages_dir
+from loomgate.gateway.sandbox.installation import venv_config
 from loomgate.gateway.sandbox.launch import kernel_dirs_location
 from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside, resolved
 
@@ -52,7 +52,6 @@ OWN_PYTHON_NAMES = frozenset(
     {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
 )
 VENV_CONFIG = "pyvenv.cfg"
-VENV_CONFIG_LIMIT = 65536  # bytes of it read: a few lines
 # Where an environment's pip lies below its prefix (Debian's Pythons: dist-packages).
 PIP_PLACES = (
     "lib/python3*/site-packages/pip",
@@ -246,21 +245,6 @@ def environment_roots(interpreter: Path) -> tuple[list[Path], tuple[int, int] | 
     found = VERSION.match(values.get("version_info") or values.get("version") or "")
     version = (int(found.group(1)), int(found.group(2))) if found else version_in_libs(home)
     return roots, version
-
-
-def venv_config(path: Path) -> dict[str, str]:
-    """Return the `key = value` lines of a venv's pyvenv.cfg ({} when it is not a readable
-    regular file: a FIFO put there must not block the gateway)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return {}
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return {}
-        lines = file.read(VENV_CONFIG_LIMIT).decode(errors="replace").splitlines()
-    pairs = (line.partition("=") for line in lines)
-    return {key.strip().lower(): value.strip() for key, sep, value in pairs if sep}
 
 
 def version_in_libs(prefix: Path) -> tuple[int, int] | None:
