@@ -43,11 +43,14 @@ from tests.support.gateways import free_port
 
 BLOCK = memoryview(os.urandom(4 << 20))
 PATHS = ("direct", "CONNECT", "forwarded")
+PACED_BLOCK = 1 << 16
+TICK = os.sysconf("SC_CLK_TCK")
 GOALS = {"download": 0.8, "latency": 2.0}
 
 
-def serve() -> None:
-    """Serve `GET /bytes/N` on a loopback port (printed): N bytes, then close."""
+def serve(rate: float) -> None:
+    """Serve `GET /bytes/N` on a loopback port (printed): N bytes, then close; at most `rate`
+    MB/s when `rate` (a link's pace, kept by waiting between blocks), else as fast as it can."""
     listener = socket.create_server(("127.0.0.1", 0), backlog=512)
     print(listener.getsockname()[1], flush=True)
 
@@ -61,9 +64,13 @@ def serve() -> None:
                 head += data
             size = int(head.split(b" ", 2)[1].rsplit(b"/", 1)[1])
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+            began, total = time.perf_counter(), 0
             while size:
-                sent = sock.send(BLOCK[: min(size, len(BLOCK))])
+                sent = sock.send(BLOCK[: min(size, len(BLOCK) if not rate else PACED_BLOCK)])
                 size -= sent
+                total += sent
+                if rate and (ahead := began + total / (rate * 1e6) - time.perf_counter()) > 0:
+                    time.sleep(ahead)
 
     while True:
         client, _ = listener.accept()
@@ -130,6 +137,12 @@ def read_head(sock: socket.socket, data: bytes) -> tuple[bytes, bytes]:
     return head, rest
 
 
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time process `pid` has used, its ended threads included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def timed(work: Callable[[], None]) -> float:
     began = time.perf_counter()
     work()
@@ -141,17 +154,27 @@ def spread(values: list[float], digits: int = 2) -> str:
     return f"{mid:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
 
 
-def measure(server: int, bridge_port: int, args: argparse.Namespace) -> list[str]:
-    """Return the report's lines: downloads (MB/s, ratio to direct) and connect latency."""
+def measure(
+    server: int, bridge_port: int, pids: dict[str, int], args: argparse.Namespace
+) -> list[str]:
+    """Return the report's lines: downloads (MB/s, ratio to direct, the CPU time each process
+    spent on them) and connect latency."""
     size = args.megabytes * 1_000_000
     fetch("direct", server, bridge_port, size // 10)  # warm up every path once
     fetch("CONNECT", server, bridge_port, size // 10)
     fetch("forwarded", server, bridge_port, size // 10)
     speeds: dict[str, list[float]] = {path: [] for path in PATHS}
+    cpu = {path: dict.fromkeys(("client", *pids), 0.0) for path in PATHS}
     for turn in range(args.rounds):
         for path in rotated(PATHS, turn):
+            before = {role: cpu_seconds(pid) for role, pid in pids.items()}
+            client = time.thread_time()
             seconds = timed(lambda path=path: fetch(path, server, bridge_port, size))  # type: ignore[misc]
+            cpu[path]["client"] += time.thread_time() - client
+            for role, pid in pids.items():
+                cpu[path][role] += cpu_seconds(pid) - before[role]
             speeds[path].append(size / seconds / 1e6)
+    gigabytes = args.rounds * size / 1e9
     ratios = {
         path: [s / d for s, d in zip(speeds[path], speeds["direct"], strict=True)]
         for path in PATHS[1:]
@@ -168,11 +191,12 @@ def measure(server: int, bridge_port: int, args: argparse.Namespace) -> list[str
                 latency[path].append(ms)
         for path in PATHS[1:]:
             rounds[path].append(statistics.median(mine[path]) - statistics.median(mine["direct"]))
+    paced = f" --rate {args.rate:g}" if args.rate else ""
     lines = [
-        "# The kernel's network path: direct beside bridge + proxy (issue 42)",
+        "# The kernel's network path: direct beside bridge + proxy",
         "",
         f"`uv run python -m bench.proxy_bench --rounds {args.rounds} --megabytes "
-        f"{args.megabytes} --connects {args.connects} --handed {args.handed}`, "
+        f"{args.megabytes} --connects {args.connects} --handed {args.handed}{paced}`, "
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, load "
         f"{os.getloadavg()[0]:.1f} at the end; median (min–max) over the rounds.",
         "",
@@ -193,6 +217,19 @@ def measure(server: int, bridge_port: int, args: argparse.Namespace) -> list[str
             f"{statistics.median(latency[path]):.3f} | +{diff:.3f} (per round: "
             f"{spread(rounds[path], 3)}; {late}) |"
         )
+    lines += [
+        "",
+        "CPU time per GB downloaded (all rounds; the bridge only hands sockets over):",
+        "",
+        "| path | client | server | proxy | bridge | all |",
+        "|---|---|---|---|---|---|",
+    ]
+    for path in PATHS:
+        each = {role: value / gigabytes for role, value in cpu[path].items()}
+        lines.append(
+            f"| {path} | {each['client']:.2f} s | {each['server']:.2f} s | {each['proxy']:.2f} s"
+            f" | {each['bridge']:.2f} s | {sum(each.values()):.2f} s |"
+        )
     return lines
 
 
@@ -202,12 +239,13 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=200)
     parser.add_argument("--connects", type=int, default=200, help="per path, over all rounds")
     parser.add_argument("--handed", choices=("copied", "spliced"), default="copied")
+    parser.add_argument("--rate", type=float, default=0, help="the server's pace, MB/s (0: free)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--proxy", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        return serve()
+        return serve(args.rate)
     if args.proxy:
         return run_proxy(args.proxy, args.handed)
     root = Path("/var/tmp") / f"lg-proxy-bench-{uuid.uuid4().hex[:8]}"
@@ -215,7 +253,9 @@ def main() -> None:
     me = [sys.executable, "-m", "bench.proxy_bench"]
     children: list[subprocess.Popen[bytes]] = []
     try:
-        server = subprocess.Popen([*me, "--serve"], stdout=subprocess.PIPE)
+        server = subprocess.Popen(
+            [*me, "--serve", "--rate", str(args.rate)], stdout=subprocess.PIPE
+        )
         children.append(server)
         assert server.stdout is not None
         server_port = int(server.stdout.readline())
@@ -232,7 +272,8 @@ def main() -> None:
         )
         children.append(started)
         assert started.stdout is not None and started.stdout.read() == b""  # listening
-        lines = measure(server_port, bridge_port, args)
+        pids = {"server": server.pid, "proxy": proxy.pid, "bridge": started.pid}
+        lines = measure(server_port, bridge_port, pids, args)
     finally:
         for child in children:
             child.terminate()

@@ -17,7 +17,7 @@ import httpx
 from mcp import Client
 
 from tests.support.figures import Figure
-from tests.support.gateways import GatewayProcess, alive, resident_kernels
+from tests.support.gateways import GatewayProcess, alive, kernel_processes_of, resident_kernels
 from tests.support.mcp_clients import text
 from tests.support.sandboxed_gateways import confined_gateway
 from tests.support.sse import events, next_event
@@ -77,31 +77,45 @@ async def test_translator_killed_mid_cell(
     )
 
 
-async def test_kernel_killed_mid_cell(
-    gateway: GatewayProcess, http: httpx.AsyncClient, figure: Figure
-) -> None:
+async def test_kernel_killed_mid_cell(confined_gateway: GatewayProcess, figure: Figure) -> None:
+    gateway = confined_gateway.start()
     async with Client(stdio(gateway)) as mcp:
-        first = await mcp.call_tool("run_cell", {"code": "import os; os.getpid()"})
-        pid = int(text(first).rsplit("Out[1]: ", 1)[1])
+        first = await mcp.call_tool("run_cell", {"code": "1"})
         kernel = first.structured_content["kernel"]
         try:
             started = await mcp.call_tool("run_cell", {"code": TICKS, "wait_seconds": 0.5})
             assert started.structured_content["state"] == "running"
-            os.kill(pid, signal.SIGKILL)
+            killed = confined_kernel_pid(gateway)
+            os.kill(killed, signal.SIGKILL)
             died = await mcp.call_tool("wait", {"execution": 2, "timeout_seconds": 60})
             assert died.structured_content["state"] == "died", text(died)
             assert "SIGKILL" in text(died)
-            assert (await http.get("/api/loomgate/info")).status_code == 200
             after = await mcp.call_tool("run_cell", {"code": "40 + 2", "wait_seconds": 120})
             assert text(after).endswith("Out[3]: 42"), text(after)
+            assert confined_kernel_pid(gateway) != killed  # a new kernel, confined again
         finally:
             await mcp.call_tool("stop_kernel", {"kernel": kernel})
     figure(
         scenario="fault: kernel SIGKILL mid-cell",
-        checked="the execution ends `died` naming SIGKILL; the gateway serves; the kernel "
-        "restarts and the next cell runs with the numbering continued",
+        checked="the confined kernel's process killed from outside: the execution ends `died` "
+        "naming SIGKILL; the gateway serves; the kernel restarts confined and the next cell "
+        "runs with the numbering continued",
         faults=1,
     )
+
+
+def confined_kernel_pid(gateway: GatewayProcess) -> int:
+    """Return the pid (as the host sees it) of the one kernel process of `gateway`, checked to
+    run in a sandbox (bubblewrap's processes beside it)."""
+    processes = kernel_processes_of(gateway.state_dir)
+    assert any(Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap" for pid in processes)
+    [pid] = [
+        pid
+        for pid in processes
+        if b"ipykernel" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        and Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap"
+    ]
+    return pid
 
 
 async def test_gateway_killed_and_restarted(confined_root: Path, figure: Figure) -> None:
