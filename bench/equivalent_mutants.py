@@ -140,6 +140,36 @@ SIGNALS = (
     "SIGKILL) and test_sandboxed_residency.py"
 )
 
+CODEC = 'Python names one codec "ascii" and "ASCII", and one "latin-1" and "LATIN-1"'
+ONE_COLON = (
+    'this branch gets a text with exactly one ":" (two or more go to the IPv6 branch before), '
+    "so every split of it at a colon gives the same two parts"
+)
+NONE_FIRST = (
+    "a `none` policy has no patterns: past the first check it meets `a.kind == b.kind` (b is "
+    "`none` too) or all() over its no patterns, True either way"
+)
+LIST_AGAINST_NONE = (
+    "`a` is a list here (none, host and public were answered above), and against a `none` b the "
+    "coverage check asks any() of b's no patterns: False, as `a.kind == b.kind` is"
+)
+PLACEHOLDER_REQUEST = (
+    "this request is never sent: it only puts h11's client in the state of awaiting a response, "
+    "and h11 reads a response head alike whatever the request's method spelling (any token but "
+    "HEAD), target or Host"
+)
+UNREAD_TIMEOUT = (
+    "the proxy catches this TimeoutError without reading its words (proxy._arrived); it is "
+    "raised only when a wake-up found nothing to read at the deadline, a race no test can time "
+    "(the wait's own TimeoutError is the usual one)"
+)
+
+WINDOWS_ONLY = "os.symlink's target_is_directory matters on Windows only"
+PARTIAL_NAME = (
+    "the partial file is renamed onto the record at once, and no reader looks for it by name "
+    "(records() globs *.json, which none of these names ends with)"
+)
+
 
 RULES = (
     # notebook export
@@ -729,6 +759,122 @@ RULES = (
         "shared.sizes.x_format_size_",
         'rstrip("XX.XX")',
         'the text is digits and one ".", so stripping an "X" too strips nothing more',
+    ),
+    # sandbox network
+    Rule(
+        "sandbox.network_rules.x__covers_",
+        "if wide.name is None and narrow.name is None:",
+        "a pattern is a name or an address range: past the range's branch `narrow` is a name, so "
+        "only `wide.name is None` can hold, and then wide.names() and the equality below are "
+        "False as the early return is",
+    ),
+    Rule("sandbox.network_rules.x__pattern_", 'text.rsplit(":", )', ONE_COLON),
+    Rule("sandbox.network_rules.x__pattern_", 'text.split(":", 1)', ONE_COLON),
+    Rule("sandbox.network_rules.x__pattern_", 'text.rsplit(":", 2)', ONE_COLON),
+    Rule("sandbox.network_rules.x_at_least_as_strict_", 'if a.kind == "XXnoneXX" or', NONE_FIRST),
+    Rule("sandbox.network_rules.x_at_least_as_strict_", 'if a.kind == "NONE" or', NONE_FIRST),
+    Rule("sandbox.network_rules.x_at_least_as_strict_", 'b.kind == "XXnoneXX":', LIST_AGAINST_NONE),
+    Rule("sandbox.network_rules.x_at_least_as_strict_", 'b.kind == "NONE":', LIST_AGAINST_NONE),
+    Rule(
+        "sandbox.public_addresses.x_all_public_",
+        'carriers = nets("2002::/16", )',
+        "NAT64's 64:ff9b::/96 lies outside 2000::/3, which the check before already refuses: its "
+        "entry among the carriers decides nothing (dead code, left to the module's owner)",
+    ),
+    Rule(
+        "sandbox.public_addresses.x_non_public_",
+        "'XXaeiouXX'",
+        'no label begins with an "X", so the article is the same',
+    ),
+    Rule("sandbox.proxy_http.x_answer_", 'encode("ASCII"', CODEC),
+    Rule("sandbox.proxy_http.x_forwarded_", 'decode("LATIN-1")', CODEC),
+    Rule("sandbox.proxy_http.x_parse_request_", 'decode("ASCII")', CODEC),
+    Rule(
+        "sandbox.proxy_http.x_parse_request_",
+        'host = port = ""',
+        '"" is false as None is: `not host` refuses both',
+    ),
+    Rule("sandbox.proxy_http.xǁResponseHeadsǁ__init__", "self.done = None", FALSE),
+    Rule("sandbox.proxy_http.xǁResponseHeadsǁ__init__", "self.sent_any = None", FALSE),
+    Rule(
+        "sandbox.proxy_http.xǁResponseHeadsǁfeed_", "parser.send(h11.Request(", PLACEHOLDER_REQUEST
+    ),
+    Rule(
+        "sandbox.handover.x_first_message_",
+        "conn.recvmsg(65537,",
+        "the first read takes 65536 bytes of the stream at most, or one more: what it leaves is "
+        "read next, in order (proxy.Incoming), and a hand-over is one byte",
+    ),
+    Rule("sandbox.handover.x_first_message_", "if left < 0:", UNTIMED),
+    Rule("sandbox.handover.x_first_message_", "raise TimeoutError(", UNREAD_TIMEOUT),
+    Rule("sandbox.handover.x_first_message_", "ready(conn, writing=None)", FALSE),
+    Rule(
+        "sandbox.handover.x_first_message_",
+        'fds = array("I")',
+        "fds are not negative and below 2**31, so their bytes read as unsigned are the same "
+        "numbers",
+    ),
+    Rule(
+        "sandbox.handover.x_first_message_",
+        "len(payload) + len(payload) % FD_SIZE",
+        "the kernel puts whole fds only into an SCM_RIGHTS payload (cut short, it drops whole "
+        "ones and says MSG_CTRUNC), so the remainder is 0",
+    ),
+    # sandbox protections
+    Rule(
+        "sandbox.placeholders.x_read_",
+        "cast(None, kind)",
+        "typing.cast returns its value whatever type it names: it only tells the type checker",
+    ),
+    Rule("sandbox.placeholders.x_write_", 'record_path.name + "XX.partialXX"', PARTIAL_NAME),
+    Rule("sandbox.placeholders.x_write_", 'record_path.name + ".PARTIAL"', PARTIAL_NAME),
+    Rule(
+        "sandbox.installation.x_editable_url_root_",
+        'json.loads(text or "XXXX")',
+        '"XXXX" is no JSON, as "" is not: both give None',
+    ),
+    Rule(
+        "sandbox.installation.x_venv_home_",
+        '.get("home", "XXXX")',
+        'a missing home reads "XXXX", which does not begin with "/" any more than "" does',
+    ),
+    Rule(
+        "sandbox.packages.x_environment_roots_",
+        '"include-system-site-packages", "XXXX")',
+        'a missing key reads "xxxx" once lower-cased, which is not "true" any more than "" is',
+    ),
+    Rule(
+        "sandbox.packages.x_environment_roots_",
+        'values.get("version") or "XXXX")',
+        '"XXXX" holds no version, as "" does not: VERSION matches neither',
+    ),
+    Rule(
+        "sandbox.packages.x_pip_source_",
+        "gateway_pip() is None:",
+        "the gateway's own Python has its pip in its environment's site-packages (the lock "
+        "installs it there), so reading that environment's files finds it as the shortcut does: "
+        "OWN either way",
+    ),
+    Rule(
+        "sandbox.packages.x_remove_entry_",
+        "path.unlink(missing_ok=",
+        "rmtree has just failed on this path with an error other than FileNotFoundError (a file "
+        "or a symlink is there): it is missing only if removed between the two calls, a race no "
+        "test can time",
+    ),
+    Rule(
+        "sandbox.packages.xǁKernelPackagesǁprepare_",
+        "os.O_EXCL & os.O_NOFOLLOW",
+        "new_dir made the bin dir a moment before, empty, so no name in it exists or is a "
+        "symlink unless a writer races between the two calls",
+    ),
+    Rule("sandbox.packages.xǁKernelPackagesǁprepare_", "target_is_directory=None", WINDOWS_ONLY),
+    Rule("sandbox.packages.xǁKernelPackagesǁprepare_", "target_is_directory=False", WINDOWS_ONLY),
+    Rule("sandbox.packages.xǁKernelPackagesǁprepare_", '"pip", dir_fd=lent_fd)', WINDOWS_ONLY),
+    Rule(
+        "sandbox.landlock_paths.x_on_the_way_",
+        'found[way] = ""',
+        "only the dict's keys are read (sorted(found)), never its values",
     ),
 )
 

@@ -36,8 +36,9 @@ else:  # the translator depends on tomli there
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("shared", "gateway", "translator")
-# Only tests that start no process: a mutant's tests run once per mutant.
-FAST_TESTS = ["-m", "not process", "-p", "no:cacheprovider", "-q"]
+# Only tests that start no process: a mutant's tests run once per mutant, in mutmut's own
+# process (`-n 0`: pyproject.toml asks for workers, which mutmut's trampolines would not see).
+FAST_TESTS = ["-m", "not process", "-p", "no:cacheprovider", "-q", "-n", "0"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Target:
     # Its mutants may signal any process they can see (a broken pid match SIGKILLs all): they
     # run one at a time in a PID namespace of their own (see `mutmut_command`).
     signals: bool = False
+    # Tests that hold only in the checkout (they look at where loomgate is installed from, which
+    # the staged copy is not), left out of the run.
+    checkout_only: tuple[str, ...] = ()
 
 
 TARGETS = (
@@ -153,6 +157,9 @@ TARGETS = (
             "gateway/sandbox/mechanism.py",
             "gateway/sandbox/entry.py",
             "gateway/sandbox/launch.py",
+            "gateway/sandbox/confiner.py",
+            "gateway/sandbox/bubblewrap_confiner.py",
+            "gateway/sandbox/landlock_confiner.py",
         ),
         (
             "tests/gateway/sandbox/test_bubblewrap_command.py",
@@ -160,8 +167,50 @@ TARGETS = (
             "tests/gateway/sandbox/test_mechanism_decisions.py",
             "tests/gateway/sandbox/test_entry_plan.py",
             "tests/gateway/sandbox/test_launch.py",
+            "tests/gateway/sandbox/test_landlock_confiner.py",
         ),
         signals=True,  # its tests signal pids no process has, and SandboxLaunch.signal a sandbox
+    ),
+    Target(
+        "sandbox network",
+        (
+            "gateway/sandbox/network_rules.py",
+            "gateway/sandbox/public_addresses.py",
+            "gateway/sandbox/proxy_http.py",
+            "gateway/sandbox/handover.py",
+        ),
+        (
+            "tests/gateway/sandbox/test_network_rules.py",
+            "tests/gateway/sandbox/test_proxy_http.py",
+            "tests/gateway/sandbox/test_handover.py",
+        ),
+    ),
+    Target(
+        "sandbox protections",
+        (
+            "gateway/sandbox/placeholders.py",
+            "gateway/sandbox/protected_names.py",
+            "gateway/sandbox/always_hidden.py",
+            "gateway/sandbox/installation.py",
+            "gateway/sandbox/packages.py",
+            "gateway/sandbox/landlock_paths.py",
+        ),
+        (
+            "tests/gateway/sandbox/test_placeholders.py",
+            "tests/gateway/sandbox/test_protected_names.py",
+            "tests/gateway/sandbox/test_always_hidden.py",
+            "tests/gateway/sandbox/test_installation.py",
+            "tests/gateway/sandbox/test_packages.py",
+            "tests/gateway/sandbox/test_landlock_paths.py",
+        ),
+        checkout_only=(
+            "tests/gateway/sandbox/test_installation.py::test_what_this_gateway_runs_from",
+        ),
+    ),
+    Target(
+        "sandbox limits",
+        ("gateway/sandbox/limits.py",),
+        ("tests/gateway/sandbox/test_limits_host.py",),
     ),
     Target(
         "gateway selection (core)",
@@ -188,7 +237,7 @@ def stage(work: Path, targets: list[Target]) -> None:
     """Copy the sources and tests into `work` and write its mutmut and pytest configuration."""
     source = work / "src" / "loomgate"
     source.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv")
     for package in PACKAGES:
         tree = ROOT / package / "src" / "loomgate" / package
         shutil.copytree(tree, source / package, ignore=ignore)
@@ -197,7 +246,8 @@ def stage(work: Path, targets: list[Target]) -> None:
     mutmut = {
         "source_paths": ["src"],
         "only_mutate": [f"src/loomgate/{m}" for t in targets for m in t.modules],
-        "pytest_add_cli_args": FAST_TESTS,
+        "pytest_add_cli_args": FAST_TESTS
+        + [arg for t in targets for test in t.checkout_only for arg in ("--deselect", test)],
         "pytest_add_cli_args_test_selection": [test for t in targets for test in t.tests],
         "use_git_change_detection": False,
         # A mutant that loops for ever is stopped after 2 × 5 × (its tests' time + 1 s) of CPU,

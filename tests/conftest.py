@@ -25,6 +25,7 @@ from tests.support import (
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
 from tests.support.jupyter_lab import JupyterServerProcess
+from tests.support.workers import workers_for
 
 # Fixtures that start processes, and modules whose use in a test module means it starts some.
 PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "confined_gateway", "lab", "sandboxed"})
@@ -40,6 +41,12 @@ SPAWNING_MODULES = (
     upstreams,
 )
 SPAWNING_NAMES = frozenset(module.__name__ for module in SPAWNING_MODULES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Return how many workers pyproject.toml's `-n auto` starts (tests/support/workers.py)."""
+    return workers_for(config.args, config.invocation_params.dir)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -8,6 +8,7 @@ import re
 import httpx
 import pytest
 
+from loomgate.gateway.kernels.execution_tracker import INTERRUPT_RECHECK
 from tests.support.cells import PNG_BYTES, output_texts, run
 from tests.support.gates import Gate
 from tests.support.sse import events, next_event
@@ -218,6 +219,64 @@ async def test_password_prompt_is_flagged(http: httpx.AsyncClient, kernel: str) 
     assert r.status_code == 200
     r = await http.get(f"{API}/{kernel}/executions/current", params={"wait": 30, "head": 5})
     assert output_texts(r.json()["execution"]) == ["3"]
+
+
+@pytest.mark.parametrize(
+    "code", ["input('who? ')", "import getpass\ngetpass.getpass('pw: ')"], ids=["input", "getpass"]
+)
+async def test_an_interrupt_withdraws_the_input_request_until_the_cell_ends(
+    http: httpx.AsyncClient, kernel: str, code: str
+) -> None:
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 30})
+    assert r.json()["returned"] == "input"
+    number = r.json()["execution"]["number"]
+    r = await http.post(f"{API}/{kernel}/interrupt")
+    assert r.status_code == 200
+    assert (r.json()["execution"]["state"], r.json()["execution"]["input"]) == ("running", None)
+    r = await http.post(f"{API}/{kernel}/executions/{number}/input", json={"value": "late"})
+    assert (r.status_code, r.json()["state"]) == (409, "running")  # nothing to answer any more
+    # The long poll follows the record to the KeyboardInterrupt, as after any interrupt.
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30})
+    assert r.json()["returned"] == "final"
+    assert r.json()["execution"]["state"] == "interrupted"
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": "1", "wait": 30})
+    assert r.status_code == 201, r.text  # the kernel is free at once
+
+
+async def test_a_cell_that_asks_again_after_an_interrupt_waits_for_input_again(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    code = "try:\n    input('first? ')\nexcept KeyboardInterrupt:\n    print(input('again? '))"
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 30})
+    number = r.json()["execution"]["number"]
+    await http.post(f"{API}/{kernel}/interrupt")
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30})
+    assert r.json()["returned"] == "input"
+    assert r.json()["execution"]["input"] == {"prompt": "again? ", "password": False}
+    r = await http.post(f"{API}/{kernel}/executions/{number}/input", json={"value": "yes"})
+    assert r.status_code == 200
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 5})
+    assert r.json()["execution"]["state"] == "completed"
+    assert output_texts(r.json()["execution"]) == ["yes"]
+
+
+async def test_an_interrupt_of_a_cell_in_input_is_sent_once(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    # Sent within EARLY_INTERRUPT of the cell's start, a running cell's interrupt is repeated
+    # while no output shows it landed; one in input() lands at once, and a repeat would break
+    # what the cell does next (its traceback's printing, here a silent sleep).
+    code = (
+        "try:\n    input('who? ')\nexcept KeyboardInterrupt:\n"
+        f"    import time\n    time.sleep({INTERRUPT_RECHECK * 3})\n    print('undisturbed')"
+    )
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 30})
+    assert r.json()["returned"] == "input"
+    number = r.json()["execution"]["number"]
+    await http.post(f"{API}/{kernel}/interrupt")
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30, "head": 5})
+    assert r.json()["execution"]["state"] == "completed", r.json()["execution"]
+    assert output_texts(r.json()["execution"]) == ["undisturbed"]
 
 
 async def test_input_when_not_waiting_is_a_conflict(http: httpx.AsyncClient, kernel: str) -> None:

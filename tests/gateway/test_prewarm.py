@@ -88,8 +88,8 @@ async def test_numbering_starts_at_one(fresh_gateway: GatewayProcess) -> None:
 
 
 def sandbox_of(pid: int) -> set[ProcessIdentity]:
-    """Return a confined pool kernel's processes: bwrap (the pid the pool reports), the
-    sandbox's init and the kernel (and its network's bridge)."""
+    """Return a confined pool kernel's processes: bwrap (the pid the pool reports it launched),
+    the sandbox's init and the kernel (and its network's bridge)."""
     processes = {p for p in map(ProcessIdentity.of, {pid, *child_pids(pid)}) if p is not None}
     assert len(processes) >= 3, processes
     return processes
@@ -111,8 +111,9 @@ async def test_pool_kernels_end_with_the_gateway_and_are_never_taken_back(
         kept = await created(http, name="kept")
         second = await pooled(http, other_than=first["pid"])
     resident = json.loads((gateway.state_dir / "kernels" / kept / RESIDENT_FILE).read_text())
-    assert resident["provisioner"]["pid"] == first["pid"]  # `kept` is the first pool kernel
-    firsts, seconds = sandbox_of(first["pid"]), sandbox_of(second["pid"])
+    # `kept` is the first pool kernel; each reports bubblewrap's pid as the one it launched.
+    assert resident["provisioner"]["pid"] == first["launched_pid"]
+    firsts, seconds = sandbox_of(first["launched_pid"]), sandbox_of(second["launched_pid"])
     # SIGTERM keeps the named kernel (the one claimed from the pool) and ends the pool's.
     gateway.signal(signal.SIGTERM)
     assert all(process.is_alive() for process in firsts)
@@ -121,9 +122,9 @@ async def test_pool_kernels_end_with_the_gateway_and_are_never_taken_back(
     gateway.start()
     async with client(gateway) as http:
         third = await pooled(http)
-    orphans = sandbox_of(third["pid"])
+    orphans = sandbox_of(third["launched_pid"])
     gateway.kill()
-    assert ProcessIdentity.of(third["pid"]) in resident_kernels(gateway.state_dir)
+    assert ProcessIdentity.of(third["launched_pid"]) in resident_kernels(gateway.state_dir)
     assert all(process.is_alive() for process in orphans)
     gateway.start()
     assert wait_gone(pids(orphans), 30) == set()  # bwrap, init and kernel: none left

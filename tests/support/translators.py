@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from mcp import StdioServerParameters
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from loomgate.translator.mcp_server.settings import Settings
-from tests.support.gateways import GatewayProcess
+from tests.support.gateways import GatewayProcess, free_port
 
 TRANSLATOR_MODULE = "loomgate.translator.mcp_server"
 TRANSLATOR = [sys.executable, "-m", TRANSLATOR_MODULE]
@@ -40,6 +47,87 @@ def stdio_for(settings: Settings) -> StdioServerParameters:
         env={**os.environ, **settings.env},
         cwd=settings.cwd,
     )
+
+
+START_LINE = "loomgate-mcp: serving MCP at "  # printed once the HTTP port listens
+HTTP_START_TIMEOUT = 60.0
+
+
+@dataclass
+class HttpTranslator:
+    """A running `loomgate-mcp --transport streamable-http`: its URL and what it printed."""
+
+    url: str
+    stderr: list[str] = field(default_factory=list)
+
+
+@contextlib.asynccontextmanager
+async def http_translator(
+    gateway: GatewayProcess, state_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[HttpTranslator]:
+    """Run `loomgate-mcp --transport streamable-http` (its state dir `state_dir`, `args` added)
+    until it prints its start line; yield it; stop it by pid, also on failure."""
+    port = free_port()
+    settings = Settings(
+        gateway=gateway.url, autostart=False, transport="streamable-http", port=port
+    )
+    process = await asyncio.create_subprocess_exec(
+        *TRANSLATOR,
+        *settings.argv(),
+        *args,
+        env={**translator_env(gateway), "LOOMGATE_STATE_DIR": str(state_dir), **(env or {})},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    served = HttpTranslator(f"http://127.0.0.1:{port}/mcp")
+    started = asyncio.Event()
+
+    async def drain() -> None:  # read to the end: a full pipe would stall the server
+        assert process.stderr is not None
+        follows = 0  # lines of the start message still to come (the registration command)
+        async for raw in process.stderr:
+            line = raw.decode(errors="replace")
+            served.stderr.append(line)
+            if line.startswith(START_LINE):
+                follows = 1 if line.rstrip().endswith("Register it with:") else 0
+            elif follows:
+                follows -= 1
+            else:
+                continue
+            if not follows:
+                started.set()
+
+    reader = asyncio.ensure_future(drain())
+    try:
+        ready = asyncio.ensure_future(started.wait())
+        await asyncio.wait(
+            [ready, reader], timeout=HTTP_START_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+        )
+        ready.cancel()
+        assert started.is_set(), f"loomgate-mcp did not start: {''.join(served.stderr)}"
+        yield served
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+        await reader
+
+
+@contextlib.asynccontextmanager
+async def bearer_client(url: str, token: str | None, mode: str = "auto") -> AsyncIterator[Client]:
+    """An MCP client of `url` over Streamable HTTP sending `token` as its bearer token (None:
+    no Authorization header), on the SDK's own transport."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as mcp,
+    ):
+        yield mcp
 
 
 def translator_pids() -> set[int]:

@@ -77,6 +77,7 @@ def kernel(**fields: Any) -> wire.Kernel:
         connections=0,
         holders=0,
         held_by=[],
+        stops_at=None,
         cwd=None,
         paths=[],
         created=1.0,

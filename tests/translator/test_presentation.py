@@ -471,8 +471,14 @@ def test_a_gap_in_omitted_lines_is_noted_at_the_end() -> None:
     assert text.split("\n")[-1] == GAP.format(n=50)
 
 
-def info(prewarm: int, *pooled: tuple[int, int | None]) -> wire.Info:
-    """Return a gateway's info with `prewarm` and the given (pid, rss bytes) pool kernels."""
+POOLED = ("python3", "workspace", "/home/p/project", 41, 52_400_000)
+
+
+def info(
+    prewarm: int, *pooled: tuple[str, str | None, str | None, int | None, int | None]
+) -> wire.Info:
+    """Return a gateway's info with `prewarm` and the given ready pool kernels: (kernel spec,
+    profile, directory, the kernel's own pid, its rss bytes)."""
     return wire.Info(
         service="loomgate",
         version="0",
@@ -485,24 +491,52 @@ def info(prewarm: int, *pooled: tuple[int, int | None]) -> wire.Info:
         conversation_grace_seconds=600.0,
         prewarm=prewarm,
         prewarmed=[
-            wire.PooledKernel(kernel_spec="python3", pid=pid, rss_bytes=rss) for pid, rss in pooled
+            wire.PooledKernel(
+                kernel_spec=spec,
+                sandbox=profile,
+                cwd=cwd,
+                pid=pid,
+                rss_bytes=rss,
+                launched_pid=None if pid is None else pid - 3,
+            )
+            for spec, profile, cwd, pid, rss in pooled
         ],
     )
+
+
+KEPT = "prewarmed: 1 idle kernel per kernel spec, sandbox profile and directory in use"
 
 
 @pytest.mark.parametrize(
     ("about", "expected"),
     [
         (info(0), "prewarmed: off (loomgate-gateway --prewarm N turns it on)"),
-        (info(1), "prewarmed: 0 of 1 per kernel spec (starting)"),
-        (info(1, (41, 52_400_000)), "prewarmed: 1 of 1 per kernel spec (python3 pid 41, 52 MB)"),
+        (info(1), f"{KEPT}; none ready yet (starting)"),
         (
-            info(2, (41, 52_400_000), (42, None)),
-            "prewarmed: 2 of 2 per kernel spec (python3 pid 41, 52 MB; python3 pid 42)",
+            info(2),
+            "prewarmed: 2 idle kernels per kernel spec, sandbox profile and directory in use; "
+            "none ready yet (starting)",
+        ),
+        # Each pool says what it is for: the default profile in two directories, an unconfined
+        # one (it moves into the directory it is claimed for), an upstream's; the kernel's own
+        # pid and memory, never those of the bubblewrap that launched it.
+        (
+            info(
+                1,
+                POOLED,
+                ("python3", "workspace", "/srv/other", 45, 51_600_000),
+                ("python3", "none", None, 47, None),
+                ("ir", None, None, None, None),
+            ),
+            f"{KEPT}:\n"
+            "  python3, workspace, in /home/p/project: pid 41, 52 MB\n"
+            "  python3, workspace, in /srv/other: pid 45, 52 MB\n"
+            "  python3, none, any directory: pid 47\n"
+            "  ir, started by the upstream, any directory: ready",
         ),
     ],
 )
-def test_prewarmed_kernels_in_one_line(about: wire.Info, expected: str) -> None:
+def test_prewarmed_kernels_say_their_pool_and_own_process(about: wire.Info, expected: str) -> None:
     assert render_prewarmed(about) == expected
 
 

@@ -366,9 +366,18 @@ def test_a_kernel_named_like_the_heading_keeps_its_name() -> None:
 def test_prewarmed_memory_is_in_megabytes_of_a_million_bytes() -> None:
     about = wire.Info(  # type: ignore[typeddict-item]
         prewarm=1,
-        prewarmed=[wire.PooledKernel(kernel_spec="python3", pid=7, rss_bytes=100_500_050)],
+        prewarmed=[
+            wire.PooledKernel(
+                kernel_spec="python3",
+                sandbox="none",
+                cwd=None,
+                pid=7,
+                rss_bytes=100_500_050,
+                launched_pid=7,
+            )
+        ],
     )
-    assert render_prewarmed(about) == "prewarmed: 1 of 1 per kernel spec (python3 pid 7, 101 MB)"
+    assert render_prewarmed(about).split("\n")[1] == "  python3, none, any directory: pid 7, 101 MB"
 
 
 def test_a_notebook_on_several_servers_lists_each_kernels_notebooks() -> None:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 import websockets
 
+from loomgate.gateway.monitor.access import READ_ONLY
 from tests.support.gateways import GatewayProcess
 from tests.support.sse import events, next_event
 
@@ -127,6 +128,42 @@ async def test_the_monitor_changes_nothing(
     assert r.json()["execution"]["output"]["head"][0]["text"] == "1"
     names = [k["name"] for k in (await http.get(f"{API}/kernels")).json()["kernels"]]
     assert "by-monitor" not in names
+
+
+# What the monitor token is refused, and whether the route is loomgate's (its refusal shape).
+REFUSED_WITH_A_REASON = [
+    ("POST", "kernels/{k}/executions", {"code": "x = 2"}, True),
+    ("PUT", "kernels/{k}/setup", {"parts": []}, True),
+    ("DELETE", "kernels/{k}", None, True),
+    ("POST", "shutdown", {"kernels": "keep"}, True),
+    ("GET", "events?kernel={k}&hold=true", None, True),
+    ("POST", "/api/kernels/{k}/restart", {}, False),
+    ("DELETE", "/api/kernels/{k}", None, False),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "loomgate"), REFUSED_WITH_A_REASON)
+async def test_the_monitor_token_is_told_it_can_only_read(
+    http: httpx.AsyncClient,
+    monitor: httpx.AsyncClient,
+    kernel: str,
+    method: str,
+    path: str,
+    body: dict[str, object] | None,
+    loomgate: bool,
+) -> None:
+    url = path.format(k=kernel) if path.startswith("/") else f"{API}/{path.format(k=kernel)}"
+    r = await monitor.request(method, url, json=body)
+    assert r.status_code == 403, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    if loomgate:
+        assert r.json() == {"error": "forbidden", "message": READ_ONLY}
+    else:  # Jupyter's own API: its error shape, with the reason
+        assert r.json()["message"] == READ_ONLY
+    assert READ_ONLY.startswith("the monitor token can only read")
+    # The kernel is untouched, and the full token is still what it was.
+    state = await http.get(f"{API}/kernels/{kernel}")
+    assert state.json()["kernel"]["alive"] is True
 
 
 async def test_the_monitor_token_is_kept_private_and_across_restarts(

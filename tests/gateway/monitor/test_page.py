@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -97,6 +99,25 @@ async def test_a_conversation_is_followed_live(gateway: GatewayProcess, gate: Ga
                 await expect(kernels).to_contain_text("held by conversation ")
         finally:
             await stop_conversation_kernel(mcp)
+
+
+async def test_a_kernel_nobody_holds_says_when_it_stops(
+    gateway: GatewayProcess, http: httpx.AsyncClient
+) -> None:
+    created = await http.post(f"{API}/kernels", json={"lifetime": "conversation"})
+    kernel = created.json()["kernel"]["id"]
+    try:
+        stops_at = (await http.get(f"{API}/kernels/{kernel}")).json()["kernel"]["stops_at"]
+        assert stops_at is not None  # never held: its grace runs from its start
+        clock = time.strftime("%H:%M:%S", time.localtime(stops_at))
+        async with page_at(monitor_url(gateway, kernel)) as page:
+            item = page.locator(f'#kernels li[data-kernel="{kernel}"] .meta').nth(1)
+            await expect(item).to_have_text(
+                re.compile(rf"^no holder · active .* ago · stops at {clock} unless held again$"),
+                timeout=SEEN,
+            )
+    finally:
+        await http.delete(f"{API}/kernels/{kernel}")
 
 
 STRICT = {

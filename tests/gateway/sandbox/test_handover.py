@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import socket
 import struct
 from collections.abc import Callable, Iterator
@@ -185,3 +186,50 @@ async def test_a_timeout_or_a_cancel_leaves_nothing() -> None:
         theirs.shutdown(socket.SHUT_WR)
         assert await first_message(ours, 5.0) == FirstMessage(b"", [], False)  # its end
         assert open_fds() == before
+
+
+# What the tests above leave open (each test fails on a mutant of handover.py that
+# bench/mutation.py found alive without it).
+class CountedReads(socket.socket):
+    """A socket that counts its recvmsg calls."""
+
+    reads = 0
+
+    def recvmsg(self, *args: int) -> tuple[bytes, list[tuple[int, int, bytes]], int, object]:
+        self.reads += 1
+        return super().recvmsg(*args)
+
+
+async def test_the_first_message_is_awaited_on_readiness_also_under_a_second() -> None:
+    ours, theirs = socket.socketpair()
+    counted = CountedReads(fileno=ours.detach())
+    with counted, theirs:
+        counted.setblocking(False)
+        waiting = asyncio.ensure_future(first_message(counted, 0.9))
+        for _ in range(10):
+            await asyncio.sleep(0)  # turns of the loop in which nothing arrives
+        assert counted.reads == 1  # it waits to be readable, it does not spin
+        theirs.sendall(b"GET")
+        assert await waiting == FirstMessage(b"GET", [], False)
+        assert counted.reads == 2
+
+
+async def test_only_scm_rights_carry_fds() -> None:
+    """Credentials (SO_PASSCRED makes the OS add them to every message) are not fds."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        theirs.sendall(HANDED)
+        assert await first_message(ours, 5.0) == FirstMessage(HANDED, [], False)
+
+
+def test_a_refused_hand_over_closes_its_fds_past_one_that_is_not_open() -> None:
+    read_end, write_end = os.pipe()
+    never_open = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # no fd reaches the hard limit
+    try:
+        with pytest.raises(ValueError, match="one fd, not 3"):
+            handed_socket(FirstMessage(HANDED, [never_open, read_end, never_open], False))
+        assert closed([read_end])
+    finally:
+        os.close(write_end)

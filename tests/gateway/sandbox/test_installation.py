@@ -3,6 +3,7 @@ read-only (and visible under the host's /tmp)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -113,3 +114,47 @@ def test_a_pyvenv_cfg_that_is_no_file_is_not_read(tmp_path: Path) -> None:
     (tmp_path / "cfg-link").symlink_to(tmp_path / "pyvenv.cfg")
     assert venv_home(tmp_path / "cfg-link") is None
     assert venv_home(tmp_path / "missing") is None
+
+
+# What the tests above leave open (each fails on a mutant of installation.py that
+# bench/mutation.py found alive without it).
+def test_an_editable_url_with_a_relative_path_names_no_tree() -> None:
+    assert editable_url_root('{"url": "file:src/x", "dir_info": {"editable": true}}') is None
+
+
+def test_an_editable_distribution_is_read_from_its_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = tmp_path / "site" / "made_up_dist-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: made-up-dist\nVersion: 1.0\n")
+    (info / "direct_url.json").write_text(
+        '{"url": "file:///src/made-up", "dir_info": {"editable": true}}'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert installation.editable_root("made-up-dist") == Path("/src/made-up")
+    assert installation.editable_root("no-such-dist-at-all") is None
+
+
+def test_the_dirs_a_package_is_imported_from() -> None:
+    names = ["no_such_package_here", "json", "os", "no_such_parent.child"]  # two absent, a module
+    assert installation.package_dirs(names) == [Path(json.__file__).parent]
+
+
+def test_a_venv_of_copies_names_its_base_by_its_home(tmp_path: Path) -> None:
+    fake_python(tmp_path / "base")
+    venv = fake_python(tmp_path / "venv", f"home = {tmp_path / 'base/bin'}\n")  # not a link
+    assert interpreter_roots([str(venv)], cwd=Path("/")) == (tmp_path / "base", tmp_path / "venv")
+
+
+@pytest.mark.parametrize(
+    ("config", "home"),
+    [
+        (b"home = /opt/py=3/bin\n", "/opt/py=3/bin"),  # split at the first "="
+        (b"# \xff\xfe not UTF-8\nhome = /opt/py/bin\n", "/opt/py/bin"),
+        (b"x = " + b"y" * installation.VENV_CONFIG_LIMIT + b"\nhome = /far/bin\n", None),
+    ],
+)
+def test_what_a_pyvenv_cfg_says(tmp_path: Path, config: bytes, home: str | None) -> None:
+    (tmp_path / "pyvenv.cfg").write_bytes(config)
+    assert venv_home(tmp_path / "pyvenv.cfg") == (Path(home) if home else None)

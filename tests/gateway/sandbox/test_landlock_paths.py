@@ -149,3 +149,12 @@ def test_a_real_walk_and_real_paths(tmp_path: Path) -> None:
     found = path_rules([(tmp_path, R)], hidden)
     assert found == [(tmp_path / "home" / "notes", R)]  # the symlink has no rule
     assert (tmp_path / "alias").is_symlink()
+
+
+def test_a_grant_that_is_itself_hidden_loses_nothing_the_root_too() -> None:
+    """(A row the table above lacks: it fails on a mutant of landlock_paths.py.)"""
+    assert on_the_way([Path("/")], [Path("/")]) == []
+    assert on_the_way([Path("/srv")], [Path("/srv"), Path("/srv/x/.env")]) == [
+        Path("/srv"),
+        Path("/srv/x"),
+    ]

@@ -353,3 +353,115 @@ def test_at_least_as_strict(
 ) -> None:
     assert at_least_as_strict(p(a), p(b)) is stricter
     assert at_least_as_strict(p(a), p(a)) is True
+
+
+# The edges and exact sentences the tables above leave open (each row fails on a mutant of
+# network_rules.py that bench/mutation.py found alive without it).
+LONGEST_NAME = ".".join(["a" * 63] * 3 + ["b" * 61])  # 253 characters, the most DNS allows
+
+
+@pytest.mark.parametrize(
+    ("value", "json"),
+    [
+        ([LONGEST_NAME], [LONGEST_NAME]),
+        ([LONGEST_NAME + "."], [LONGEST_NAME]),  # the trailing dot is not counted
+        (["pypi.org:1"], ["pypi.org:1"]),
+        (["pypi.org:65535"], ["pypi.org:65535"]),
+    ],
+)
+def test_the_edges_of_a_valid_pattern(value: list[str], json: list[str]) -> None:
+    assert parse_network(value).to_json() == json
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (LONGEST_NAME + "b", "a host name has 1 to 253 characters"),
+        ("a*.com", "a wildcard may only be the whole first label, as in *.github.com"),
+        ("bücher.de", "write an international name in its ASCII form, xn--…"),
+        ("1.2.3", "it looks like an IPv4 address but is not one"),
+        ("[10.0.0.1]:80", "brackets hold an IPv6 address"),
+        ("::1:80x", "not an IPv6 address"),
+    ],
+)
+def test_the_reason_a_pattern_is_not_valid(text: str, reason: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_network([text])
+    assert str(refused.value).startswith(
+        f"network pattern {text!r} is not valid ({reason}); use a host name (pypi.org)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "sentence"),
+    [
+        ("host", "network pattern 'host' cannot stand in a list: write network = \"host\" for "
+         "the host's own network"),
+        ("*", "network pattern '*' cannot stand in a list: write network = true"),
+    ],
+)  # fmt: skip
+def test_a_whole_network_value_in_a_list_is_refused_saying_how_to_write_it(
+    text: str, sentence: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_network([text])
+    assert str(refused.value) == sentence
+
+
+def test_deciding_under_the_hosts_network_is_a_programming_error_that_says_so() -> None:
+    loopback = ipaddress.ip_address("127.0.0.1")
+    with pytest.raises(ValueError) as refused:
+        decide(HOST_NETWORK, profile="mine", host=None, address=loopback, port=80)
+    assert str(refused.value) == "the host's network is not proxied: decide() has nothing to check"
+
+
+@pytest.mark.parametrize(
+    ("kind", "patterns", "sentence"),
+    [
+        ("list", (), "a 'list' network policy with patterns ()"),
+        ("public", ("pypi.org",), "a 'public' network policy with patterns (NetworkPattern("),
+    ],
+)
+def test_a_policy_has_patterns_exactly_when_it_is_a_list(
+    kind: str, patterns: tuple[str, ...], sentence: str
+) -> None:
+    made = tuple(parse_network(list(patterns)).patterns)
+    with pytest.raises(ValueError) as refused:
+        NetworkPolicy(kind, made)  # type: ignore[arg-type]
+    assert str(refused.value).startswith(sentence)
+
+
+@pytest.mark.parametrize(
+    ("value", "host", "address", "port", "said"),
+    [
+        # a name pattern whose port matches still reaches public addresses only
+        (["localhost:8080"], "localhost", "127.0.0.1", 8080,
+         "localhost resolves to 127.0.0.1, a loopback address; profile 'p' names localhost, but "
+         "a name reaches public addresses only: name 127.0.0.1 to reach it"),
+        (["localhost:8080"], "localhost", "127.0.0.1", 8081,
+         "localhost resolves to 127.0.0.1, a loopback address, which profile 'p' does not name"),
+    ],
+)  # fmt: skip
+def test_decide_a_named_port_on_a_non_public_address(
+    value: list[str], host: str, address: str, port: int, said: str
+) -> None:
+    assert verdict(value, address, port, host=host) == said
+
+
+@pytest.mark.parametrize(
+    ("host", "address", "destination"),
+    [
+        ("[fd00::1]", "fd00::1", "[fd00::1]:80"),  # an address in brackets is an address
+        ("X10.0.0.5", "10.0.0.5", "x10.0.0.5:80 (10.0.0.5)"),  # only brackets are taken off
+    ],
+)
+def test_which_host_is_an_address_asked_for(host: str, address: str, destination: str) -> None:
+    refusal = decide(
+        parse_network(["other.org"]),
+        profile="data",
+        host=host,
+        address=ipaddress.ip_address(address),
+        port=80,
+    )
+    assert refusal is not None
+    assert refusal.destination == destination

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from loomgate.gateway.sandbox import packages
 from loomgate.gateway.sandbox.network_rules import parse_network
 from loomgate.gateway.sandbox.packages import (
     OWN,
@@ -166,6 +167,10 @@ def test_the_profile_decides_the_index_and_the_cache(
     made = packages.environment({"HOME": "/home/p", "PATH": "/usr/bin", **extra}, kernel_rules)
     assert (made.get("PIP_NO_INDEX"), made.get("PIP_NO_CACHE_DIR")) == (no_index, no_cache)
     assert made["PIP_TARGET"] == str(P)
+    # A confined kernel's pip names the cache it may use: its cache home becomes its own.
+    named = kernel_rules.confined and no_cache is None
+    expected = extra.get("PIP_CACHE_DIR", "/home/p/.cache/pip") if named else None
+    assert made.get("PIP_CACHE_DIR") == expected
 
 
 CACHES = [
@@ -321,3 +326,108 @@ def test_the_packages_dir_goes_with_an_unconfined_kernels_sockets_and_only_in_ke
     assert (elsewhere / "packages").is_dir()
     remove_own_packages(kernel_dir / "ipc" / "k")
     assert not (kernel_dir / "packages").exists()
+
+
+# What the tests above leave open (each fails on a mutant of packages.py that bench/mutation.py
+# found alive without it).
+def test_the_sentence_of_a_python_without_any_pip() -> None:
+    assert command_script("/old/bin/python", PipSource.MISSING) == (
+        "#!/bin/sh\necho 'pip: /old/bin/python has no pip, and loomgate'\"'\"'s cannot run on "
+        "it; install pip into that environment (/old/bin/python -m ensurepip), or use a kernel "
+        "spec whose Python has pip.' >&2\nexit 1\n"
+    )
+
+
+def test_prepare_writes_the_sentence_where_no_pip_runs(tmp_path: Path) -> None:
+    kernel = KernelPackages(tmp_path / "packages", "/old/bin/python", PipSource.MISSING)
+    kernel.prepare()
+    assert (kernel.commands / "pip").read_text() == command_script(
+        "/old/bin/python", PipSource.MISSING
+    )
+
+
+@pytest.mark.parametrize("source", list(PipSource))
+def test_the_kernels_environment_has_its_commands_and_a_lent_pip_only_when_lent(
+    source: PipSource,
+) -> None:
+    kernel = KernelPackages(P, "/p/bin/python", source)
+    made = kernel.environment({"PATH": "/usr/bin"}, rules("none", network=True))
+    assert made["PATH"] == f"/k/packages/bin:{C}:/usr/bin"
+    lent = [str(L)] if source is PipSource.LENT else []
+    assert made["PYTHONPATH"] == os.pathsep.join(["/k/packages", *lent])
+
+
+def test_a_bare_name_is_looked_up_on_the_default_path_when_the_kernel_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = tmp_path / "python-of-this-path-only"
+    found.write_text("#!/bin/sh\n")
+    found.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # the gateway's PATH is not the kernel's
+    assert kernel_interpreter(found.name, {}, tmp_path) == found.name
+
+
+def test_pips_cache_dir_on_macos(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert pip_cache_dir({"HOME": "/Users/p"}) == Path("/Users/p/Library/Caches/pip")
+    assert pip_cache_dir({"HOME": "/Users/p", "PIP_CACHE_DIR": "/x"}) == Path("/x")
+
+
+def below(version: tuple[int, int]) -> str:
+    """Return the X.Y just below `version`."""
+    return f"{version[0]}.{version[1] - 1}"
+
+
+def test_the_oldest_python_the_gateways_pip_runs_on_is_lent_it(tmp_path: Path) -> None:
+    oldest = packages.gateway_pip_requires()
+    assert oldest is not None and oldest[1] > 0
+    at = f"home = /nowhere/bin\nversion = {oldest[0]}.{oldest[1]}.0\n"  # no version_info
+    assert pip_source(environment(tmp_path / "at", config=at)) is PipSource.LENT
+    older = f"home = /nowhere/bin\nversion = {below(oldest)}.0\n"
+    assert pip_source(environment(tmp_path / "older", config=older)) is PipSource.MISSING
+
+
+def test_a_python_of_no_venv_is_judged_by_its_lib_dir(tmp_path: Path) -> None:
+    oldest = packages.gateway_pip_requires()
+    assert oldest is not None
+    python = Path(environment(tmp_path / "old", config=None))
+    (python.parents[1] / "lib" / "python3.11").rename(
+        python.parents[1] / "lib" / f"python{below(oldest)}"
+    )
+    assert pip_source(str(python)) is PipSource.MISSING
+    bare = tmp_path / "bare" / "bin" / "python"  # no lib dir at all: its version is unknown
+    bare.parent.mkdir(parents=True)
+    bare.write_text("#!/bin/sh\nexit 99\n")
+    assert pip_source(str(bare)) is PipSource.LENT
+
+
+def test_removing_the_packages_of_a_kernel_that_has_none_is_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kernel_dir = tmp_path / f"loomgate-{os.getuid()}" / "0123456789abc"
+    (kernel_dir / "ipc").mkdir(parents=True)
+    remove_own_packages(kernel_dir / "ipc" / "k")
+    assert not (kernel_dir / "packages").exists()
+
+
+def test_a_kernels_packages_are_found_for_its_spec_and_prepared(tmp_path: Path) -> None:
+    kernel_dir = tmp_path / "k"
+    kernel_dir.mkdir()
+    kernel = KernelPackages.for_kernel(kernel_dir, "python", {"PATH": "/usr/bin"}, tmp_path)
+    assert kernel == KernelPackages(kernel_dir / "packages", sys.executable, PipSource.OWN)
+    assert (kernel.commands / "pip").read_text() == command_script(sys.executable, PipSource.OWN)
+
+
+def test_a_kernels_interpreter_is_found_on_its_path_or_from_its_cwd(tmp_path: Path) -> None:
+    found = Path(environment(tmp_path / "env", config=VENV)).with_name("kernel-python")
+    found.write_text("#!/bin/sh\nexit 99\n")
+    found.chmod(0o755)
+    for argv0, env, cwd in [
+        ("kernel-python", {"PATH": str(found.parent)}, Path("/")),
+        ("env/bin/kernel-python", {}, tmp_path),
+    ]:
+        kernel_dir = tmp_path / f"k-{len(env)}"
+        kernel_dir.mkdir()
+        kernel = KernelPackages.for_kernel(kernel_dir, argv0, env, cwd)
+        assert (kernel.interpreter, kernel.source) == (str(found), PipSource.LENT)

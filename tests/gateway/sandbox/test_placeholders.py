@@ -5,7 +5,9 @@ placeholders, handed on to another kernel that still mounts on them."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,76 @@ def test_one_that_cannot_be_made_is_skipped(place: tuple[Path, Path]) -> None:
     made = placeholders.make(kernels / "k1", [(project / "file" / "x", "dir"), *wanted(project)])
     assert made == [path for path, _ in wanted(project)]  # the others are still made
     assert (project / "file").read_text() == "x"
+
+
+# What the tests above leave open (each test fails on a mutant of placeholders.py that
+# bench/mutation.py found alive without it).
+def test_a_placeholder_file_is_made_new_and_never_through_a_symlink(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.write_text("the person's")
+    with pytest.raises(FileExistsError):
+        placeholders.create(kept, "file")
+    assert kept.read_text() == "the person's"
+    planted = tmp_path / "planted"
+    planted.symlink_to(tmp_path / "elsewhere")  # dangling: a create through it would make it
+    with pytest.raises(FileExistsError):
+        placeholders.create(planted, "file")
+    assert not (tmp_path / "elsewhere").exists()
+    placeholders.create(tmp_path / "made", "file")
+    assert stat.S_IMODE((tmp_path / "made").stat().st_mode) & 0o133 == 0  # rw-r--r-- at most
+
+
+def test_a_record_is_the_gateways_alone(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    placeholders.make(kernels / "k1", wanted(project))
+    assert stat.S_IMODE(placeholders.record_file(kernels / "k1").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"created": ["/etc/passwd"], "used": ["/p/.vscode"]},
+        {"created": None, "used": ["/p/.vscode"]},
+        {"used": ["/p/.vscode"]},
+    ],
+)
+def test_a_record_without_a_table_of_created_paths_still_says_what_is_used(
+    place: tuple[Path, Path], data: dict[str, object]
+) -> None:
+    _, kernels = place
+    placeholders.record_file(kernels / "k1").write_text(json.dumps(data))
+    assert placeholders.used(kernels / "k1") == [Path("/p/.vscode")]
+    assert placeholders.remove(kernels / "k1") == []
+
+
+def test_removing_what_a_kernel_never_recorded_is_nothing(place: tuple[Path, Path]) -> None:
+    _, kernels = place
+    assert placeholders.remove(kernels / "k1") == []
+    assert not placeholders.record_file(kernels / "k1").exists()
+
+
+@pytest.mark.parametrize("became", ["a symlink to an empty file", "a FIFO"])
+def test_a_file_placeholder_that_became_another_kind_is_kept(
+    place: tuple[Path, Path], became: str
+) -> None:
+    project, kernels = place
+    path = project / ".git" / "config.worktree"
+    placeholders.make(kernels / "k1", [(path, "file")])
+    path.unlink()
+    if became == "a FIFO":
+        os.mkfifo(path)
+    else:
+        (project / "empty").write_text("")
+        path.symlink_to(project / "empty")
+    assert placeholders.remove(kernels / "k1") == []
+    assert os.path.lexists(path)
+
+
+def test_a_sweep_removes_what_every_ended_kernel_made(place: tuple[Path, Path]) -> None:
+    project, kernels = place
+    placeholders.make(kernels / "k1", [(project / ".idea", "dir")])
+    placeholders.make(kernels / "k2", [(project / ".vscode", "dir")])
+    shutil.rmtree(kernels / "k1")
+    shutil.rmtree(kernels / "k2")
+    assert sorted(placeholders.sweep(kernels)) == [project / ".idea", project / ".vscode"]
+    assert names(project) == [".git"]

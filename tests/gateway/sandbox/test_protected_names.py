@@ -84,3 +84,22 @@ def test_the_refusal_says_what_to_do(name: str, remedy: str) -> None:
         "from being replaced (what it points to can be made read-only, the link itself cannot): "
         f"replace the link with what it points to, {remedy}or choose profile 'none'."
     )
+
+
+# What the tests above leave open (each fails on a mutant of protected_names.py that
+# bench/mutation.py found alive without it).
+@pytest.mark.parametrize(
+    "text",
+    ["X", ".X", "X..", ". ", " ..", "notes/X."],  # only "/" is taken off before the checks
+)
+def test_names_that_look_empty_or_dotted_only_once_other_characters_are_stripped(
+    text: str,
+) -> None:
+    assert protected_name_problem(text) is None
+
+
+def test_a_name_that_is_not_relative_is_told_how_to_write_it() -> None:
+    assert protected_name_problem("/etc/x") == (
+        "protected name '/etc/x' is not relative: write it as a name in each writable directory "
+        "(e.g. '.envrc' or '.github/workflows')"
+    )

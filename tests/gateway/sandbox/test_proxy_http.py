@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loomgate.gateway.sandbox.proxy_http import (
+    HEAD_LIMIT,
     BadRequest,
     ProxyRequest,
     ResponseHeads,
@@ -134,3 +135,54 @@ def test_framing_headers_are_never_dropped_even_when_connection_names_them() -> 
         (b"Host", b"h"),
         (b"Connection", b"close"),
     ]
+
+
+# What the tables above leave open (each test fails on a mutant of proxy_http.py that
+# bench/mutation.py found alive without it).
+def test_a_request_that_is_not_an_absolute_url_is_told_what_to_ask_for() -> None:
+    with pytest.raises(BadRequest) as refused:
+        parse_request(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert str(refused.value) == (
+        "/x is not an absolute http:// URL: ask this proxy for http://host/path, or CONNECT "
+        "host:port (for https)"
+    )
+
+
+def test_the_host_added_is_what_follows_the_last_at_sign() -> None:
+    request = parse_request(b"GET http://a@b@h.org/x HTTP/1.0\r\n\r\n")
+    assert request.head == b"GET /x HTTP/1.0\r\nHost: h.org\r\nConnection: close\r\n\r\n"
+
+
+def test_every_informational_head_passes_before_the_final_one() -> None:
+    early = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n"
+    final = b"HTTP/1.1 204 No Content\r\n\r\n"
+    heads = ResponseHeads()
+    assert (
+        heads.feed(early + final) == early + b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", "no response line received"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "illegal status line"),
+    ],
+)
+def test_an_unreadable_response_head_says_what_h11_found(data: bytes, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        ResponseHeads().feed(data)
+
+
+def test_a_response_head_may_fill_the_limit_but_not_pass_it() -> None:
+    heads = ResponseHeads()
+    assert heads.feed(b"HTTP/1.1 200 OK\r\nX: " + b"x" * (HEAD_LIMIT - 20)) == b""
+    assert len(heads.buffer) == HEAD_LIMIT
+    with pytest.raises(ValueError) as refused:
+        heads.feed(b"x")
+    assert str(refused.value) == "the origin's response head is too large"
+
+
+def test_the_proxys_own_answer_is_plain_text() -> None:
+    head = answer(403, "refused").partition(b"\r\n\r\n")[0]
+    assert b"\r\nContent-Type: text/plain; charset=utf-8\r\n" in head

@@ -7,12 +7,25 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from loomgate.gateway.sandbox.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC
+from loomgate.gateway.sandbox.launch import MEMORY_KILL, sandbox_wire
+from loomgate.gateway.sandbox.network_rules import (
+    HOST_NETWORK,
+    NO_NETWORK,
+    PUBLIC,
+    NetworkRefusal,
+)
 from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.rule_failures import failure_of, path_before, unquote
+from loomgate.gateway.sandbox.rule_failures import (
+    cell_failure,
+    command_errors,
+    failure_of,
+    path_before,
+    unquote,
+)
 
 H = "/nonexistent-home"
 WS = SandboxRules(
@@ -115,8 +128,8 @@ READ_ONLY = [
     out(WS, f"tee: {H}/t: Read-only file system", "read_only", f"{H}/t"),
     out(WS, f"Cannot write to ‘{H}/index.html’ (Read-only file system).",
         "read_only", f"{H}/index.html"),
-    out(WS, f"Warning: Failed to open the file {H}/out.html: Read-only file system",
-        "read_only", f"{H}/out.html"),
+    out(WS, f"Warning: Failed to open the file {H}/out.html: Read-only file system\n"
+        "curl: (23) Failure writing output to destination\n", "read_only", f"{H}/out.html"),
     out(WS, "sh: 1: cannot create x: Read-only file system", "read_only", None),
     out(WS, "cat: : Read-only file system", "read_only", None),  # no path given
     # every line is read: one the rules do not explain does not end the search
@@ -202,7 +215,8 @@ NETWORK = [
         "github.com", "network", None),
     out(ST, "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError("
         "'<HTTPSConnection object at 0x7f>: Failed to establish a new connection: "
-        f"{EAI_AGAIN}')': /simple/six/", "network", None),
+        f"{EAI_AGAIN}')': /simple/six/\nERROR: Could not find a version that satisfies the "
+        "requirement six (from versions: none)\n", "network", None),
     # with network, a name the proxy could not resolve is the name's (curl asks the proxy);
     # on the host's own network a refused connection is the other end's
     out(WS, "curl: (6) Could not resolve host: example.com", None, None),
@@ -274,9 +288,182 @@ def test_failure_of(
     rule: str | None,
     path: str | None,
 ) -> None:
-    found = failure_of(rules, error_name=name, error_value=value, stderr=stderr)
+    found = failure_of(rules, error_name=name, error_value=value, output=stderr)
     expected = None if rule is None else {"rule": rule, "profile": rules.profile, "path": path}
     assert found == expected
+
+
+OUT = f"{H}/outside"
+# What commands run from a cell (`!cmd`, `%%bash`, os.system, subprocess) print when the sandbox
+# stops them, copied from real confined kernels (bash 5.2, coreutils 9.1, curl 7.88, wget 1.21,
+# git 2.39, pip 25): `!cmd`'s output comes on stdout, the others' on stderr, alike here.
+# fmt: off
+COMMANDS = [
+    (WS, f"cat: {H}/.ssh/id_test: Permission denied", "hidden", f"{H}/.ssh/id_test"),
+    (WS, f"head: cannot open '{H}/.ssh/id_test' for reading: Permission denied",
+     "hidden", f"{H}/.ssh/id_test"),
+    (WS, f"/bin/bash: line 1: {H}/y: Read-only file system", "read_only", f"{H}/y"),
+    (WS, f"touch: cannot touch '{OUT}/x': Read-only file system", "read_only", f"{OUT}/x"),
+    (WS, f"rm: cannot remove '{OUT}/doomed/f': Read-only file system",
+     "read_only", f"{OUT}/doomed/f"),
+    (WS, f"mv: inter-device move failed: '{P}/.git/HEAD' to '{H}/HEAD2'; unable to remove "
+     "target: Read-only file system", "read_only", f"{H}/HEAD2"),
+    # a child Python's traceback ends with its error
+    (WS, "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+     f"PermissionError: [Errno 13] Permission denied: '{H}/.ssh/id_test'",
+     "hidden", f"{H}/.ssh/id_test"),
+    (ST, "Traceback (most recent call last):\n    sock.connect(sa)\n"
+     "ConnectionRefusedError: [Errno 111] Connection refused", "network", None),
+    # pip's, from its traceback's last line
+    (WS, "ERROR: Exception:\nTraceback (most recent call last):\n    os.makedirs(path)\n"
+     f"OSError: [Errno 30] Read-only file system: '{OUT}/t'", "read_only", f"{OUT}/t"),
+    # git's
+    (WS, f"fatal: could not create work tree dir '{OUT}/clone': Read-only file system",
+     "read_only", f"{OUT}/clone"),
+    (WS, f"error: could not write config file {P}/.git/config: Device or resource busy\n"
+     "fatal: could not set 'remote.origin.url' to 'https://example.com/x.git'",
+     "protected", f"{P}/.git/config"),
+    (ST, "fatal: unable to access 'https://127.0.0.1:9/x.git/': Failed to connect to 127.0.0.1 "
+     "port 9 after 0 ms: Couldn't connect to server", "network", None),
+    # wget -q's, and curl's warning, which curl wraps at the terminal's width (`!cmd` has one)
+    (WS, f"{H}/w: Read-only file system", "read_only", f"{H}/w"),
+    (WS, "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+     "  0     0    0     0    0     0      0      0 --:--:-- --:--:-- --:--:--     0Warning: "
+     f"Failed to open the file {H}/c: Read-only \nWarning: file system\n"
+     "curl: (23) Failure writing output to destination", "read_only", f"{H}/c"),
+    (ST, "--2026-12-04 20:35:17--  http://127.0.0.1:9/\n"
+     "Connecting to 127.0.0.1:9... failed: Connection refused.", "network", None),
+    # a failure among other output
+    (WS, f"done\ncat: {H}/.ssh/id_test: Permission denied\nafter", "hidden", f"{H}/.ssh/id_test"),
+    # what the sandbox did not cause: a path that does not exist, the host's own permissions
+    (WS, "touch: cannot touch '/outside/x': No such file or directory", None, None),
+    (WS, "ls: cannot access '/nonexistent/file': No such file or directory", None, None),
+    (WS, f"cat: {H}/locked: Permission denied", None, None),
+    (WS, "fatal: not a git repository (or any of the parent directories): .git", None, None),
+    (WS, "curl: (23) Failure writing output to destination", None, None),
+]
+# Text that is no command's failure: a Python warning, a log message, matplotlib's note about
+# its config dir, a printed exception, git's and pip's advisories when nothing failed.
+NOT_FAILURES = [
+    (WS, "/tmp/ipykernel_2/4234397077.py:1: UserWarning: could not write: "
+     f"{EROFS} '{H}/z'\n  import warnings; warnings.warn(\"could not write: {EROFS} '{H}/z'\")"),
+    (WS, f"mkdir -p failed for path {H}/.config/matplotlib: {EROFS} '{H}/.config/matplotlib'\n"
+     "Matplotlib created a temporary cache directory at /tmp/matplotlib-sln4arlj because there "
+     f"was an issue with the default path ({H}/.config/matplotlib); it is highly recommended to "
+     "set the MPLCONFIGDIR environment variable to a writable directory, in particular to speed "
+     "up the import of Matplotlib and to better support multiprocessing."),
+    (WS, f"WARNING:root:could not save: {EROFS} '{H}/state'"),
+    (WS, f"{DENIED} '{H}/.ssh/id_rsa'"),  # print(e)
+    (WS, f"warning: unable to access '{H}/.ssh/config': Permission denied"),
+    (ST, "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError("
+     f"'<HTTPSConnection object at 0x7f>: Failed to establish a new connection: {EAI_AGAIN}')'"),
+    (WS, "/x/lib.py:7: ResourceWarning: can't start new thread; running in this one"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("rules", "output", "rule", "path"), COMMANDS)
+def test_commands_error_lines(
+    rules: SandboxRules, output: str, rule: str | None, path: str | None
+) -> None:
+    found = failure_of(rules, error_name=None, error_value=None, output=output + "\n", cwd=Path(P))
+    expected = None if rule is None else {"rule": rule, "profile": rules.profile, "path": path}
+    assert found == expected
+
+
+@pytest.mark.parametrize(("rules", "output"), NOT_FAILURES)
+def test_warnings_and_logs_are_no_failure(rules: SandboxRules, output: str) -> None:
+    assert failure_of(rules, error_name=None, error_value=None, output=output + "\n") is None
+    # nor do they explain a cell's own error
+    found = failure_of(
+        rules, error_name="ZeroDivisionError", error_value="division by zero", output=output + "\n"
+    )
+    assert found is None
+
+
+REFUSAL = NetworkRefusal(
+    "127.0.0.1 is a loopback address, which profile 'workspace' does not name",
+    "workspace",
+    None,
+    "127.0.0.1",
+    9,
+)
+OOM = {"reason": f"{MEMORY_KILL} 4 GiB reached", "restarted": True}
+
+
+@pytest.mark.parametrize(
+    ("case", "error", "output", "refused", "died", "rule"),
+    [
+        ("a refusal the cell got over", None, "fetched from the mirror", [REFUSAL], None, None),
+        ("a refusal curl printed", None, f"{REFUSAL.reason}\n", [REFUSAL], None, "network"),
+        (
+            "a refusal a command failed on",
+            None,
+            "curl: (56) CONNECT tunnel failed, response 403",
+            [REFUSAL],
+            None,
+            "network",
+        ),
+        (
+            "a refusal the cell raised on",
+            ("ProxyError", "Tunnel connection failed: 403"),
+            "",
+            [REFUSAL],
+            None,
+            "network",
+        ),
+        ("a warning only", None, f"/x.py:1: UserWarning: {EROFS} '{H}/z'", [], None, None),
+        ("a command's error", None, f"cat: {H}/.ssh/k: Permission denied", [], None, "hidden"),
+        ("the memory limit's kill", None, "", [], OOM, "memory"),
+        ("nothing printed", None, "", [], None, None),
+    ],
+)
+def test_cell_failure_notes_only_failures(
+    case: str,
+    error: tuple[str, str] | None,
+    output: str,
+    refused: list[NetworkRefusal],
+    died: Any,
+    rule: str | None,
+) -> None:
+    found = cell_failure(
+        sandbox_wire(WS, "bubblewrap"),
+        died=died,
+        error={"name": error[0], "value": error[1]} if error else None,
+        output=output,
+        cwd=Path(P),
+        own_tmp=True,
+        refused=refused,
+    )
+    assert (found["rule"] if found else None) == rule, case
+    if rule == "network":
+        assert found is not None and found["path"] == "127.0.0.1:9"
+
+
+@pytest.mark.parametrize(
+    ("output", "lines"),
+    [
+        ("done\ncat: /x: Permission denied\nafter", ["cat: /x: Permission denied"]),
+        ("warning: a\nfatal: b\nhint: c\nplain", ["warning: a", "fatal: b", "hint: c"]),
+        ("warning: a\nhint: c", []),  # advisories alone: nothing failed
+        ("{'status': 'Connection refused'}\nPATH=/usr/bin:/bin", []),  # printed values
+        ("/x.py:2: UserWarning: can't start new thread", []),
+        (
+            "  File \"x.py\", line 1\nOSError: [Errno 30] Read-only file system: '/x'",
+            ["OSError: [Errno 30] Read-only file system: '/x'"],
+        ),
+        (
+            "  0  0 --:--:--     0Warning: Failed to open the file /x: Read-only \n"
+            "Warning: file system\ncurl: (23) Failure writing output to destination",
+            [
+                "Warning: Failed to open the file /x: Read-only file system",
+                "curl: (23) Failure writing output to destination",
+            ],
+        ),
+    ],
+)
+def test_command_errors(output: str, lines: list[str]) -> None:
+    assert command_errors(output) == lines
 
 
 @pytest.fixture
@@ -311,7 +498,7 @@ def test_a_missing_path_of_the_hosts_tmp(
 ) -> None:
     rules = replace(WS, writable=tuple(Path(w) for w in writable))
     stderr = message.format(host_tmp_file) + "\n"
-    found = failure_of(rules, error_name=None, error_value=None, stderr=stderr, own_tmp=own_tmp)
+    found = failure_of(rules, error_name=None, error_value=None, output=stderr, own_tmp=own_tmp)
     path = message.format(host_tmp_file).split("'")[-2] if "'" in message else None
     expected = {"rule": "own_tmp", "profile": "workspace", "path": path or str(host_tmp_file)}
     assert found == (expected if claimed else None)
@@ -339,7 +526,7 @@ def test_is_a_directory_is_the_sandboxs_only_on_a_placeholder(
         ("IsADirectoryError", f"[Errno 21] Is a directory: '{path}'", ""),
         (None, None, f"sh: 1: cannot create {name}: Is a directory\n"),
     ):
-        found = failure_of(rules, error_name=name_, error_value=value, stderr=stderr, cwd=tmp_path)
+        found = failure_of(rules, error_name=name_, error_value=value, output=stderr, cwd=tmp_path)
         assert found == expected
 
 
@@ -352,7 +539,7 @@ def test_a_venv_inside_the_writable_dir_is_the_environment(tmp_path: Path) -> No
     rules = replace(WS, writable=(project,))
     for path, rule in ((project / "env/lib/x.pth", "protected"), (project / "src/x", None)):
         value = f"{EROFS} '{path}'"
-        found = failure_of(rules, error_name="OSError", error_value=value, stderr="")
+        found = failure_of(rules, error_name="OSError", error_value=value, output="")
         assert found == (rule and {"rule": rule, "profile": "workspace", "path": str(path)})
 
 
@@ -375,7 +562,7 @@ def test_a_venv_inside_the_writable_dir_is_the_environment(tmp_path: Path) -> No
 def test_relative_paths_with_the_kernels_cwd(
     cwd: str, stderr: str, rule: str | None, path: str | None
 ) -> None:
-    found = failure_of(WS, error_name=None, error_value=None, stderr=stderr, cwd=Path(cwd))
+    found = failure_of(WS, error_name=None, error_value=None, output=stderr, cwd=Path(cwd))
     expected = None if rule is None else {"rule": rule, "profile": "workspace", "path": path}
     assert found == expected
 
@@ -389,7 +576,7 @@ def test_symlinks_to_hidden_paths_are_followed(tmp_path: Path) -> None:
         rules,
         error_name="PermissionError",
         error_value=f"{DENIED} '{tmp_path}/link/id_rsa'",
-        stderr="",
+        output="",
     )
     assert found == {"rule": "hidden", "profile": "workspace", "path": f"{tmp_path}/link/id_rsa"}
 

@@ -104,7 +104,7 @@ def test_python_errors(place: Place, code: str, rule: str | None, path: str | No
     reported = json.loads(done.stdout)
     assert reported is not None, f"{code} did not fail under bwrap"
     name, value = reported
-    found = failure_of(place.rules, error_name=name, error_value=value, stderr=done.stderr)
+    found = failure_of(place.rules, error_name=name, error_value=value, output=done.stderr)
     expected_path = path.replace("~", str(place.home), 1) if path else None
     expected = None if rule is None else {"rule": rule, "profile": "strict", "path": expected_path}
     assert found == expected, (name, value)
@@ -133,7 +133,7 @@ def test_shell_and_tool_errors(
 ) -> None:
     done = confined(place, ["bash", "-c", script])
     assert done.returncode != 0 and done.stderr, f"{script} did not fail under bwrap"
-    found = failure_of(place.rules, error_name=None, error_value=None, stderr=done.stderr)
+    found = failure_of(place.rules, error_name=None, error_value=None, output=done.stderr)
     expected_path = path.replace("~", str(place.home), 1) if path else None
     expected = None if rule is None else {"rule": rule, "profile": "strict", "path": expected_path}
     assert found == expected, done.stderr

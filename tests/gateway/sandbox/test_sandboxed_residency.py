@@ -43,20 +43,20 @@ def gateway_in(root: Path, prewarm: int = 0, cwd: Path | None = None) -> Gateway
 
 def launched_pid(gateway: GatewayProcess, kernel_id: str) -> int:
     """Return the pid of the process the gateway launched for a kernel (bubblewrap's, for a
-    confined one: the pid the pool reports), as its resident.json records it."""
+    confined one: the pool reports it as `launched_pid`), as its resident.json records it."""
     resident = gateway.state_dir / "kernels" / kernel_id / RESIDENT_FILE
     pid: int = json.loads(resident.read_text())["provisioner"]["identity"]["pid"]
     return pid
 
 
 async def prewarmed_pids(http: httpx.AsyncClient, count: int) -> list[int]:
-    """Return the pids of the ready pool kernels once there are `count` (no event says a pool
-    kernel is ready: the gateway's report is polled)."""
+    """Return the launched pids of the ready pool kernels once there are `count` (no event says a
+    pool kernel is ready: the gateway's report is polled)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + POOL_TIMEOUT
     while loop.time() < deadline:
         info = (await http.get("/api/loomgate/info")).json()
-        pids = [int(k["pid"]) for k in info["prewarmed"]]
+        pids = [int(k["launched_pid"]) for k in info["prewarmed"]]
         if len(pids) >= count:
             return pids
         await asyncio.sleep(0.05)
@@ -177,7 +177,7 @@ async def test_each_profile_has_its_own_pool(root: Path) -> None:
     try:
         gateway.start()
         async with client(gateway) as http:
-            workspace_pool = (await pooled(http))["pid"]
+            workspace_pool = (await pooled(http))["launched_pid"]
             r = await http.post(KERNELS, json={"sandbox": "strict"})  # in the pool's directory
             assert r.status_code == 201, r.text
             strict = r.json()["kernel"]

@@ -147,7 +147,10 @@ async def test_gateway_start_status_restart_stop(tmp_path: Path) -> None:
         assert status == 0 and f"pid: {info['pid']}" in out and str(port) in out
         assert "kernels: 0" in out
         # The default prewarmed kernel, with its memory, once it has started.
-        assert re.search(r"^prewarmed: [01] of 1 per kernel spec \(", out, re.M), out
+        kept = "prewarmed: 1 idle kernel per kernel spec, sandbox profile and directory in use"
+        assert re.search(
+            f"^{kept}(:\n  python3, none, any directory: pid \\d+, \\d+ MB|; none)", out, re.M
+        ), out
         status, out, _ = await loomgate(env, "run", "kept = 'across restarts'")
         assert status == 0
         # The gateway logs a request whose path holds its token (404), redacted in both logs.

@@ -3,19 +3,28 @@ echo) and from piped stdin, `loomgate wait` and `loomgate input`, and the stream
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from tests.support.gateways import GatewayProcess
+from tests.support.sse import events, next_event
 from tests.support.terminals import Terminal
 from tests.translator.cli.test_commands import cli_env, loomgate, stream_session
 
 LOOMGATE = [sys.executable, "-m", "loomgate.translator.cli"]
 API = "/api/loomgate/kernels"
 ASKS = "name = input('Name? ')\nprint('hello', name)"
+LEFT_OUT = (
+    r"… 2 frames inside ipykernel \(kernelbase\.py\) left out; "
+    r"`loomgate output 1 --lines \d+:\d+` shows them …"
+)
 
 
 async def test_run_answers_input_from_piped_stdin(
@@ -116,3 +125,95 @@ async def test_the_stream_protocol_answers_and_interrupts_input(
         "`--input`, then the answer's line; or a line `--interrupt`.\n"
     )
     assert "interrupted" in answers[5].split("\n")[0] and "KeyboardInterrupt" in answers[5]
+
+
+async def waiting_for_input(stream: AsyncIterator[dict[str, Any]], number: int) -> None:
+    """Return once the event stream tells that In [`number`] waits for input."""
+    while True:
+        execution = (await next_event(stream, "execution"))["execution"]
+        if (execution["number"], execution["state"]) == (number, "awaiting_input"):
+            return
+
+
+async def test_run_follows_an_answer_given_elsewhere_while_its_stdin_stays_open(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    kernel = (await http.post(API, json={"name": "answered-elsewhere"})).json()["kernel"]["id"]
+    k = ["--kernel", "answered-elsewhere"]
+    async with events(http, kernel) as stream:
+        run = await asyncio.create_subprocess_exec(
+            *LOOMGATE,
+            "run",
+            *k,
+            ASKS,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,  # held open: no answer comes from it
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await waiting_for_input(stream, 1)
+            status, out, _ = await loomgate(env, "input", *k, "answer2")
+            assert (status, out.split("\n")[1:]) == (0, ["hello answer2", ""])
+            answered = time.monotonic()
+            # `run` sees the cell stop waiting, prints the rest and exits, its stdin still open.
+            assert await asyncio.wait_for(run.wait(), 20) == 0
+            exited = time.monotonic() - answered
+            assert run.stdout is not None and run.stderr is not None
+            printed = (await run.stdout.read()).decode().split("\n")
+            assert printed[:3] == ["In [1]:", "Name? ", "hello answer2"], printed
+            assert re.fullmatch(r"\[completed after .+\]", printed[3]), printed
+            assert "stdin ended" not in (await run.stderr.read()).decode()
+            print(f"run exited {exited * 1000:.0f} ms after `loomgate input` did")
+        finally:
+            if run.returncode is None:
+                run.kill()
+            await run.wait()
+            await http.delete(f"{API}/answered-elsewhere")
+
+
+async def test_interrupt_waits_for_the_cell_to_end_and_shows_how_it_ended(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    await http.post(API, json={"name": "interrupted-input"})
+    k = ["--kernel", "interrupted-input"]
+    try:
+        r = await http.post(f"{API}/interrupted-input/executions", json={"code": ASKS, "wait": 30})
+        assert r.json()["returned"] == "input"
+        status, out, _ = await loomgate(env, "interrupt", *k)
+        assert (status, out) == (0, "interrupted In [1]\n")
+        r = await http.get(f"{API}/interrupted-input/executions/1")  # no wait: it has ended
+        assert r.json()["execution"]["state"] == "interrupted"
+        status, out, _ = await loomgate(env, "wait", *k, "1")
+        lines = out.strip().split("\n")
+        assert "----> 1 name = input('Name? ')" in lines
+        assert lines[-2:] == ["", "KeyboardInterrupt: Interrupted by user"]
+        assert re.fullmatch(LEFT_OUT, lines[-3]), lines
+        caught = "try:\n    input('q? ')\nexcept KeyboardInterrupt:\n    print('caught')"
+        r = await http.post(
+            f"{API}/interrupted-input/executions", json={"code": caught, "wait": 30}
+        )
+        assert r.json()["returned"] == "input"
+        status, out, _ = await loomgate(env, "interrupt", *k)
+        assert status == 0 and re.fullmatch(r"In \[2\] \(.+\):\ncaught\n", out), out
+    finally:
+        await http.delete(f"{API}/interrupted-input")
+
+
+async def test_run_shows_an_interrupted_input_without_ipykernels_frames(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    try:
+        status, out, _ = await loomgate(env, "run", "--kernel", "ended-input", ASKS, stdin="")
+        lines = out.split("\n")
+        assert status == 1 and lines[:2] == ["In [1]:", "Name? "]
+        assert "----> 1 name = input('Name? ')" in lines
+        assert lines[-4:-2] == ["", "KeyboardInterrupt: Interrupted by user"]
+        assert re.fullmatch(LEFT_OUT, lines[-5]), lines
+        assert re.fullmatch(r"\[interrupted after .+\]", lines[-2])
+        assert "kernelbase.py:" not in out
+    finally:
+        await http.delete(f"{API}/ended-input")

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
-from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from loomgate.translator.mcp_server.settings import Settings
-from tests.support.gateways import GatewayProcess, free_port
+from loomgate.translator.mcp_server.settings import MCP_TOKEN_FILE
+from tests.support.gateways import GatewayProcess
 from tests.support.mcp_clients import ERAS, text
-from tests.support.translators import TRANSLATOR, stdio, translator_env
+from tests.support.translators import bearer_client, http_translator, stdio
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -45,52 +42,29 @@ async def test_two_translators_share_a_persistent_kernel(gateway: GatewayProcess
         await one.call_tool("stop_kernel", {"kernel": "shared-numbers"})
 
 
-@contextlib.asynccontextmanager
-async def http_translator(gateway: GatewayProcess) -> AsyncIterator[str]:
-    """Run `loomgate-mcp --transport streamable-http`; yield its URL; stop it by pid."""
-    port = free_port()
-    settings = Settings(
-        gateway=gateway.url, autostart=False, transport="streamable-http", port=port
-    )
-    process = await asyncio.create_subprocess_exec(
-        *TRANSLATOR,
-        *settings.argv(),
-        env=translator_env(gateway),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(600):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            break
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 30)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+def kept_token(state_dir: Path) -> str:
+    """Return the bearer token a `loomgate-mcp` over HTTP keeps in `state_dir`."""
+    return (state_dir / MCP_TOKEN_FILE).read_text().strip()
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_streamable_http(gateway: GatewayProcess, era: str) -> None:
-    async with http_translator(gateway) as url, Client(url, mode=era) as mcp:
+async def test_streamable_http(gateway: GatewayProcess, era: str, tmp_path: Path) -> None:
+    async with (
+        http_translator(gateway, tmp_path) as served,
+        bearer_client(served.url, kept_token(tmp_path), era) as mcp,
+    ):
         result: Any = await mcp.call_tool("run_cell", {"code": "'over http'"})
         assert text(result).endswith("Out[1]: 'over http'")
         await mcp.call_tool("stop_kernel", {"kernel": result.structured_content["kernel"]})
 
 
-async def test_streamable_http_sessions_share_one_conversation(gateway: GatewayProcess) -> None:
+async def test_streamable_http_sessions_share_one_conversation(
+    gateway: GatewayProcess, tmp_path: Path
+) -> None:
     async with (
-        http_translator(gateway) as url,
-        Client(url, mode="legacy") as first,
-        Client(url, mode="legacy") as second,
+        http_translator(gateway, tmp_path) as served,
+        bearer_client(served.url, kept_token(tmp_path), "legacy") as first,
+        bearer_client(served.url, kept_token(tmp_path), "legacy") as second,
     ):
         assert "shares one conversation" in (first.instructions or "")
         made: Any = await first.call_tool("run_cell", {"code": "shared = 'yes'"})

@@ -22,7 +22,9 @@ SETTINGS = [
         result_mode="content",
         limits=OutputLimits(40, 5000),
         request_timeout=2.5,
+        token_env="MCP_TOKEN",
     ),
+    Settings(transport="streamable-http", host="::1", auth=False),
 ]
 
 
@@ -31,7 +33,7 @@ def flags_only(settings: Settings) -> Settings:
     return dataclasses.replace(settings, cwd="", env={})
 
 
-@pytest.mark.parametrize("settings", SETTINGS, ids=["defaults", "named", "everything"])
+@pytest.mark.parametrize("settings", SETTINGS, ids=["defaults", "named", "everything", "no-auth"])
 def test_argv_parses_back_to_the_same_settings(settings: Settings) -> None:
     parsed = Settings.from_args(settings.argv())
     assert flags_only(parsed) == flags_only(settings)
@@ -56,6 +58,55 @@ def test_values_that_cannot_work_are_refused(argv: list[str], message: str) -> N
     assert str(refused.value) == message
 
 
+HTTP = ["--transport", "streamable-http"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            [*HTTP, "--no-auth", "--host", "0.0.0.0"],
+            "--no-auth is refused with --host 0.0.0.0: anyone who reaches that address could "
+            "run code in your kernels; drop --no-auth (a bearer token is then required) or bind "
+            "a loopback --host",
+        ),
+        (
+            [*HTTP, "--no-auth", "--host", "192.168.1.5"],
+            "--no-auth is refused with --host 192.168.1.5: anyone who reaches that address "
+            "could run code in your kernels; drop --no-auth (a bearer token is then required) "
+            "or bind a loopback --host",
+        ),
+        (
+            [*HTTP, "--no-auth", "--token-env", "T"],
+            "--no-auth and --token-env exclude each other: give one",
+        ),
+        (
+            ["--no-auth"],
+            "--no-auth is for --transport streamable-http; over stdio the host starts the server",
+        ),
+        (
+            ["--token-env", "T"],
+            "--token-env is for --transport streamable-http; over stdio the host starts the server",
+        ),
+    ],
+    ids=["every address", "a LAN address", "both", "no-auth on stdio", "token-env on stdio"],
+)
+def test_http_auth_flags_that_cannot_work_are_refused(argv: list[str], message: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_args(argv)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_no_auth_is_accepted_on_loopback(host: str) -> None:
+    assert not Settings.from_args([*HTTP, "--no-auth", "--host", host]).auth
+
+
+def test_a_token_is_required_by_default_also_on_every_address() -> None:
+    settings = Settings.from_args([*HTTP, "--host", "0.0.0.0"])
+    assert settings.auth and settings.token_env is None
+
+
 def test_cwd_names_the_kernels_directory(tmp_path: object) -> None:
     assert Settings.from_args(["--cwd", str(tmp_path)]).cwd == str(tmp_path)
     with pytest.raises(SettingsError, match="is not a directory"):
@@ -78,6 +129,11 @@ HELP = [
     "--host HOST HTTP bind address (127.0.0.1)",
     "--port PORT HTTP port (8801)",
     "--path PATH HTTP path (/mcp)",
+    "--token-env NAME HTTP: the bearer token hosts send is in this environment variable "
+    "(default: one made once and kept in the state dir)",
+    "--no-auth HTTP: serve without a bearer token (refused with a non-loopback --host)",
+    'Over --transport streamable-http every request needs "Authorization: Bearer <token>".',
+    "--no-auth serves without a token, on a loopback --host only.",
     "--result-mode {structured,content} structured: text plus structuredContent (default); "
     "content: text only",
     "--output-schemas structured mode: also list each tool's outputSchema, for hosts that "
@@ -93,6 +149,17 @@ HELP = [
 @pytest.mark.parametrize("shown", HELP)
 def test_help_says_what_each_flag_does_and_its_default(shown: str) -> None:
     assert shown in help_text()
+
+
+def test_help_gives_the_hosts_registration_with_the_kept_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOOMGATE_STATE_DIR", str(tmp_path / "my state"))
+    kept = f"'{tmp_path}/my state/mcp_token'"
+    assert (
+        "claude mcp add --transport http loomgate http://127.0.0.1:8801/mcp "
+        f'--header "Authorization: Bearer $(cat {kept})"'
+    ) in help_text()
 
 
 def test_help_gives_the_request_timeout_in_seconds() -> None:

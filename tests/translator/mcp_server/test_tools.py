@@ -176,6 +176,28 @@ async def test_input_through_send_input(connect_client: Any) -> None:
         assert text(answered).endswith("hi ada")
 
 
+async def test_interrupt_of_a_cell_waiting_for_input_answers_once_it_ended(
+    connect_client: Any,
+) -> None:
+    async with conversation(connect_client) as mcp:
+        waiting = await run(mcp, "name = input('who? ')", wait_seconds=5)
+        assert waiting.structured_content["state"] == "awaiting_input"
+        stopped = await mcp.call_tool("interrupt", {})
+        assert stopped.structured_content["state"] == "interrupted", text(stopped)
+        lines = text(stopped).split("\n")
+        assert re.fullmatch(r"In \[1\] \(.+, interrupted\):", lines[0])
+        assert "----> 1 name = input('who? ')" in lines
+        assert re.fullmatch(
+            r"… 2 frames inside ipykernel \(kernelbase\.py\) left out; "
+            r'read_output\(execution=1, lines="\d+:\d+"\) shows them …',
+            lines[-3],
+        )
+        assert lines[-1].startswith("KeyboardInterrupt")
+        assert "send_input" not in text(stopped) and "kernelbase.py:" not in text(stopped)
+        after = await run(mcp, "'free'")  # not refused as busy: the cell has ended
+        assert text(after).endswith("Out[2]: 'free'"), text(after)
+
+
 async def test_input_through_the_host_dialog(connect_client: Any) -> None:
     prompts: list[str] = []
 

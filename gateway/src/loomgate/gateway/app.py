@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import ipaddress
 import logging
 import os
 import secrets
@@ -18,6 +17,7 @@ from traitlets.config import Config
 
 from loomgate.gateway import __version__
 from loomgate.gateway.errors import StorageFailed
+from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP
 from loomgate.gateway.kernels.pool import DEFAULT_PREWARM
 from loomgate.gateway.kernels.provisioner import PROVISIONER_NAME
 from loomgate.gateway.kernels.registry import (
@@ -30,6 +30,7 @@ from loomgate.gateway.records.record import os_error_reason
 from loomgate.gateway.records.store import probe_writable
 from loomgate.gateway.request_log import log_request
 from loomgate.gateway.upstream import options as upstream
+from loomgate.shared.hosts import is_loopback
 from loomgate.shared.paths import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -116,6 +117,9 @@ class LoomgateServerApp(ServerApp):
         config=True,
         help="How long a conversation kernel outlives its last holder.",
     )
+    idle_conversations = Integer(
+        DEFAULT_IDLE_CAP, config=True, help="Idle conversation kernels nobody holds, at most."
+    )
     retention_days = Float(
         DEFAULT_RETENTION_DAYS, config=True, help="How long records outlive their kernel."
     )
@@ -157,43 +161,40 @@ class LoomgateServerApp(ServerApp):
     async def cleanup_kernels(self) -> None:
         """Stop the kernels only if asked to (`loomgate gateway stop`); else leave them running.
 
-        A gateway started later on this state dir takes back the ones it leaves.
+        A gateway started later on this state dir takes back the ones it leaves. A failure is
+        logged and the stop goes on: the server's cleanup after this one lets go of its port.
         """
         registry: KernelRegistry | None = self.web_app.settings.get("loomgate_registry")
-        if registry is not None:
-            pooled = await registry.pool.stop_all()
-            self.log.info("Stopped %d prewarmed kernel(s)", pooled)
-        if registry is None or registry.stop_kernels_on_exit:
+        try:
             if registry is not None:
-                registry.abandon_starts()  # a kernel still starting is ended, not waited for
-                await registry.settle_all()
-            await super().cleanup_kernels()
-            return
-        left = registry.leave_all()
-        self.log.info("Leaving %d kernel(s) running for the next gateway", left)
+                pooled = await registry.pool.stop_all()
+                self.log.info("Stopped %d prewarmed kernel(s)", pooled)
+            if registry is None or registry.stop_kernels_on_exit:
+                if registry is not None:
+                    registry.abandon_starts()  # a kernel still starting is ended, not waited for
+                    await registry.settle_all()
+                await super().cleanup_kernels()
+                return
+            left = registry.leave_all()
+            self.log.info("Leaving %d kernel(s) running for the next gateway", left)
+        except Exception:
+            self.log.exception("Not every kernel could be stopped or left; stopping all the same")
 
-    def remove_server_info_file(self) -> None:
-        """Remove jupyter_server's info file, and `gateway.json` if it still names this process."""
-        super().remove_server_info_file()
-        directory = Path(self.loomgate_state_dir)
-        current = read_gateway_file(directory)
-        if current is not None and current["pid"] == os.getpid():
-            (directory / GATEWAY_FILE).unlink(missing_ok=True)
+    def start(self) -> None:
+        """Serve until stopped; only then (its port and kernels let go) remove `gateway.json` if it
+        still names this process: `loomgate gateway status` must not say that none runs before."""
+        try:
+            super().start()
+        finally:
+            directory = Path(self.loomgate_state_dir)
+            current = read_gateway_file(directory)
+            if current is not None and current["pid"] == os.getpid():
+                (directory / GATEWAY_FILE).unlink(missing_ok=True)
 
 
 def url_host(host: str) -> str:
     """Return `host` as it goes in a URL (IPv6 in brackets)."""
     return f"[{host}]" if ":" in host else host
-
-
-def is_loopback(host: str) -> bool:
-    """Return whether `host` is a loopback address or `localhost`."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -217,6 +218,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="how long a conversation kernel outlives its last holder (default %(default)g)",
     )
     parser.add_argument(
+        "--idle-conversations",
+        type=int,
+        default=DEFAULT_IDLE_CAP,
+        metavar="N",
+        help="idle conversation kernels nobody holds kept through their grace at once; beyond N "
+        "the longest idle is stopped first (never a busy or named one; default %(default)d)",
+    )
+    parser.add_argument(
         "--retention-days",
         type=float,
         default=DEFAULT_RETENTION_DAYS,
@@ -233,8 +242,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     upstream.add_arguments(parser)
     args = parser.parse_args(argv)
-    if args.prewarm < 0:
-        parser.error("--prewarm must be 0 or more")
+    for option in ("prewarm", "idle_conversations"):
+        if getattr(args, option) < 0:
+            parser.error(f"--{option.replace('_', '-')} must be 0 or more")
     problem = upstream.check(args)
     if problem is not None:
         parser.error(problem)
@@ -341,6 +351,7 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.KernelProvisionerFactory.default_provisioner_name = PROVISIONER_NAME
     config.LoomgateServerApp.loomgate_state_dir = str(directory)
     config.LoomgateServerApp.conversation_grace_seconds = args.conversation_grace
+    config.LoomgateServerApp.idle_conversations = args.idle_conversations
     config.LoomgateServerApp.prewarm = args.prewarm
     config.LoomgateServerApp.retention_days = args.retention_days
     upstream_secrets = upstream.take_secrets(args) if args.upstream else None

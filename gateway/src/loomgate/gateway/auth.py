@@ -8,7 +8,12 @@ import secrets
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado import web
 
-from loomgate.gateway.monitor.access import MONITOR_USER, is_monitor, monitor_may
+from loomgate.gateway.monitor.access import (
+    MONITOR_USER,
+    MonitorReadOnly,
+    is_monitor,
+    monitor_may,
+)
 
 
 class LoomIdentityProvider(IdentityProvider):
@@ -26,15 +31,15 @@ class LoomIdentityProvider(IdentityProvider):
 
     async def get_user_token(self, handler: web.RequestHandler) -> User | None:
         """Return the user the request's token identifies: the full token's, else the monitor's
-        (where it may read), else None."""
+        (where it may read; MonitorReadOnly, a 403 saying so, anywhere else), else None."""
         user = await super().get_user_token(handler)
         if user is not None or not self.monitor_token:
             return user
         given = self.get_token(handler) or ""
-        if secrets.compare_digest(given.encode(), self.monitor_token.encode()) and monitor_may(
-            handler
-        ):
-            return MONITOR_USER
+        if secrets.compare_digest(given.encode(), self.monitor_token.encode()):
+            if monitor_may(handler):
+                return MONITOR_USER
+            raise MonitorReadOnly
         return None
 
     def generate_anonymous_user(self, handler: web.RequestHandler) -> User:

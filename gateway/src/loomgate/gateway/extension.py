@@ -20,6 +20,7 @@ from traitlets.config import Config, Configurable
 
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.handlers.routes import routes
+from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP
 from loomgate.gateway.kernels.manager import LoomMappingKernelManager
 from loomgate.gateway.kernels.registry import (
     DEFAULT_GRACE_SECONDS,
@@ -129,6 +130,7 @@ def _load_jupyter_server_extension(serverapp: ServerApp) -> None:
         log=serverapp.log,
         # Only loomgate's own server prewarms: enabled in someone's Jupyter, it starts nothing.
         prewarm=int(getattr(serverapp, "prewarm", 0)),
+        idle_cap=int(getattr(serverapp, "idle_conversations", DEFAULT_IDLE_CAP)),
     )
     mkm.loom_registry = registry
     serverapp.web_app.settings.update(

@@ -301,6 +301,10 @@ class Kernel(TypedDict):
     connections: int
     holders: int
     held_by: list[str]
+    # When the gateway stops it unless a holder comes back (a conversation kernel nobody holds:
+    # the end of its grace period; once past, it is stopped when its running cell ends; a cap on
+    # unheld conversation kernels may stop it sooner); None for any other kernel.
+    stops_at: float | None
     cwd: str | None
     # The notebooks and consoles (Jupyter session paths) that use the kernel; for a gone kernel,
     # the last ones known.
@@ -435,9 +439,15 @@ class MonitorAccess(TypedDict):
 class PooledKernel(TypedDict):
     """A prewarmed kernel: started, idle, no one's yet (it is in no kernel list)."""
 
+    # Its pool: what a new kernel must ask for to be given it.
     kernel_spec: str
+    sandbox: str | None  # its profile (None: an upstream's kernel, which loomgate never confines)
+    cwd: str | None  # a confined one's directory, fixed at its start (None: moves when claimed)
+    # The kernel's own process (the one running the kernel command, inside its sandbox; None
+    # once it has ended) and its resident memory (None where the system does not tell).
     pid: int | None
     rss_bytes: int | None
+    launched_pid: int | None  # the process the gateway started: bubblewrap, for a confined one
 
 
 # The stable code of a gateway's refusal (the HTTP status says the same coarser).

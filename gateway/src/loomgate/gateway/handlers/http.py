@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -13,6 +14,8 @@ from tornado import web
 from loomgate.gateway.handlers.answers import Endpoint, answered
 from loomgate.gateway.handlers.call import Call
 from loomgate.gateway.handlers.table import Route
+from loomgate.gateway.monitor.access import READ_ONLY, MonitorReadOnly
+from loomgate.shared import wire
 
 
 class QueryArguments(Mapping[str, object]):
@@ -54,6 +57,17 @@ class LoomHandler(APIHandler):
         """Finish the request with `data` as its JSON body."""
         self.set_status(status)
         self.finish(json.dumps(data))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Write the monitor token's refusal as a loomgate refusal (code `forbidden`); any
+        other error as Jupyter does."""
+        exc_info = kwargs.get("exc_info")
+        if exc_info is not None and isinstance(exc_info[1], MonitorReadOnly):
+            self.refusal = "forbidden"
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(wire.Refusal(error="forbidden", message=READ_ONLY)))
+            return
+        super().write_error(status_code, **kwargs)
 
 
 def http_method(route: Route, endpoint: Endpoint) -> object:

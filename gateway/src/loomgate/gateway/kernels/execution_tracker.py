@@ -253,7 +253,11 @@ class ExecutionTracker:
     async def interrupt(self, expected: int | None = None) -> ExecutionRecord:
         """Interrupt the running execution (only if it is `expected`, when given: checked after
         the IOPub already received, no await before the signal) and return its record; one sent
-        within EARLY_INTERRUPT of the cell's start is repeated while the cell runs on unaffected."""
+        within EARLY_INTERRUPT of the cell's start is repeated while the cell runs on unaffected.
+
+        A cell waiting in input() has its request withdrawn: it is `running` again until the
+        KeyboardInterrupt ends it, so a long poll waits for that end, as after any interrupt
+        (a cell that catches it and asks again is `awaiting_input` again)."""
         if expected is not None and (channels := self.process.channels) is not None:
             channels.catch_up()
         record = self.current
@@ -268,8 +272,17 @@ class ExecutionTracker:
         if record is None:
             raise Conflict("nothing is running on this kernel", running=None)
         record.meta["interrupt_requested"] = time.time()
+        request = self._input_requests.get(record.number)
         await self.process.signal_interrupt()
-        if record.meta["interrupt_requested"] - record.meta["started"] < EARLY_INTERRUPT:
+        waited = record.state == "awaiting_input"
+        if waited and self._input_requests.get(record.number) is request:
+            self._input_requests.pop(record.number, None)
+            record.set_state("running", input=None)
+            self.publish_execution(record)
+        # A cell in input() takes the signal where ipykernel waits for the answer: once is
+        # enough, and a repeat would break its traceback's printing.
+        early = record.meta["interrupt_requested"] - record.meta["started"] < EARLY_INTERRUPT
+        if early and not waited:
             self._spawn(self._repeat_interrupt(record))
         return record
 

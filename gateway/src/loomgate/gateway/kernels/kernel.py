@@ -25,6 +25,7 @@ from loomgate.gateway.kernels.provisioner import (
 )
 from loomgate.gateway.kernels.resident import ResidentLaunch
 from loomgate.gateway.kernels.setup import KernelSetup
+from loomgate.gateway.records.output_log import OutputKind
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.sandbox.rule_failures import cell_failure
@@ -42,8 +43,11 @@ START_OUTPUT_LINES = 10  # of a kernel that failed to start, shown with the reas
 STOPPED_WHILE_STARTING = "the kernel was stopped while it was starting"
 
 
-# The last stderr lines of a confined kernel's cell read for a rule it broke.
+# The last printed lines (stdout and stderr, in order) of a confined kernel's cell read for a
+# rule it broke, found among the last OUTPUT_LINES of its output (a traceback's lines among them).
 FAILURE_LINES = 40
+OUTPUT_LINES = 160
+PRINTED = frozenset({OutputKind.STDOUT, OutputKind.STDERR})
 # A record opens when the gateway reads the cell's execute_input, which may be after the proxy,
 # in the same event loop, refused the cell's first connection: refusals this much earlier count.
 OPENED_LATE = 1.0
@@ -73,6 +77,7 @@ class LoomKernel:
         self.setup = KernelSetup(store)
         self.executions = ExecutionTracker(self, store, self.setup, events, log)
         self.held_by: list[str] = []  # who holds it (translators' open connections), one each
+        self.stops_at: float | None = None  # when its grace ends, unheld (kernels/holders.py)
         self._settled = asyncio.Event()  # set while the phase is not starting or restarting
         self._stop_asked = asyncio.Event()  # a stop came while the process was starting
 
@@ -283,18 +288,20 @@ class LoomKernel:
         self, record: ExecutionRecord, died: wire.Death | None
     ) -> wire.SandboxFailure | None:
         """Return the sandbox rule an ending cell ran into (None: none, or not confined): what
-        its sandbox's proxy refused while it ran, else what its error and stderr show."""
+        its sandbox's proxy refused while it ran, else what its error and output show (`!cmd`
+        writes its errors to stdout, a subprocess to stderr)."""
         sandbox = self.store.meta.get("sandbox")
         if not sandbox or not sandbox["mechanism"]:
             return None
         provisioner = self.km.provisioner
         launch = provisioner.sandbox if isinstance(provisioner, ResidentProvisioner) else None
-        stderr = record.log("stderr")
+        output = record.log("combined").tail(OUTPUT_LINES)
+        printed = [line.text for line in output if line.tag in PRINTED][-FAILURE_LINES:]
         return cell_failure(
             sandbox,
             died=died,
             error=record.meta["error"],
-            stderr="\n".join(line.text for line in stderr.tail(FAILURE_LINES)),
+            output="\n".join(printed),
             cwd=Path(self.store.meta["cwd"] or Path.cwd()),
             own_tmp=launch is None or launch.confiner.own_tmp,
             refused=launch.network_refusals(self._cell_began(record)) if launch else (),
@@ -343,6 +350,7 @@ class LoomKernel:
         model["connections"] = self.holders + self.mapping.connections(self.id)
         model["holders"] = self.holders
         model["held_by"] = list(self.held_by)
+        model["stops_at"] = self.stops_at
         model["ended"] = None
         model["end_reason"] = None
         model["setup"] = self.setup.model()

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 # How long a stop waits for the starts it gave up to end (each ends within a probe interval).
 ABANDON_TIMEOUT = 5.0
+# How long a server's stop waits for pending kernels' shutdowns (jupyter_client's kill comes
+# after its shutdown_wait_time, 5 s by default).
+PENDING_STOP_TIMEOUT = 30.0
 
 
 class LoomKernelManager(HookedKernelManager):
@@ -113,11 +116,36 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
 
     async def shutdown_all(self, now: bool = False) -> None:  # type: ignore[override]
         """Shut every kernel down (the server stops with its kernels): starts in progress are
-        given up, not waited for (jupyter_client awaits each start before its shutdown)."""
+        given up, not waited for (jupyter_client awaits each start before its shutdown).
+
+        Only kernels in the map are shut down: jupyter_client's own shutdown_all also tries the
+        id of every start that failed (it keeps them among its pending kernels), and
+        jupyter_server answers that with a 404 that stopped the whole server's stop. A kernel
+        that fails to shut down is logged; the others are shut down all the same.
+        """
         kernel_ids = self.list_kernel_ids()
         self.loom_registry.abandon_starts(kernel_ids)
         await self._starts_ended(kernel_ids)
-        await super().shutdown_all(now=now)
+        present = [kernel_id for kernel_id in kernel_ids if kernel_id in self]
+        managers = [self.get_kernel(kernel_id) for kernel_id in present]
+        ended = await asyncio.gather(
+            *(self._shut_down(kernel_id, now) for kernel_id in present), return_exceptions=True
+        )
+        for kernel_id, outcome in zip(present, ended, strict=True):
+            if isinstance(outcome, BaseException):
+                self.log.error("Kernel %s did not shut down cleanly: %r", kernel_id, outcome)
+        if self.use_pending_kernels:  # each shutdown returned before its process had ended
+            waits = [km.ready for km in managers if isinstance(km.ready, asyncio.Future)]
+            if waits:
+                await asyncio.wait(waits, timeout=PENDING_STOP_TIMEOUT)
+                for wait in waits:
+                    if wait.done() and not wait.cancelled():
+                        wait.exception()  # a failed start or stop: logged where it failed
+
+    async def _shut_down(self, kernel_id: str, now: bool) -> None:
+        """Shut one kernel down as jupyter_server does (its start already given up)."""
+        if kernel_id in self:  # gone meanwhile: a start that failed as it was given up
+            await super().shutdown_kernel(kernel_id, now=now)
 
     async def _starts_ended(self, kernel_ids: list[str]) -> None:
         """Return once the given-up starts of `kernel_ids` have ended (at most ABANDON_TIMEOUT).

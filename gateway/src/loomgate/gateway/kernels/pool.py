@@ -23,6 +23,7 @@ from loomgate.gateway.errors import Refusal
 from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel_channels import Message
 from loomgate.gateway.kernels.kernel_files import remove_kernel_files
+from loomgate.gateway.kernels.kernel_process import own_pid, rss_bytes
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, start_ended
 from loomgate.gateway.kernels.provisioner import launch_markers
 from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
@@ -65,6 +66,8 @@ class KernelPool:
         self.log = log
         self.members: dict[str, PoolKey] = {}  # kernel id → its key, starting or idle
         self.idle: dict[PoolKey, list[ManagedKernel]] = {}  # ready kernels, oldest first
+        # A ready kernel's own process (inside its sandbox: not the bubblewrap launched).
+        self.own_pids: dict[str, int | None] = {}
         self._fills: dict[PoolKey, asyncio.Task[None]] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._warming: set[asyncio.Task[bool]] = set()
@@ -159,7 +162,10 @@ class KernelPool:
                     self.members.pop(kernel_id, None)
                     await self._stop(kernel_id)
                     return
+            launched = getattr(km.provisioner, "pid", None)
+            found = await asyncio.to_thread(own_pid, launched, str(km.connection_file))
             if kernel_id in self.members:
+                self.own_pids[kernel_id] = found
                 self.idle.setdefault(key, []).append(km)
 
     async def _warm(self, km: ManagedKernel) -> bool:
@@ -192,6 +198,7 @@ class KernelPool:
         while ready:
             km = ready.pop(0)
             self.members.pop(str(km.kernel_id), None)
+            self.own_pids.pop(str(km.kernel_id), None)
             if has_process(km):
                 return km
             self._release(str(km.kernel_id))
@@ -205,6 +212,7 @@ class KernelPool:
 
     def _release(self, kernel_id: str) -> None:
         self.members.pop(kernel_id, None)
+        self.own_pids.pop(kernel_id, None)
         shutil.rmtree(self.root / kernel_id, ignore_errors=True)
 
     def _spawn_stop(self, kernel_id: str) -> None:
@@ -237,17 +245,23 @@ class KernelPool:
         return len(kernel_ids)
 
     def report(self) -> list[wire.PooledKernel]:
-        """Return the ready pool kernels: kernel spec, pid and resident memory."""
+        """Return the ready pool kernels: what each pool is for (kernel spec, profile, directory),
+        and each kernel's own pid and resident memory."""
         pooled: list[wire.PooledKernel] = []
         for key, kms in self.idle.items():
             for km in kms:
-                pid = getattr(km.provisioner, "pid", None)
+                pid = self.own_pids.get(str(km.kernel_id))
                 pooled.append(
                     wire.PooledKernel(
-                        kernel_spec=key.kernel_spec, pid=pid, rss_bytes=rss_bytes(pid)
+                        kernel_spec=key.kernel_spec,
+                        sandbox=key.sandbox.profile if key.sandbox is not None else None,
+                        cwd=key.cwd,
+                        pid=pid,
+                        rss_bytes=rss_bytes(pid),
+                        launched_pid=getattr(km.provisioner, "pid", None),
                     )
                 )
-        return sorted(pooled, key=lambda kernel: kernel["kernel_spec"])
+        return sorted(pooled, key=lambda k: (k["kernel_spec"], k["sandbox"] or "", k["cwd"] or ""))
 
 
 def has_process(km: ManagedKernel) -> bool:
@@ -257,17 +271,3 @@ def has_process(km: ManagedKernel) -> bool:
 
 def ignore(msg: Message) -> None:
     """Take a message a pool kernel sends while it warms, and drop it."""
-
-
-def rss_bytes(pid: int | None) -> int | None:
-    """Return the resident memory of process `pid` in bytes (None where /proc cannot tell)."""
-    if pid is None:
-        return None
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return None

@@ -27,6 +27,7 @@ from loomgate.gateway.kernels.launches import LaunchMarkers
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox.bubblewrap import command_status
 from loomgate.gateway.sandbox.environment import confined_environment
+from loomgate.gateway.sandbox.kernel_homes import homes_environment
 from loomgate.gateway.sandbox.launch import (
     SandboxLaunch,
     ipc_prefix,
@@ -84,7 +85,10 @@ class ResidentProvisioner(LocalProvisioner):
             env.update(self.sandbox.proxy_variables())
         else:
             self._use_own_sockets()
-        kwargs["env"] = self._with_packages(env, asked, Path(kwargs.get("cwd") or Path.cwd()))
+        env = self._with_packages(env, asked, Path(kwargs.get("cwd") or Path.cwd()))
+        if self.sandbox is not None and self.rules is not None:  # after pip chose its cache
+            env = homes_environment(env, self.rules, self.sandbox.directory)
+        kwargs["env"] = env
         kwargs["independent"] = True
         if self.kernel_spec is not None and runs_ipykernel(self.kernel_spec.argv):
             kwargs["extra_arguments"] = [

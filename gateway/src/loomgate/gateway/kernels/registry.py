@@ -27,7 +27,7 @@ from loomgate.gateway.errors import (
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.kernels import resident
-from loomgate.gateway.kernels.holders import Holders
+from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP, Holders
 from loomgate.gateway.kernels.kernel import (
     CONFIRM_TIMEOUT,
     START_TIMEOUT,
@@ -82,6 +82,7 @@ class KernelRegistry:
         retention_seconds: float,
         log: logging.Logger,
         prewarm: int = 0,
+        idle_cap: int = DEFAULT_IDLE_CAP,
     ) -> None:
         self.mkm = mkm
         self.root = state_dir / RECORDS_DIR
@@ -98,6 +99,7 @@ class KernelRegistry:
             log,
             is_live=lambda kernel: kernel.id in self.live,
             stop=self.stop,
+            idle_cap=idle_cap,
         )
         self._left_running: list[RecordStore] = []
         self.taking_back = TakeBack(mkm, self.live, events, log, self.wire_up)

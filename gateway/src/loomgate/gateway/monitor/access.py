@@ -21,6 +21,18 @@ MONITOR_USER = User(
     username=MONITOR_USERNAME, name="monitor", display_name="loomgate monitor (read-only)"
 )
 READ_METHODS = frozenset({"GET", "HEAD"})
+READ_ONLY = (
+    "the monitor token can only read what the monitor page shows; to run, change or hold "
+    "kernels, send the gateway's own token (`loomgate gateway token` prints it)"
+)
+
+
+class MonitorReadOnly(web.HTTPError):
+    """The answer to the monitor token on a request it may not make: 403 and READ_ONLY (not
+    tornado's "'_xsrf' argument missing", which a POST without a known user gets)."""
+
+    def __init__(self) -> None:
+        super().__init__(403, READ_ONLY)  # no % in it: Jupyter writes it unformatted
 
 
 def monitor_may(handler: web.RequestHandler) -> bool:

@@ -312,6 +312,7 @@ class RecordStore:
             connections=0,
             holders=0,
             held_by=[],
+            stops_at=None,
             cwd=meta.get("cwd"),
             paths=list(meta.get("paths", [])),
             created=meta.get("created"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loomgate.gateway.sandbox import placeholders
 from loomgate.gateway.sandbox.installation import installation_roots, interpreter_roots
+from loomgate.gateway.sandbox.kernel_homes import homes_dir, prepare_homes
 from loomgate.gateway.sandbox.kernel_network import (
     BRIDGE_PORT,
     UNSET,
@@ -106,6 +107,7 @@ def prepare_kernel_dir(kernel_dir: Path) -> None:
     empty.chmod(0o000)
     ipc_dir(kernel_dir).mkdir(mode=0o700, exist_ok=True)
     packages_dir(kernel_dir).mkdir(mode=0o700, exist_ok=True)
+    prepare_homes(kernel_dir)
 
 
 def command(
@@ -154,7 +156,7 @@ def command(
         raise ValueError(unprotectable(rules.profile, *linked[0]))
     # Only these parts of the kernel's own dir go in: its info file names the pid the gateway
     # signals, and must not be the sandbox's to rewrite. Its proxy's socket is the gateway's.
-    own_writable = [real(ipc_dir(kernel_dir)), real(packages_dir(kernel_dir))]
+    own_writable = [real(part(kernel_dir)) for part in (ipc_dir, packages_dir, homes_dir)]
     own_readable = [real(net_dir(kernel_dir))] if proxied else []
     own_readable += [real(connection_file)] if connection_file is not None else []
     own = [*own_writable, *own_readable]

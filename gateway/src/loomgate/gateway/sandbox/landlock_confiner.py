@@ -25,6 +25,7 @@ from loomgate.gateway.sandbox.confiner import (
     SandboxUnavailable,
     Start,
 )
+from loomgate.gateway.sandbox.kernel_homes import homes_dir
 from loomgate.gateway.sandbox.kernel_network import UNSET, proxy_environment
 from loomgate.gateway.sandbox.landlock_paths import on_the_way, path_rules, real
 from loomgate.gateway.sandbox.limits import (
@@ -181,7 +182,7 @@ class LandlockConfiner(Confiner):
         rules, directory = sandbox.rules, sandbox.directory
         read, write = landlock.READ, landlock.READ | landlock.WRITE
         own = [kernel_temp_dir(directory), bubblewrap.ipc_dir(directory)]
-        own.append(bubblewrap.packages_dir(directory))
+        own += [bubblewrap.packages_dir(directory), homes_dir(directory)]
         reads = [(Path("/"), read)]
         reads += [(real(connection_file), landlock.READ_FILE)]
         reads += [(prefix, read) for prefix in interpreter_prefixes(kernel_cmd, rules)]

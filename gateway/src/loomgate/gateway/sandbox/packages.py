@@ -28,8 +28,9 @@ from pathlib import Path
 
 from loomgate.gateway.sandbox.bubblewrap import ipc_dir, packages_dir
 from loomgate.gateway.sandbox.installation import venv_config
+from loomgate.gateway.sandbox.kernel_homes import writable
 from loomgate.gateway.sandbox.launch import kernel_dirs_location
-from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside, resolved
+from loomgate.gateway.sandbox.profiles import SandboxRules, resolved
 
 __all__ = [
     "COMMANDS",
@@ -109,8 +110,11 @@ class KernelPackages:
                     os.symlink(lent, "pip", target_is_directory=True, dir_fd=lent_fd)
 
     def environment(self, env: Mapping[str, str], rules: SandboxRules) -> dict[str, str]:
-        """Return `env` made to install into and import from this dir under `rules`."""
-        cache_writable = not rules.confined or writable(rules, pip_cache_dir(env))
+        """Return `env` made to install into and import from this dir under `rules`. A
+        confined kernel's pip uses the person's cache only where the rules make it writable,
+        and names it (its cache home may become the kernel's own: kernel_homes.py)."""
+        cache = pip_cache_dir(env)
+        cache_writable = not rules.confined or writable(rules, cache)
         return pip_environment(
             env,
             self.directory,
@@ -118,6 +122,7 @@ class KernelPackages:
             lent=self.lent if self.source is PipSource.LENT else None,
             no_index=rules.confined and rules.network.off,
             no_cache=not cache_writable,
+            cache=cache if rules.confined and cache_writable else None,
         )
 
     @classmethod
@@ -163,10 +168,12 @@ def pip_environment(
     lent: Path | None,
     no_index: bool,
     no_cache: bool,
+    cache: Path | None = None,
 ) -> dict[str, str]:
     """Return `env` with pip installing into `packages`, the kernel importing from it before
     anything else (then from `lent`, a lent pip), and its scripts and the `commands` first on
-    PATH; `no_index`: no index at all, `no_cache`: no cache (the person's is not writable)."""
+    PATH; `no_index`: no index at all, `no_cache`: no cache (the person's is not writable),
+    `cache`: the cache dir pip is to use (None: the one it finds)."""
     out = dict(env)
     python_path = [str(packages), *([str(lent)] if lent is not None else [])]
     out["PYTHONPATH"] = os.pathsep.join([*python_path, *path_entries(env.get("PYTHONPATH"))])
@@ -180,6 +187,8 @@ def pip_environment(
         out["PIP_NO_INDEX"] = "1"
     if no_cache:
         out["PIP_NO_CACHE_DIR"] = "1"
+    elif cache is not None:
+        out["PIP_CACHE_DIR"] = str(cache)
     return out
 
 
@@ -285,15 +294,6 @@ def pip_cache_dir(env: Mapping[str, str]) -> Path:
     if sys.platform == "darwin":
         return home / "Library" / "Caches" / "pip"
     return Path(env.get("XDG_CACHE_HOME") or home / ".cache") / "pip"
-
-
-def writable(rules: SandboxRules, path: Path) -> bool:
-    """Return whether a kernel under `rules` may write `path` (inside a writable path and
-    inside no hidden one)."""
-    real = resolved(path)
-    return any(lies_inside(real, w) for w in rules.writable) and not any(
-        lies_inside(real, h) for h in rules.hidden
-    )
 
 
 def remove_own_packages(ipc_prefix: Path) -> None:

@@ -11,6 +11,13 @@ such file or directory" on a path under /tmp that the host has (the sandbox's /t
 "Permission denied" elsewhere is the file's own permissions, which hold without a sandbox too
 (`/etc/shadow`), so it is not claimed. Network errors are claimed only when the rules have no
 network, limits only when the rules set them.
+
+Notes belong to failures. What is read: the cell's error, and the lines of its output in which a
+command run from it (`!cmd`, `%%bash`, os.system, subprocess) says it failed (`command_errors`:
+"cat: /x: Permission denied", git's "fatal: …", pip's "ERROR: …", a child Python's last
+traceback line), with the advisories around them ("warning: …") when one did. Never a Python
+warning, a log message or other printed text: a cell that only warns (matplotlib about its
+config dir) failed in nothing, and a warning does not explain a cell's own error.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from loomgate.gateway.sandbox.installation import installation_roots
 from loomgate.gateway.sandbox.launch import MEMORY_KILL, rules_from_wire
@@ -30,7 +38,7 @@ from loomgate.gateway.sandbox.protected_names import GIT
 from loomgate.shared import wire
 from loomgate.shared.wire import SandboxFailure, SandboxRule
 
-__all__ = ["cell_failure", "failure_of"]
+__all__ = ["cell_failure", "command_errors", "failure_of"]
 
 EACCES = "Permission denied"
 EPERM = "Operation not permitted"
@@ -84,8 +92,31 @@ SPAWN_FAILURE = re.compile(
     + r".*\b(?:fork|thread)",
 )
 FORK = re.compile(r"\bfork\b|\bCannot fork\b|\bclone\b")
-# Only the end of a long stderr is read: the failure that ended the cell is there.
-STDERR_TAIL = 65536
+FORK_FAILED = re.compile(r"\bfork failed\b")
+# Only the end of a long output is read: the failure that ended the cell is there.
+OUTPUT_TAIL = 65536
+
+# A command's own line about its failure: its name or path, then ": " ("cat: /x: …",
+# "/bin/bash: line 1: /x: …", git's "fatal: …", pip's "ERROR: …", "curl: (6) …", a child
+# Python's "OSError: [Errno 30] …", wget -q's "/x: Read-only file system"). A Python warning's
+# head ("/x.py:3: UserWarning: ") has no space after its first colon, a log message ("mkdir -p
+# failed for path …", "WARNING:root:…") no name before one, a printed dict ("{'a': 1}") none.
+PROGRAM_LINE = re.compile(r"(?P<name>[\w./+-]+): ")
+PYTHON_WARNING = re.compile(r"\S.*:\d+: \w*Warning: ")
+# Program lines that only advise (git's "warning:" and "hint:", pip's "WARNING:", curl's
+# "Warning:"): read only when a command in the same output failed.
+ADVISORIES = frozenset(
+    form
+    for word in ("warning", "hint", "note", "notice", "info", "debug")
+    for form in (word, word.capitalize(), word.upper())
+)
+# wget's own forms: "Cannot write to ‘/x’ (Read-only file system).", "Connecting to
+# 1.1.1.1:80... failed: Network is unreachable."
+WGET_LINE = re.compile(r"Cannot write to |\S.*\.\.\. failed: ")
+# curl wraps a warning at the terminal's width (`!cmd` runs in a pty), each piece after
+# "Warning: ", the first after its progress meter ("  0     0 … --:--:--     0Warning: …").
+CURL_WARNING = "Warning: "
+CURL_METER = re.compile(r"[\d\s.:kMG-]+(?=Warning: )")
 
 _QUOTED = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\""""
 # Python's OSError: "[Errno 30] Read-only file system: '/a'" (and "… '/a' -> '/b'").
@@ -103,6 +134,7 @@ PARENTHESISED_FORM = re.compile(
     rf"(?P<q>‘[^’]*’|'[^']*'|\"[^\"]*\")\s+\((?P<reason>{'|'.join(PATH_REASONS)})\)"
 )
 TRAILING_QUOTED = re.compile(r"(?:'([^']*)'|\"((?:[^\"\\]|\\.)*)\"|‘([^’]*)’)\s*$")
+QUOTED_IN = re.compile(r"(?:'([^']+)'|\"([^\"]+)\"|‘([^’]+)’)")
 
 
 @dataclass(frozen=True)
@@ -118,18 +150,20 @@ def cell_failure(
     *,
     died: wire.Death | None,
     error: wire.ErrorInfo | None,
-    stderr: str,
+    output: str,
     cwd: Path,
     own_tmp: bool,
     refused: Sequence[NetworkRefusal] = (),
 ) -> SandboxFailure | None:
     """Return the sandbox rule an ending cell of a kernel confined as `sandbox` ran into: the
     memory limit that ended it, a connection its proxy `refused` while it ran (when the cell
-    failed), or what its error and `stderr` show (`failure_of`)."""
+    failed: it raised, a command in it failed, or it printed the proxy's refusal), or what its
+    error and `output` (its stdout and stderr) show (`failure_of`)."""
     profile = sandbox["profile"]
     if died is not None and died["reason"].startswith(MEMORY_KILL):
         return {"rule": "memory", "profile": profile, "path": None}
-    if error is None and not stderr:  # nothing a rule could explain: most cells
+    shown = any(refusal.reason in output for refusal in refused)
+    if error is None and not shown and not command_errors(output):  # no failure: most cells
         return None
     if refused:
         return {"rule": "network", "profile": profile, "path": refused[-1].destination}
@@ -137,7 +171,7 @@ def cell_failure(
         rules_from_wire(sandbox),
         error_name=error["name"] if error else None,
         error_value=error["value"] if error else None,
-        stderr=stderr,
+        output=output,
         cwd=cwd,
         own_tmp=own_tmp,
     )
@@ -148,26 +182,64 @@ def failure_of(
     *,
     error_name: str | None,
     error_value: str | None,
-    stderr: str,
+    output: str,
     cwd: Path | None = None,
     own_tmp: bool = True,
 ) -> SandboxFailure | None:
     """Return the sandbox rule a failed cell ran into, None when its rules do not explain it.
 
-    `error_name`/`error_value`: the cell's error (ename, evalue), if it raised; `stderr`: what
-    it wrote to stderr (its subprocesses' messages); `cwd`: the kernel's working directory, for
-    relative paths in messages (None: such a path is judged without it); `own_tmp`: whether
-    the mechanism gives the kernel a /tmp of its own (bubblewrap does; Landlock alone does not).
+    `error_name`/`error_value`: the cell's error (ename, evalue), if it raised; `output`: what
+    it wrote to stdout and stderr, of which only its commands' error lines are read
+    (`command_errors`); `cwd`: the kernel's working directory, for relative paths in messages
+    (None: such a path is judged without it); `own_tmp`: whether the mechanism gives the kernel
+    a /tmp of its own (bubblewrap does; Landlock alone does not).
     """
     if not rules.confined:
         return None
-    lines = [*(error_value or "").splitlines(), *reversed(stderr[-STDERR_TAIL:].splitlines())]
+    errors = command_errors(output[-OUTPUT_TAIL:])
+    lines = [*(error_value or "").splitlines(), *reversed(errors)]
     for denial in path_denials(lines):
         found = path_failure(rules, denial, cwd, own_tmp=own_tmp)
         if found is not None:
             return found
     rule = other_rule(rules, error_name or "", lines)
     return None if rule is None else {"rule": rule, "profile": rules.profile, "path": None}
+
+
+def command_errors(output: str) -> list[str]:
+    """Return the lines of `output` in which commands say they failed, in order, with the
+    advisories among them when one did; none when no command failed."""
+    lines = unwrapped(output.splitlines())
+    kinds = [line_kind(line) for line in lines]
+    if "error" not in kinds:
+        return []
+    return [line for line, kind in zip(lines, kinds, strict=True) if kind is not None]
+
+
+def line_kind(line: str) -> Literal["error", "advisory"] | None:
+    """Return whether `line` is a command's error line, its advisory, or neither."""
+    if not line or line[0].isspace() or PYTHON_WARNING.match(line):
+        return None
+    program = PROGRAM_LINE.match(line)
+    if program is not None:
+        return "advisory" if program.group("name") in ADVISORIES else "error"
+    failed_to_start = SPAWN_FAILURE.search(line) or FORK_FAILED.search(line)
+    if WGET_LINE.match(line) or failed_to_start or ENOMEM.search(line):
+        return "error"
+    return None
+
+
+def unwrapped(lines: list[str]) -> list[str]:
+    """Return `lines` with each warning curl wrapped over several lines on one, without the
+    progress meter before it."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith(CURL_WARNING) and out and out[-1].startswith(CURL_WARNING):
+            out[-1] = f"{out[-1].rstrip()} {line.removeprefix(CURL_WARNING)}"
+            continue
+        meter = CURL_METER.match(line)
+        out.append(line[meter.end() :] if meter is not None else line)
+    return out
 
 
 def path_denials(lines: list[str]) -> Iterator[PathDenial]:
@@ -205,6 +277,9 @@ def path_before(head: str) -> str | None:
         if quoted is not None:
             return next(g for g in quoted.groups() if g is not None)
     segment = head.rpartition(": ")[2].strip()
+    inner = list(QUOTED_IN.finditer(segment))  # "cannot open '/x' for reading"
+    if inner:
+        return next(g for g in inner[-1].groups() if g is not None)
     if not segment or segment.startswith(("/", ".", "~")):
         return segment or None
     if " /" in segment:  # "cannot create /x", "Failed to open the file /x"

@@ -19,9 +19,9 @@ class Answers:
         self._pending = bytearray()  # read past the line the last answer took (piped stdin)
         self.ended = False  # stdin is at its end: no answer will come from it
 
-    async def answer(self, prompt: str, password: bool, cancelled: asyncio.Event) -> str | None:
+    async def answer(self, prompt: str, password: bool, *cancelled: asyncio.Event) -> str | None:
         """Show `prompt` and return the line given for it (without its line end); None when
-        stdin has ended or `cancelled` is set first (Ctrl-C)."""
+        stdin has ended or one of `cancelled` is set first (Ctrl-C, an answer given elsewhere)."""
         try:
             self.fd = sys.stdin.fileno()
         except (OSError, ValueError):  # no stdin to read (closed, or not a file)
@@ -41,8 +41,8 @@ class Answers:
         sys.stdout.flush()
         return line
 
-    async def _line(self, cancelled: asyncio.Event) -> str | None:
-        """Return the next line of stdin; None at its end or once `cancelled` is set."""
+    async def _line(self, cancelled: tuple[asyncio.Event, ...]) -> str | None:
+        """Return the next line of stdin; None at its end or once one of `cancelled` is set."""
         loop = asyncio.get_running_loop()
         readable = asyncio.Event()
         try:
@@ -53,13 +53,13 @@ class Answers:
         try:
             while b"\n" not in self._pending:
                 readable.clear()
-                waits = [asyncio.ensure_future(e.wait()) for e in (readable, cancelled)]
+                waits = [asyncio.ensure_future(e.wait()) for e in (readable, *cancelled)]
                 try:
                     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for waiting in waits:
                         waiting.cancel()
-                if cancelled.is_set():
+                if any(event.is_set() for event in cancelled):
                     return None
                 chunk = os.read(self.fd, 65536)
                 if not chunk:

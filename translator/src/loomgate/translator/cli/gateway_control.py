@@ -30,6 +30,7 @@ from loomgate.shared.paths import (
 from loomgate.translator.cli.errors import UsageError
 from loomgate.translator.cli.service import install_service
 from loomgate.translator.client.connection import open_client
+from loomgate.translator.client.errors import Unreachable
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.local_gateway import gateway_command, upstream_state_dir
 from loomgate.translator.client.processes import process_alive
@@ -75,7 +76,14 @@ def control_gateway(args: argparse.Namespace) -> int:
             print("no local gateway is running")
             return 1
         started = (directory / GATEWAY_FILE).stat().st_mtime
-        kernels, about = asyncio.run(gateway_status(running["url"], running["token"]))
+        try:
+            kernels, about = asyncio.run(gateway_status(running["url"], running["token"]))
+        except Unreachable as e:
+            if not (e.refused and process_alive(running["pid"])):
+                raise
+            # Its gateway.json stays until it has let go of its port and kernels.
+            print(f"the gateway (pid {running['pid']}) is stopping: it no longer answers")
+            return 1
         upstream = about.get("upstream")
         if upstream:
             error = about.get("upstream_error")

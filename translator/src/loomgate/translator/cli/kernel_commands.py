@@ -33,6 +33,7 @@ from loomgate.translator.presentation import (
 
 DEFAULT_KERNEL = "default"
 OUTPUT_LIMITS = OutputLimits()
+INTERRUPT_WAIT = 10.0  # how long `loomgate interrupt` waits for the cell to end
 
 
 async def existing_kernel(client: GatewayClient, name: str | None) -> str:
@@ -149,13 +150,24 @@ def typed_answer() -> str:
 
 
 async def show_interrupt(client: GatewayClient, args: argparse.Namespace) -> int:
-    """Interrupt the running execution."""
+    """Interrupt the running execution and wait (up to INTERRUPT_WAIT) for it to end; a cell
+    that did not end interrupted (its code caught the KeyboardInterrupt) is shown as it is."""
     kernel = await existing_kernel(client, args.kernel)
     try:
         execution = await client.interrupt(kernel)
     except Conflict:
         print("nothing is running")
         return 0
+    response = await client.execution(
+        kernel,
+        execution["number"],
+        wait=INTERRUPT_WAIT,
+        head=OUTPUT_LIMITS.half_lines,
+        tail=OUTPUT_LIMITS.half_lines,
+        max_chars=OUTPUT_LIMITS.max_chars,
+    )
+    if response["execution"]["state"] != "interrupted":
+        return await print_cell(client, kernel, response["execution"])
     print(f"interrupted In [{execution['number']}]")
     return 0
 

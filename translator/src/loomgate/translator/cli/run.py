@@ -24,6 +24,7 @@ from loomgate.translator.presentation import (
     clipped_suffix,
     format_elapsed,
     input_ended_note,
+    left_out_notes,
     no_notebook_kernel,
     output_line,
     sandbox_mismatch,
@@ -170,10 +171,18 @@ async def answer_input(
     answers: Answers,
     pressed: asyncio.Event,
 ) -> None:
-    """Answer In [`number`]'s input() with a line from stdin; when stdin has ended, interrupt
-    the cell (as input() raises at the end of its input); Ctrl-C leaves it to the caller."""
+    """Answer In [`number`]'s input() with a line from stdin, unless the cell stops waiting
+    first (answered from another shell or over MCP, or interrupted): the kernel's event stream
+    tells, and the caller follows the cell on. When stdin has ended, interrupt the cell (as
+    input() raises at the end of its input); Ctrl-C leaves it to the caller."""
     if not answers.ended:
-        value = await answers.answer(request["prompt"], request["password"], pressed)
+        left = asyncio.Event()
+        watch = asyncio.ensure_future(client.left_input(kernel, number))
+        watch.add_done_callback(lambda task: left_when_told(task, left))
+        try:
+            value = await answers.answer(request["prompt"], request["password"], pressed, left)
+        finally:
+            watch.cancel()
         if pressed.is_set():
             return
         if value is not None:
@@ -181,19 +190,30 @@ async def answer_input(
             with contextlib.suppress(Conflict):
                 await client.send_input(kernel, number, value)
             return
+        if left.is_set():
+            return
     print(input_ended_note(number), file=sys.stderr, flush=True)
     with contextlib.suppress(Conflict):
-        await client.interrupt(kernel)
+        await client.interrupt(kernel, number)
         await client.left_input(kernel, number)
 
 
+def left_when_told(watch: asyncio.Future[None], left: asyncio.Event) -> None:
+    """Set `left` when `watch` (`left_input`) saw the cell stop waiting; a watch that failed
+    (the event stream broke) leaves the answer to stdin alone."""
+    if not watch.cancelled() and watch.exception() is None:
+        left.set()
+
+
 class LinePrinter:
-    """Prints an execution's combined lines once each, as the model would see them."""
+    """Prints an execution's combined lines once each, as the model would see them; a
+    traceback is held until it is whole, to leave out ipykernel's and IPython's own frames."""
 
     def __init__(self, number: int, *, live: bool) -> None:
         self.number = number
         self.live = live
         self.printed = 0
+        self.held: list[wire.Line] = []  # the lines of a traceback read so far
 
     async def catch_up(self, client: GatewayClient, kernel: str, *, final: bool) -> None:
         """Print the complete lines that arrived since the last call (all of them when final)."""
@@ -204,9 +224,24 @@ class LinePrinter:
         for position, line in enumerate(lines):
             if line.get("partial") and not final:
                 break
+            if self.held and (line.get("kind") != "error" or line.get("start")):
+                self.print_held()  # the traceback ended: another line follows it
+            self.printed = line["n"]
+            if line.get("kind") == "error":
+                self.held.append(line)
+                continue
             following = lines[position + 1] if position + 1 < len(lines) else None
             print(self.render(line, following), flush=True)
-            self.printed = line["n"]
+        if final and self.held:
+            self.print_held()
+
+    def print_held(self) -> None:
+        """Print the traceback held, whole, its ipykernel and IPython frames left out."""
+        held, self.held = self.held, []
+        left_out = left_out_notes(self.number, held, held[-1]["n"], "person")
+        for line in held:
+            for shown in left_out.get(line["n"], [self.render(line, None)]):
+                print(shown, flush=True)
 
     def render(self, line: wire.Line, following: wire.Line | None) -> str:
         """Return one line as the model would read it (Out[N]: on results, images named)."""

@@ -176,9 +176,12 @@ class CellFollower:
     async def _images(
         self, client: GatewayClient, ref: str, blocks: list[Block]
     ) -> list[TextContent | ImageContent]:
-        """Return the blocks as content, each image fetched (at most MAX_IMAGES of them)."""
+        """Return the blocks as content, each image fetched (at most MAX_IMAGES of them); an
+        image whose bytes an earlier one of this result has (a figure displayed, then returned
+        as the cell's value) is sent once."""
         content: list[TextContent | ImageContent] = []
         shown = 0
+        sent: set[str] = set()
         for block in blocks:
             if isinstance(block, str):
                 content.append(text_block(block))
@@ -191,7 +194,11 @@ class CellFollower:
             if not isinstance(data, str) or len(data) > MAX_IMAGE_BYTES:
                 content.append(text_block(image_over_size(block, MAX_IMAGE_BYTES)))
                 continue
-            content.append(ImageContent(type="image", data=data.strip(), mime_type=block.mime))
+            data = data.strip()
+            if data in sent:
+                continue
+            sent.add(data)
+            content.append(ImageContent(type="image", data=data, mime_type=block.mime))
             shown += 1
         return content
 

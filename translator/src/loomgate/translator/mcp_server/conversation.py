@@ -52,7 +52,9 @@ class Conversation:
     """The gateway and kernel one MCP conversation works with.
 
     The first execution tool with no kernel bound creates a `conversation` kernel (or attaches
-    `--kernel`); `attach` (the connect tool) moves to another kernel only once that one is ready.
+    `--kernel`): the conversation's own, held for as long as the conversation lasts. `attach`
+    (the connect tool) moves to another kernel only once that one is ready; when that one is
+    stopped, the conversation goes back to its own.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -64,7 +66,9 @@ class Conversation:
         self._clients: dict[str, GatewayClient] = {}
         self.client: GatewayClient | None = None
         self.kernel: wire.Kernel | None = None
-        self._hold: Hold | None = None
+        # The kernel the conversation began on, and its gateway: the one it goes back to.
+        self.own: tuple[GatewayClient, wire.Kernel] | None = None
+        self._holds: dict[str, Hold] = {}  # by kernel id: the current and own conversation kernels
         self._binding: asyncio.Future[None] | None = None
         self._early: tuple[GatewayTarget, asyncio.Task[GatewayClient]] | None = None
         self.pending_startup = ""
@@ -146,8 +150,15 @@ class Conversation:
         self._clients[target_key(target)] = revived
         await client.aclose()
         self.client = revived
+        # The holds through the old client are opened again through the revived one.
+        stale = [self._holds.pop(k) for k, h in list(self._holds.items()) if h.client is client]
+        if self.own is not None and self.own[0] is client:
+            self.own = (revived, self.own[1])
+            await self._hold(revived, self.own[1])
         if self.kernel is not None:
             await self._bind(revived, self.kernel)
+        for hold in stale:
+            await hold.aclose()
         return True
 
     # -- kernels ------------------------------------------------------------------------------
@@ -185,12 +196,14 @@ class Conversation:
             if created and self.replaced is None:
                 notes.append(started_note(self.settings.kernel))
             self.pending_startup = "\n".join([*notes, startup] if startup else notes)
+            self.own = (client, kernel)
             return
         cwd = self.settings.cwd if client.on_this_host else None
         # No sandbox: the gateway's default, which the person chose.
         reply = await client.create_kernel(lifetime="conversation", cwd=cwd, stricter_only=True)
         kernel = reply["kernel"]
         await self._bind(client, kernel)
+        self.own = (client, kernel)
         self.pending_startup = await self.set_up(client, kernel["id"])
 
     async def set_up(self, client: GatewayClient, kernel_id: str, *, theirs: bool = False) -> str:
@@ -211,15 +224,27 @@ class Conversation:
         return text
 
     async def _bind(self, client: GatewayClient, kernel: wire.Kernel) -> None:
-        """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel."""
-        previous_hold = self._hold
-        self._hold = None
-        if kernel["lifetime"] == "conversation":
-            self._hold = Hold(client, kernel["id"])
-            await self._hold.open()
+        """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel
+        (and still holding the conversation's own)."""
+        await self._hold(client, kernel)
         self.client, self.kernel = client, kernel
-        if previous_hold is not None:
-            await previous_hold.aclose()
+        await self._release_others()
+
+    async def _hold(self, client: GatewayClient, kernel: wire.Kernel) -> None:
+        """Hold `kernel` through `client` if it is a conversation kernel not held yet."""
+        if kernel["lifetime"] == "conversation" and kernel["id"] not in self._holds:
+            hold = Hold(client, kernel["id"])
+            await hold.open()
+            self._holds[kernel["id"]] = hold
+
+    async def _release_others(self) -> None:
+        """Release the holds on kernels that are neither the current one nor the own one (a
+        conversation kernel's grace period then starts)."""
+        kept = {self.own[1]["id"]} if self.own is not None else set()
+        if self.kernel is not None:
+            kept.add(self.kernel["id"])
+        for kernel_id in [held for held in self._holds if held not in kept]:
+            await self._holds.pop(kernel_id).aclose()
 
     async def attach(
         self,
@@ -327,13 +352,29 @@ class Conversation:
         except NotFound:
             return None
 
-    async def forget_kernel(self, kernel_id: str) -> None:
-        """Unbind `kernel_id` if it is this conversation's kernel (it was stopped)."""
-        if self.kernel is not None and self.kernel["id"] == kernel_id:
-            if self._hold is not None:
-                await self._hold.aclose()
-                self._hold = None
+    async def forget_kernel(self, kernel_id: str) -> wire.Kernel | None:
+        """Forget `kernel_id` (it was stopped). When it was the current kernel and the
+        conversation's own is another, return the own kernel as it is now: alive, it is the
+        current kernel again; gone, the next run_cell starts a new one. Else return None."""
+        if self.own is not None and self.own[1]["id"] == kernel_id:
+            self.own = None
+        current = self.kernel is not None and self.kernel["id"] == kernel_id
+        if current:
             self.kernel = None
+        own, back = self.own, None
+        if current and own is not None:
+            client, kernel = own
+            try:
+                back = await client.get_kernel(kernel["id"])
+            except NotFound:  # its records are gone too
+                back = kernel.copy()
+                back["alive"] = False
+            if back["alive"]:
+                self.client, self.kernel = client, back
+            else:
+                self.own = None
+        await self._release_others()
+        return back
 
     async def close(self) -> None:
         """Send the last tool call reports; release the hold (a conversation kernel then starts
@@ -346,9 +387,9 @@ class Conversation:
             await asyncio.wait([task])
             if not task.cancelled() and task.exception() is None:
                 await task.result().aclose()
-        if self._hold is not None:
-            await self._hold.aclose()
-            self._hold = None
+        for hold in self._holds.values():
+            await hold.aclose()
+        self._holds.clear()
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()

@@ -35,6 +35,7 @@ from loomgate.translator.presentation import (
     stop_needs_force,
     stopped_note,
 )
+from loomgate.translator.presentation.kernels import back_to_own_note
 
 
 @tool
@@ -172,14 +173,15 @@ async def stop_kernel(
         bool, Field(description="also stop a kernel that serves a person's open notebook")
     ] = False,
 ) -> Annotated[CallToolResult, KernelAction]:
-    """Stop a kernel and free its memory; its execution records stay readable."""
+    """Stop a kernel and free its memory; its execution records stay readable. Stopping the
+    kernel connect() moved to takes the conversation back to its own."""
     conversation = conversation_of(ctx)
     client, target = await conversation.locate(kernel)
     refusal = None if force else stop_needs_force(target, kernel)
     if refusal is not None:
         raise Conflict(refusal)
     stopped = await client.stop_kernel(target["id"])
-    await conversation.forget_kernel(stopped["id"])
-    text = stopped_note(stopped)
+    own = await conversation.forget_kernel(stopped["id"])
+    text = stopped_note(stopped) if own is None else back_to_own_note(stopped, own)
     action = KernelAction(action="stop", kernel=KernelInfo.of(stopped, client.label))
     return tool_result([text_block(text)], action, structured=conversation.settings.structured)

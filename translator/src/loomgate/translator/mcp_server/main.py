@@ -8,6 +8,7 @@ import sys
 from loomgate.translator.client.errors import GatewayConfigError
 from loomgate.translator.client.local_gateway import start_in_background
 from loomgate.translator.client.selection import select_gateway
+from loomgate.translator.mcp_server.bearer_token import bearer_token
 from loomgate.translator.mcp_server.settings import Settings, SettingsError
 
 
@@ -15,6 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the MCP server until the host closes it; return the exit status."""
     try:
         settings = Settings.from_args(argv)
+        token = bearer_token(settings) if settings.transport == "streamable-http" else None
     except SettingsError as e:
         print(f"loomgate-mcp: {e}", file=sys.stderr)
         return 2
@@ -23,19 +25,17 @@ def main(argv: list[str] | None = None) -> int:
     import anyio
 
     from loomgate.translator.mcp_server.server import build_server
-    from loomgate.translator.mcp_server.stdio import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    server = build_server(settings)
+    server = build_server(settings, token)
     if settings.transport == "stdio":
+        from loomgate.translator.mcp_server.stdio import serve_stdio
+
         anyio.run(serve_stdio, server)
     else:
-        server.run(
-            "streamable-http",
-            host=settings.host,
-            port=settings.port,
-            streamable_http_path=settings.path,
-        )
+        from loomgate.translator.mcp_server.http_transport import serve_http
+
+        anyio.run(serve_http, server, settings, token)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.types import Tool
 
@@ -16,9 +17,11 @@ from loomgate.translator.mcp_server.argument_errors import (
     one_sentence_argument_errors,
     unknown_argument_refusal,
 )
+from loomgate.translator.mcp_server.bearer_token import BearerToken, BearerTokenVerifier
 from loomgate.translator.mcp_server.conversation import Conversation
 from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_registry import compact_schema, register_tools
+from loomgate.translator.presentation.http_access import endpoint_url
 
 INSTRUCTIONS = (
     "Persistent Jupyter (IPython) kernels. Variables survive between cells and between "
@@ -68,9 +71,10 @@ class LoomgateServer(MCPServer[Conversation]):
         return listed
 
 
-def build_server(settings: Settings) -> MCPServer[Conversation]:
+def build_server(settings: Settings, token: BearerToken | None = None) -> MCPServer[Conversation]:
     """Return the MCP server with all eleven tools registered for `settings`, and the MCP Apps
-    execution view for the clients that negotiate it."""
+    execution view for the clients that negotiate it; over HTTP, every request must carry
+    `token` as its bearer token (the SDK's check, on the app it serves)."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Conversation]) -> AsyncIterator[Conversation]:
@@ -88,6 +92,8 @@ def build_server(settings: Settings) -> MCPServer[Conversation]:
         instructions=INSTRUCTIONS
         + (SHARED_SESSIONS if settings.transport == "streamable-http" else ""),
         lifespan=lifespan,
+        token_verifier=None if token is None else BearerTokenVerifier(token),
+        auth=None if token is None else token_auth(settings),
         extensions=[ExecutionViewApps()],
         middleware=[
             one_sentence_argument_errors,
@@ -97,3 +103,10 @@ def build_server(settings: Settings) -> MCPServer[Conversation]:
     )
     register_tools(server, TOOLS, schemas=settings.structured and settings.output_schemas)
     return server
+
+
+def token_auth(settings: Settings) -> AuthSettings:
+    """Return the SDK's auth settings for a server whose one token it issued itself: no OAuth
+    routes, no scopes, tokens checked by the verifier alone."""
+    issuer = endpoint_url(settings.host, settings.port, "")
+    return AuthSettings(issuer_url=issuer, resource_server_url=None)  # type: ignore[arg-type]

@@ -87,6 +87,7 @@ from loomgate.translator.presentation.sandboxes import (
     sandbox_rule_line,
     sandbox_summary,
 )
+from loomgate.translator.presentation.tracebacks import left_out_notes
 
 __all__ = [
     "ENABLE_HINT",
@@ -110,6 +111,7 @@ __all__ = [
     "installed_note",
     "kernel_gone_refusal",
     "kernel_label",
+    "left_out_notes",
     "live_cells_line",
     "live_cells_note",
     "looser_sandbox_refusal",

@@ -14,6 +14,7 @@ from loomgate.translator.output_view import (
 )
 from loomgate.translator.presentation.audience import Audience, read_call
 from loomgate.translator.presentation.sandboxes import sandbox_rule_line
+from loomgate.translator.presentation.tracebacks import left_out_notes
 
 RUNNING_TAIL = 10  # last lines shown of a cell still running
 
@@ -101,12 +102,17 @@ def render_cell(
     text: list[str] = [cell_header(execution), *missing.pop(0, [])]
     shown = len(head) + len(tail)
     head_end = head[-1]["n"] if head else 0
+    left_out = left_out_notes(number, head + tail, output.total, audience)
     for position, line in enumerate(head + tail):
         if tail and position == len(head) and shown < output.total:
             first = head_end + 1
             last = tail[0]["n"] - 1
             text.append(omission_line(number, first, last, output.total, audience))
         following = (head + tail)[position + 1] if position + 1 < shown else None
+        if line["n"] in left_out:  # ipykernel's or IPython's own frame: one note for them all
+            text.extend(left_out[line["n"]])
+            text.extend(missing.pop(line["n"], []))
+            continue
         piece = _render_line(execution, line, following)
         if isinstance(piece, Image):
             blocks.append("\n".join(text))

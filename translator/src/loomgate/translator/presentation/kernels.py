@@ -54,6 +54,9 @@ def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
     if kernel["end_reason"]:
         lines.append(f"{'died' if kernel['ended'] else 'not taken back'}: {kernel['end_reason']}")
     lines.append(f"connections: {kernel['connections']}")
+    stops = stops_note(kernel, time.time())
+    if stops is not None:
+        lines.append(stops)
     return "\n".join(lines)
 
 
@@ -97,6 +100,20 @@ def _indent(text: str, limit: int = 20) -> str:
     if len(lines) > limit:
         shown.append(f"  … {len(lines) - limit} more lines")
     return "\n".join(shown)
+
+
+def stops_note(kernel: wire.Kernel, now: float) -> str | None:
+    """Return when the gateway stops a kernel nobody holds (None for any other kernel)."""
+    stops_at = kernel.get("stops_at")  # absent from a gateway before it said so
+    if stops_at is None:
+        return None
+    if stops_at <= now:
+        return "nobody holds it; it is stopped once its running cell ends"
+    clock = time.strftime("%H:%M:%S", time.localtime(stops_at))
+    return (
+        f"nobody holds it; stopped at {clock} (in {format_elapsed(stops_at - now)}) unless a "
+        "conversation takes it back"
+    )
 
 
 def render_kernels(
@@ -145,6 +162,11 @@ def render_kernels(
         if (sandbox := kernel.get("sandbox")) is not None and sandbox["mechanism"]
     )
     footer = [f"sandboxes enforced by: {' | '.join(mechanisms)}"] if mechanisms else []
+    footer += [
+        f"{kernel_label(kernel)}: {note}"
+        for kernel in kernels
+        if (note := stops_note(kernel, now)) is not None
+    ]
     return "\n".join([f"Kernels on {gateway}:", *table, *footer])
 
 
@@ -242,6 +264,24 @@ def stopped_note(kernel: wire.Kernel) -> str:
     return f"Stopped kernel {kernel_label(kernel)}; its records stay readable."
 
 
+def back_to_own_note(stopped: wire.Kernel, own: wire.Kernel) -> str:
+    """Return the line that the conversation's current kernel was stopped and it is back on its
+    own kernel (`own` alive), or that its own is gone too and what the next run_cell does."""
+    label = kernel_label(own)
+    if own["alive"]:
+        last = own["last_execution"]
+        ran = f"In [{last}] last" if last is not None else "nothing run in it yet"
+        return (
+            f"Stopped kernel {kernel_label(stopped)}; this conversation is back on its own "
+            f"kernel {label} ({ran})."
+        )
+    return (
+        f"Stopped kernel {kernel_label(stopped)}; this conversation's own kernel {label} was "
+        "stopped too, so the next run_cell starts a new conversation kernel (its records stay "
+        f"readable: read_output(kernel={own['id'][:8]!r}, execution=N))."
+    )
+
+
 # What a failed part means for the kernel, by part name.
 SETUP_FAILED = {
     "startup.py": "startup.py failed; the kernel is usable without it:",
@@ -289,13 +329,25 @@ def started_note(name: str) -> str:
 
 
 def render_prewarmed(info: wire.Info) -> str:
-    """Return the prewarmed kernels of a gateway in one line, with each one's memory."""
+    """Return a gateway's prewarmed kernels: how many each pool keeps, then a line per ready
+    kernel saying which pool it is in and its own pid and memory."""
     if info["prewarm"] == 0:
         return "prewarmed: off (loomgate-gateway --prewarm N turns it on)"
-    ready = [
-        f"{kernel['kernel_spec']} pid {kernel['pid']}"
-        + (f", {kernel['rss_bytes'] / 1e6:.0f} MB" if kernel["rss_bytes"] is not None else "")
-        for kernel in info["prewarmed"]
-    ]
-    held = f"{len(ready)} of {info['prewarm']} per kernel spec"
-    return f"prewarmed: {held}" + (f" ({'; '.join(ready)})" if ready else " (starting)")
+    count = info["prewarm"]
+    kept = (
+        f"prewarmed: {count} idle kernel{'s' if count != 1 else ''} per kernel spec, sandbox "
+        "profile and directory in use"
+    )
+    if not info["prewarmed"]:
+        return f"{kept}; none ready yet (starting)"
+    return "\n".join([f"{kept}:", *map(pooled_line, info["prewarmed"])])
+
+
+def pooled_line(kernel: wire.PooledKernel) -> str:
+    """Return one ready pool kernel's line: its pool, then its own pid and memory."""
+    profile = kernel["sandbox"] if kernel["sandbox"] is not None else "started by the upstream"
+    where = f"in {kernel['cwd']}" if kernel["cwd"] is not None else "any directory"
+    facts = [f"pid {kernel['pid']}"] if kernel["pid"] is not None else []
+    if kernel["rss_bytes"] is not None:
+        facts.append(f"{kernel['rss_bytes'] / 1e6:.0f} MB")
+    return f"  {kernel['kernel_spec']}, {profile}, {where}: {', '.join(facts) or 'ready'}"

@@ -47,6 +47,15 @@ function ago(seconds) {
   return Math.round(s / 86400) + " d ago";
 }
 
+// When the gateway stops a kernel nobody holds (its `stops_at`: its grace period's end), or "".
+function stopsText(k) {
+  if (k.stops_at === null || k.stops_at === undefined) return "";
+  if (k.stops_at <= Date.now() / 1000) return "stopped once its cell ends";
+  const at = new Date(k.stops_at * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return `stops at ${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())} unless held again`;
+}
+
 // A memory limit as the person writes one: 4 GiB, 512 MiB.
 function size(bytes) {
   const gib = bytes / 2 ** 30, mib = bytes / 2 ** 20;
@@ -101,7 +110,8 @@ function renderKernels() {
   const kernels = byActivity([...state.kernels.values()]);
   // Redrawn only when something it shows changed (activity is shown to the second).
   const shown = JSON.stringify([state.selected, Math.floor(Date.now() / 1000), kernels.map((k) =>
-    [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0), sandboxText(k)])]);
+    [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0), sandboxText(k),
+      stopsText(k)])]);
   if (shown === shownKernels) return;
   shownKernels = shown;
   list.replaceChildren();
@@ -115,7 +125,7 @@ function renderKernels() {
       el("div", {}, el("span", { class: "name", text: k.name || k.id.slice(0, 8) }), " ",
         el("span", { class: "badge s-" + k.state, text: k.state.replace("_", " ") })),
       el("div", { class: "meta", text: `${k.kernel_spec || "?"} · ${k.lifetime === "persistent" ? "named" : "conversation"} · ${k.executions} executions` }),
-      el("div", { class: "meta", text: `${holders} · active ${ago(k.last_activity)}` }),
+      el("div", { class: "meta", text: [holders, `active ${ago(k.last_activity)}`, stopsText(k)].filter(Boolean).join(" · ") }),
       k.sandbox ? el("div", { class: "meta sandbox", text: sandboxText(k), title: sandboxRules(k.sandbox) }) : null));
   }
 }

@@ -1,0 +1,83 @@
+"""A kernel's own process, the one that runs its kernel command (inside its sandbox, below the
+bubblewrap the gateway launched), found in /proc; and its resident memory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def own_pid(launched: int | None, connection_file: str) -> int | None:
+    """Return the pid of the kernel itself: of `launched` (the process the gateway started) and
+    its descendants, the deepest whose arguments name `connection_file` (bubblewrap's name it
+    too, in the command they run; a shell on the way names it until it execs). None when none
+    does; `launched` itself where there is no /proc (macOS: sandbox-exec execs the kernel)."""
+    if launched is None:
+        return None
+    if not PROC.is_dir():
+        return launched
+    name = Path(connection_file).name
+    children = children_of(parents())
+    found: int | None = None
+    level = [launched]
+    while level:
+        found = next((pid for pid in reversed(level) if runs_with(pid, name)), found)
+        level = [child for pid in level for child in children.get(pid, ())]
+    return found
+
+
+def parents() -> dict[int, int]:
+    """Return each running process's parent, from /proc/PID/stat."""
+    found: dict[int, int] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        found[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return found
+
+
+def children_of(parent_of: dict[int, int]) -> dict[int, list[int]]:
+    """Return each process's children, given each one's parent."""
+    children: dict[int, list[int]] = {}
+    for child, parent in sorted(parent_of.items()):
+        children.setdefault(parent, []).append(child)
+    return children
+
+
+def runs_with(pid: int, name: str) -> bool:
+    """Return whether one of process `pid`'s arguments names the file `name`."""
+    try:
+        arguments = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return names_file(arguments, name)
+
+
+def names_file(arguments: Iterable[bytes], name: str) -> bool:
+    """Return whether an argument is the file `name` or a path or option ending in it."""
+    wanted = os.fsencode(name)
+    return any(
+        argument == wanted or argument.endswith((b"/" + wanted, b"=" + wanted))
+        for argument in arguments
+    )
+
+
+def rss_bytes(pid: int | None) -> int | None:
+    """Return the resident memory of process `pid` in bytes (None where /proc cannot tell)."""
+    if pid is None:
+        return None
+    try:
+        status = (PROC / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return None

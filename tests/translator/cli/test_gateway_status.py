@@ -1,0 +1,67 @@
+"""`loomgate gateway status` of a real gateway whose kernels get the default profile: each
+prewarmed kernel is shown with its pool (kernel spec, profile, directory) and with its own pid
+and memory, the ipykernel process inside the sandbox, not the bubblewrap that launched it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from pathlib import Path
+
+from tests.support.gateways import GatewayProcess, child_pids, client
+from tests.translator.cli.test_commands import loomgate
+
+POOL_TIMEOUT = 60.0
+POOLED = re.compile(r"  python3, workspace, in (?P<cwd>.+): pid (?P<pid>\d+), (?P<mb>\d+) MB")
+
+
+async def pool_ready(gateway: GatewayProcess) -> int:
+    """Return the launched pid of the gateway's one prewarmed kernel once it is ready (no event
+    announces it: the gateway's report is polled)."""
+    async with client(gateway) as http:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + POOL_TIMEOUT
+        while loop.time() < deadline:
+            info = (await http.get("/api/loomgate/info")).json()
+            if info["prewarmed"]:
+                [kernel] = info["prewarmed"]
+                return int(kernel["launched_pid"])
+            await asyncio.sleep(0.05)
+    raise AssertionError("no prewarmed kernel became ready")
+
+
+def proc_file(pid: int, name: str) -> bytes:
+    """Return the file `name` of process `pid` in /proc."""
+    return Path(f"/proc/{pid}/{name}").read_bytes()
+
+
+async def test_status_shows_each_pool_with_its_kernels_own_process(
+    confined_gateway: GatewayProcess,
+) -> None:
+    gateway = confined_gateway  # the default profile: bubblewrap launches each kernel
+    gateway.prewarm = 1
+    gateway.start()
+    launched = await pool_ready(gateway)
+    env = {
+        **os.environ,
+        "LOOMGATE_STATE_DIR": str(gateway.state_dir),
+        "XDG_CONFIG_HOME": gateway.env["XDG_CONFIG_HOME"],
+    }
+    status, out, err = await loomgate(env, "gateway", "status")
+    assert status == 0, err
+    lines = out.splitlines()
+    at = lines.index(
+        "prewarmed: 1 idle kernel per kernel spec, sandbox profile and directory in use:"
+    )
+    shown = POOLED.fullmatch(lines[at + 1])
+    assert shown is not None, out
+    assert Path(shown["cwd"]) == gateway.cwd  # the default pool: the gateway's own directory
+    pid = int(shown["pid"])
+    # The kernel itself: an ipykernel process inside the sandbox bubblewrap made (whose own
+    # arguments end with that command).
+    arguments = (await asyncio.to_thread(proc_file, pid, "cmdline")).split(b"\0")
+    assert arguments[1:3] == [b"-m", b"ipykernel_launcher"], arguments
+    assert await asyncio.to_thread(proc_file, launched, "comm") == b"bwrap\n"
+    assert pid != launched and pid in child_pids(launched)
+    assert int(shown["mb"]) >= 20  # an idle kernel's own memory (bubblewrap's is ~2 MB)
