@@ -19,11 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import statistics
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from bench.gateway_bench import KEEP_RESULTS, interleave, publish
 from bench.sandbox_bench import (
     API,
     FLOOR,
+    bench_root,
     gateway_in,
     load,
     reaped,
@@ -206,32 +205,26 @@ async def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     out = args.out.resolve() if args.out else None
-    root = Path("/var/tmp") / f"loomgate-mechanism-bench-{uuid.uuid4().hex[:8]}"
-    project = root / "project"
-    project.mkdir(parents=True)
-    here = Path.cwd()
-    os.chdir(project)
-    gateways = {m: mechanism_gateway(root, m) for m in MECHANISMS}
-    clients: dict[str, httpx.AsyncClient] = {}
-    try:
-        before = load()
-        described: dict[str, str] = {}
-        for mechanism, gateway in gateways.items():
-            gateway.start()
-            clients[mechanism] = httpx.AsyncClient(
-                base_url=gateway.url, headers=gateway.headers, timeout=600
-            )
-            described[mechanism] = await checked(clients[mechanism], mechanism)
-        times = await starts(gateways, clients, project, args.rounds)
-        samples = await cells(clients, project, args.iterations)
-        loads = f"{before} at the start, {load()} at the end"
-    finally:
-        for client in clients.values():
-            await client.aclose()
-        for gateway in gateways.values():
-            gateway.stop()
-        os.chdir(here)
-        shutil.rmtree(root, ignore_errors=True)
+    with bench_root("mechanism-bench") as (root, project):
+        gateways = {m: mechanism_gateway(root, m) for m in MECHANISMS}
+        clients: dict[str, httpx.AsyncClient] = {}
+        try:
+            before = load()
+            described: dict[str, str] = {}
+            for mechanism, gateway in gateways.items():
+                gateway.start()
+                clients[mechanism] = httpx.AsyncClient(
+                    base_url=gateway.url, headers=gateway.headers, timeout=600
+                )
+                described[mechanism] = await checked(clients[mechanism], mechanism)
+            times = await starts(gateways, clients, project, args.rounds)
+            samples = await cells(clients, project, args.iterations)
+            loads = f"{before} at the start, {load()} at the end"
+        finally:
+            for client in clients.values():
+                await client.aclose()
+            for gateway in gateways.values():
+                gateway.stop()
     publish(report(args, described, times, samples, loads), out)
 
 

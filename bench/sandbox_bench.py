@@ -28,7 +28,7 @@ import shutil
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -337,6 +337,23 @@ async def measure_pools(root: Path, rounds: int) -> dict[str, list[float]]:
             gateway.stop()
 
 
+@contextlib.contextmanager
+def bench_root(name: str) -> Iterator[tuple[Path, Path]]:
+    """Yield a new root under /var/tmp (outside the host's /tmp, which a sandbox replaces) and
+    its `project`, the working directory meanwhile (the gateways' own: where a pool's kernels
+    work); removed afterwards."""
+    root = Path("/var/tmp") / f"loomgate-{name}-{uuid.uuid4().hex[:8]}"
+    project = root / "project"
+    project.mkdir(parents=True)
+    here = Path.cwd()
+    os.chdir(project)
+    try:
+        yield root, project
+    finally:
+        os.chdir(here)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def load() -> str:
     """Return the machine's load averages (1, 5, 15 min)."""
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
@@ -470,19 +487,11 @@ async def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     out = args.out.resolve() if args.out else None
-    root = Path("/var/tmp") / f"loomgate-sandbox-bench-{uuid.uuid4().hex[:8]}"
-    project = root / "project"
-    project.mkdir(parents=True)
-    here = Path.cwd()
-    os.chdir(project)  # the gateways' own directory: where a pool's kernels work
-    try:
+    with bench_root("sandbox-bench") as (root, project):
         before = load()
         figures = await measure_one_gateway(root, project, args)
         pools = await measure_pools(root, args.rounds)
         loads = f"{before} at the start, {load()} at the end"
-    finally:
-        os.chdir(here)
-        shutil.rmtree(root, ignore_errors=True)
     publish(report(args, figures, pools, loads), out)
 
 
