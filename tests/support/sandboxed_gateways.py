@@ -99,3 +99,51 @@ def sandboxed_gateway() -> Iterator[SandboxedGateway]:
             yield place
         finally:
             gateway.stop()
+
+
+@dataclass
+class GatewayHome:
+    """A root under /var/tmp for a gateway with a fake HOME: its `home`, its XDG_CONFIG_HOME
+    `config` (sandbox.toml naming the shipped default), its kernels' `project`."""
+
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        """Return the gateway's HOME (read-only to a confined kernel)."""
+        return self.root / "home"
+
+    @property
+    def config(self) -> Path:
+        """Return the gateway's XDG_CONFIG_HOME."""
+        return self.root / "config"
+
+    @property
+    def project(self) -> Path:
+        """Return the kernels' working directory."""
+        return self.root / "project"
+
+
+@contextmanager
+def gateway_home(name: str) -> Iterator[GatewayHome]:
+    """Yield a new GatewayHome with its dirs made; removed afterwards."""
+    here = GatewayHome(Path("/var/tmp") / f"loomgate-{name}-{uuid.uuid4().hex[:8]}")
+    for directory in (here.home, here.project, here.config / "loomgate"):
+        directory.mkdir(parents=True)
+    (here.config / "loomgate" / "sandbox.toml").write_text(f'default = "{SHIPPED_DEFAULT}"\n')
+    try:
+        yield here
+    finally:
+        shutil.rmtree(here.root, ignore_errors=True)
+
+
+@contextmanager
+def home_gateway(place: GatewayHome) -> Iterator[GatewayProcess]:
+    """Yield a started gateway with `place`'s HOME and config, its state in `place`; stopped
+    with its kernels."""
+    env = {"HOME": str(place.home), "XDG_CONFIG_HOME": str(place.config)}
+    started = GatewayProcess(place.root / "state", env=env)
+    try:
+        yield started.start()
+    finally:
+        started.stop()

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ import pytest
 
 from tests.support.cells import KERNELS, output_texts, run
 from tests.support.gateways import GatewayProcess, client
+from tests.support.sandboxed_gateways import GatewayHome, gateway_home, home_gateway
 
 # What a cell reports of the kernel's homes: the variables, and whether matplotlib's check of
 # its dir (os.access W_OK) and the cache home would pass; it writes into the cache home.
@@ -42,51 +40,21 @@ READ = (
 )
 
 
-@dataclass
-class Place:
-    """The gateway's root under /var/tmp: a fake home, its config home, a project."""
-
-    root: Path
-
-    @property
-    def home(self) -> Path:
-        """Return the gateway's HOME (read-only to a confined kernel)."""
-        return self.root / "home"
-
-    @property
-    def config(self) -> Path:
-        """Return the gateway's XDG_CONFIG_HOME."""
-        return self.root / "config"
-
-    @property
-    def project(self) -> Path:
-        """Return the kernels' working directory."""
-        return self.root / "project"
+Place = GatewayHome
 
 
 @pytest.fixture(scope="module")
 def place() -> Iterator[Place]:
     """The dirs, under /var/tmp; removed afterwards."""
-    here = Place(Path("/var/tmp") / f"loomgate-homes-{uuid.uuid4().hex[:8]}")
-    for directory in (here.home, here.project, here.config / "loomgate"):
-        directory.mkdir(parents=True)
-    (here.config / "loomgate" / "sandbox.toml").write_text('default = "workspace"\n')
-    try:
+    with gateway_home("homes") as here:
         yield here
-    finally:
-        shutil.rmtree(here.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def gateway(place: Place) -> Iterator[GatewayProcess]:
     """A gateway under the shipped default profile, with the fake home."""
-    env = {"HOME": str(place.home), "XDG_CONFIG_HOME": str(place.config)}
-    started = GatewayProcess(place.root / "state", env=env)
-    try:
-        started.start()
+    with home_gateway(place) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ The gateway runs with a fake HOME holding a secret; home, project and outside di
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -21,25 +20,15 @@ import pytest
 
 from tests.support.cells import KERNELS, output_texts, run
 from tests.support.gateways import GatewayProcess, client
+from tests.support.sandboxed_gateways import GatewayHome, gateway_home, home_gateway
 
 
 @dataclass
-class Place:
+class Place(GatewayHome):
     """A fake home with a secret and a file only its mode closes, a git project, a dir outside
     the project, and a file in the host's /tmp."""
 
-    root: Path
     host_tmp_file: Path
-
-    @property
-    def home(self) -> Path:
-        """Return the gateway's HOME."""
-        return self.root / "home"
-
-    @property
-    def project(self) -> Path:
-        """Return the kernels' working directory (a git repository)."""
-        return self.root / "project"
 
     @property
     def outside(self) -> Path:
@@ -50,34 +39,26 @@ class Place:
 @pytest.fixture(scope="module")
 def place() -> Iterator[Place]:
     """The dirs, under /var/tmp, and a file in the host's /tmp; all removed afterwards."""
-    root = Path("/var/tmp") / f"loomgate-notes-{uuid.uuid4().hex[:8]}"
-    host_tmp_file = Path("/tmp") / f"loomgate-host-{uuid.uuid4().hex[:8]}"
-    here = Place(root, host_tmp_file)
-    for directory in (here.home / ".ssh", here.project, here.outside, root / "config/loomgate"):
-        directory.mkdir(parents=True)
-    (here.home / ".ssh" / "id_test").write_text("SECRET\n")
-    (here.home / "locked").write_text("x\n")
-    (here.home / "locked").chmod(0)
-    (root / "config/loomgate/sandbox.toml").write_text('default = "workspace"\n')
-    subprocess.run(["git", "init", "-q", str(here.project)], check=True)
-    host_tmp_file.write_text("the host's\n")
-    try:
-        yield here
-    finally:
-        host_tmp_file.unlink(missing_ok=True)
-        shutil.rmtree(root, ignore_errors=True)
+    with gateway_home("notes") as made:
+        here = Place(made.root, Path("/tmp") / f"loomgate-host-{uuid.uuid4().hex[:8]}")
+        (here.home / ".ssh").mkdir()
+        here.outside.mkdir()
+        (here.home / ".ssh" / "id_test").write_text("SECRET\n")
+        (here.home / "locked").write_text("x\n")
+        (here.home / "locked").chmod(0)
+        subprocess.run(["git", "init", "-q", str(here.project)], check=True)
+        here.host_tmp_file.write_text("the host's\n")
+        try:
+            yield here
+        finally:
+            here.host_tmp_file.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
 def gateway(place: Place) -> Iterator[GatewayProcess]:
     """A gateway whose kernels get the shipped default profile (workspace)."""
-    env = {"HOME": str(place.home), "XDG_CONFIG_HOME": str(place.root / "config")}
-    started = GatewayProcess(place.root / "state", env=env)
-    try:
-        started.start()
+    with home_gateway(place) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")
