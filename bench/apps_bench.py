@@ -265,7 +265,7 @@ async def follow(gw: GatewayProcess, script: str) -> dict[str, list[float]]:
                         await asyncio.sleep(0.2)
 
                 probing = asyncio.ensure_future(probe())
-            ended = await mcp.call_tool("wait", {"timeout_seconds": 60})
+            ended = await mcp.call_tool("wait", {"wait_seconds": 60})
             data = ended.structured_content
             assert data["state"] == "completed" and data["output_lines"] == FOLLOW_LINES, data
             if page is not None:

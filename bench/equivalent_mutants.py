@@ -83,7 +83,7 @@ ENDS_WHOLE = (
     "ended with (it is the file's one writer) and writes the same line: a stat and a one-byte "
     "read more, nothing else"
 )
-LAUNCHES = "tests/gateway/test_launches.py::"
+LAUNCHES = "tests/gateway/residency/test_launches.py::"
 
 
 def signalled(test: str, what: str) -> str:
@@ -876,6 +876,20 @@ RULES = (
         'found[way] = ""',
         "only the dict's keys are read (sorted(found)), never its values",
     ),
+    # sandbox limits
+    Rule(
+        "sandbox.limits.x_counter_",
+        'line.rpartition(" ")',
+        "memory.events' and memory.oom_control's lines are `key value`, one space in each",
+    ),
+    Rule(
+        "sandbox.limits.xǁKernelLimitsǁcreate_",
+        "host if (host is not None) or True",
+        PROCESS_ONLY + "without a host, limits are made in this machine's real cgroups "
+        "(test_entry.py and test_escapes_bwrap.py create them so; without limits the host is "
+        "never read)",
+    ),
+    Rule("sandbox.limits.xǁKernelLimitsǁremove_", "time.monotonic() >= deadline", UNTIMED),
 )
 
 

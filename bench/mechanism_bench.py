@@ -38,7 +38,7 @@ from bench.sandbox_bench import (
     spread,
     started,
 )
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.gateway.residency.resident import RESIDENT_FILE
 from loomgate.gateway.sandbox.mechanism import ENV
 from tests.support.cells import output_texts
 from tests.support.gateways import GatewayProcess, child_pids

@@ -89,8 +89,8 @@ TARGETS = (
     ),
     Target(
         "launch markers",
-        ("gateway/kernels/launches.py",),
-        ("tests/gateway/test_launch_markers.py",),
+        ("gateway/residency/launches.py",),
+        ("tests/gateway/residency/test_launch_markers.py",),
         signals=True,
     ),
     Target(
@@ -138,6 +138,7 @@ TARGETS = (
             "gateway/sandbox/toml_lines.py",
             "gateway/sandbox/environment.py",
             "gateway/sandbox/rule_failures.py",
+            "gateway/sandbox/cell_failures.py",
             "shared/sizes.py",
         ),
         (
@@ -146,6 +147,7 @@ TARGETS = (
             "tests/gateway/sandbox/test_toml_lines.py",
             "tests/gateway/sandbox/test_environment.py",
             "tests/gateway/sandbox/test_rule_failures.py",
+            "tests/gateway/sandbox/test_cell_failures.py",
             "tests/shared/test_sizes.py",
         ),
     ),
@@ -210,7 +212,11 @@ TARGETS = (
     Target(
         "sandbox limits",
         ("gateway/sandbox/limits.py",),
-        ("tests/gateway/sandbox/test_limits_host.py",),
+        (
+            "tests/gateway/sandbox/test_limits_host.py",
+            "tests/gateway/sandbox/test_limits_files.py",
+            "tests/gateway/sandbox/test_mechanism_decisions.py",  # what rlimits cannot hold
+        ),
     ),
     Target(
         "gateway selection (core)",

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from bench.gateway_bench import BIG_CELL, KEEP_RESULTS, interleave, publish, rotated
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.gateway.residency.resident import RESIDENT_FILE
 from tests.support.cells import output_texts
 from tests.support.gateways import GatewayProcess, child_pids
 

@@ -57,6 +57,22 @@ RULES = [
         "presentation turns wire shapes into text and nothing else",
     ),
 ]
+GATEWAY = SOURCES["gateway"]
+# The gateway's floors, top to bottom, as docs/architecture.md draws them: a room (a folder, or a
+# module at the package's root) imports only rooms on floors below its own, so no two rooms
+# import each other. The package's own __init__ (its version) is below them all.
+FLOORS = [
+    ("__main__",),
+    ("app", "extension"),
+    ("handlers", "auth", "request_log"),
+    ("monitor", "upstream", "live_cells"),
+    ("kernels", "export", "shared_cell"),
+    ("residency",),
+    ("sandbox",),
+    ("records",),
+    ("errors", "events", "jupyter_internals", "process_identity"),
+]
+FLOORS_HEADING = "## The gateway's floors"
 # One concept per file: past SOFT_LINES a module's docstring says why it is still one concept
 # ("Longer than 400 lines: …"); past HARD_LINES it is split, whatever the reason.
 SOFT_LINES = 400
@@ -65,14 +81,44 @@ REASON = "Longer than 400 lines:"
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Return every module name `path` imports."""
+    """Return every module name `path` imports (`from a import b` names `a` and `a.b`: `b` may be
+    a module)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def room_path(room: str) -> Path:
+    """Return where a room of the gateway lives: its folder, or its module at the root."""
+    folder = GATEWAY / room
+    return folder if folder.is_dir() else GATEWAY / f"{room}.py"
+
+
+def floor_rules(floors: list[tuple[str, ...]]) -> list[tuple[str, tuple[str, ...]]]:
+    """Return, for each room of `floors` (top to bottom), the rooms it must not import: every
+    other room on its own floor and on the floors above it."""
+    rules = []
+    for level, floor in enumerate(floors):
+        at_or_above = [room for upper in floors[: level + 1] for room in upper]
+        for room in floor:
+            rules.append((room, tuple(other for other in at_or_above if other != room)))
+    return rules
+
+
+RULES += [
+    (
+        room_path(room),
+        tuple(f"loomgate.gateway.{other}" for other in forbidden),
+        f"the gateway's {room} imports only the rooms on the floors below its own "
+        "(docs/architecture.md, the gateway's floors)",
+    )
+    for room, forbidden in floor_rules(FLOORS)
+]
 
 
 def sources(root: Path) -> list[Path]:
@@ -118,7 +164,56 @@ def test_rule_matches_whole_module_names(
 def test_rule_detects_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from loomgate.translator import presentation\nimport mcp.types\n")
-    assert imported_modules(bad) == {"loomgate.translator", "mcp.types"}
+    assert imported_modules(bad) == {
+        "loomgate.translator",
+        "loomgate.translator.presentation",
+        "mcp.types",
+    }
+    assert breaks("loomgate.gateway.kernels", ("loomgate.gateway.kernels",))
+
+
+@pytest.mark.parametrize(
+    ("floors", "expected"),
+    [
+        ([("a",), ("b",)], [("a", ()), ("b", ("a",))]),
+        ([("a", "b"), ("c",)], [("a", ("b",)), ("b", ("a",)), ("c", ("a", "b"))]),
+        (
+            [("a",), ("b", "c"), ("d",)],
+            [("a", ()), ("b", ("a", "c")), ("c", ("a", "b")), ("d", ("a", "b", "c"))],
+        ),
+    ],
+)
+def test_a_room_may_import_only_the_floors_below_it(
+    floors: list[tuple[str, ...]], expected: list[tuple[str, tuple[str, ...]]]
+) -> None:
+    assert floor_rules(floors) == expected
+
+
+def test_every_room_of_the_gateway_is_on_a_floor() -> None:
+    rooms = {
+        path.stem
+        for path in GATEWAY.iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py")
+        or (path.is_dir() and (path / "__init__.py").exists())
+    }
+    placed = [room for floor in FLOORS for room in floor]
+    assert len(placed) == len(set(placed)), f"a room on two floors: {placed}"
+    assert rooms == set(placed), (
+        f"on no floor: {sorted(rooms - set(placed))}; no such room: {sorted(set(placed) - rooms)}"
+    )
+    package = imported_modules(GATEWAY / "__init__.py")
+    assert not [name for name in package if name.startswith("loomgate.gateway")]
+
+
+def test_the_floors_are_the_ones_the_architecture_draws() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert FLOORS_HEADING in doc, f"docs/architecture.md has no section {FLOORS_HEADING!r}"
+    block = doc.split(FLOORS_HEADING, 1)[1].split("```", 2)[1]
+    drawn = [
+        tuple(room.strip().rstrip("/") for room in line.split("·"))
+        for line in block.strip("\n").splitlines()
+    ]
+    assert drawn == FLOORS
 
 
 def test_product_files_hold_one_concept() -> None:

@@ -12,9 +12,9 @@ from typing import cast
 
 from loomgate.gateway.kernels.manager_protocol import KernelMap
 from loomgate.gateway.kernels.pool import POOL_DIR, KernelPool
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from loomgate.gateway.process_identity import ProcessIdentity
-from tests.gateway.test_resident_format import FORMAT_1
+from loomgate.gateway.residency.resident import RESIDENT_FILE
+from tests.gateway.residency.test_resident import FORMAT_1
 
 SLEEPER = "import time; time.sleep(600)"
 KERNEL = "0c1a55ed-0000-4000-8000-000000000001"

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from loomgate.gateway.process_identity import ProcessIdentity
-from tests.gateway.test_residency import API, created, output
+from loomgate.gateway.residency.resident import RESIDENT_FILE
+from tests.gateway.residency.test_residency import API, created, output
 from tests.support.cells import submit
 from tests.support.gateways import (
     GatewayProcess,

@@ -42,7 +42,8 @@ async def test_websocket_execution_is_recorded(
     assert reply["content"]["status"] == "ok"
     count = reply["content"]["execution_count"]
     assert any(m["header"]["msg_type"] == "execute_result" for m in iopub)
-    r = await http.get(f"{API}/{rest_kernel}/executions/{count}", params={"head": 10})
+    # The gateway reads the kernel's IOPub on its own socket, which may lag this client's.
+    r = await http.get(f"{API}/{rest_kernel}/executions/{count}", params={"head": 10, "wait": 30})
     execution = r.json()["execution"]
     assert execution["source"] == "other"
     assert execution["state"] == "completed"

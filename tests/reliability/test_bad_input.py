@@ -134,7 +134,7 @@ def generated_call(rng: random.Random) -> tuple[str, dict[str, Any]]:
     elif tool == "wait":
         args = {
             "execution": execution(),
-            "timeout_seconds": some(rng, [0, 0.1, -1, 1e308]),
+            "wait_seconds": some(rng, [0, 0.1, -1, 1e308]),
             "until_silent_seconds": some(rng, [0, 0.1, -3]),
         }
     elif tool == "send_input":

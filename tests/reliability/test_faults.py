@@ -63,7 +63,7 @@ async def test_translator_killed_mid_cell(
     async with Client(stdio(gateway)) as mcp:
         attached = await mcp.call_tool("connect", {"kernel": kernel[:8]})
         assert "Connected to kernel" in text(attached), text(attached)
-        done = await mcp.call_tool("wait", {"execution": 1, "timeout_seconds": 120})
+        done = await mcp.call_tool("wait", {"execution": 1, "wait_seconds": 120})
         assert done.structured_content["state"] == "completed"
         read = await mcp.call_tool("read_output", {"execution": 1, "lines": f"1:{TICK_COUNT}"})
         lines = [line.split("│", 1)[1] for line in text(read).split("\n")[1:]]
@@ -87,7 +87,7 @@ async def test_kernel_killed_mid_cell(confined_gateway: GatewayProcess, figure: 
             assert started.structured_content["state"] == "running"
             killed = confined_kernel_pid(gateway)
             os.kill(killed, signal.SIGKILL)
-            died = await mcp.call_tool("wait", {"execution": 2, "timeout_seconds": 60})
+            died = await mcp.call_tool("wait", {"execution": 2, "wait_seconds": 60})
             assert died.structured_content["state"] == "died", text(died)
             assert "SIGKILL" in text(died)
             after = await mcp.call_tool("run_cell", {"code": "40 + 2", "wait_seconds": 120})
@@ -208,7 +208,7 @@ async def test_frozen_gateway(tmp_path: Path, figure: Figure) -> None:
                 for tool, arguments, bound in [
                     ("status", {}, 3),
                     ("read_output", {"execution": 1}, 3),
-                    ("wait", {"execution": 1, "timeout_seconds": 1}, 4),
+                    ("wait", {"execution": 1, "wait_seconds": 1}, 4),
                 ]:
                     began = time.monotonic()
                     frozen = await asyncio.wait_for(mcp.call_tool(tool, arguments), CALL_TIMEOUT)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.gateway.residency.resident import RESIDENT_FILE
 from tests.support.figures import Figure, scaled
 from tests.support.gateways import (
     GatewayProcess,

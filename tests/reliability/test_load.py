@@ -138,7 +138,7 @@ async def test_four_translators_race_for_one_kernel(
                 number, index, refusals, winner = await race(clients, gate, r)
                 refused += len(refusals)
                 gate.touch()
-                done = await winner.call_tool("wait", {"execution": number, "timeout_seconds": 60})
+                done = await winner.call_tool("wait", {"execution": number, "wait_seconds": 60})
                 assert text(done).split("\n")[1:] == [f"round {r} won by r{index}"]
                 assert await recorded_lines(http, name, number) == [f"round {r} won by r{index}"]
                 numbers.append(number)

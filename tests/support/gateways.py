@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency.resident import RESIDENT_FILE
 from loomgate.shared.paths import GATEWAY_FILE, read_gateway_file
 from loomgate.translator.client.local_gateway import UPSTREAMS_DIR, gateway_command
 

@@ -1,5 +1,5 @@
 """The monitor page in a real headless Chromium: live cells, tool calls, images, colours, huge
-outputs, a gateway restart, and the screenshot kept in docs/."""
+outputs, a gateway restart, and docs/monitor.png made (tests/support/pictures.py)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ from tests.support.cells import PNG_8X8, run
 from tests.support.gates import Gate
 from tests.support.gateways import GatewayProcess
 from tests.support.mcp_clients import stop_conversation_kernel, text
+from tests.support.pictures import DOCS, blank, keep
 from tests.support.png import decode
 from tests.support.translators import stdio
 
 API = "/api/loomgate"
 SEEN = 20_000  # ms the page may take to show something: generous, to fail rather than hang
-SCREENSHOT = Path(__file__).parents[3] / "docs" / "monitor.png"
+SCREENSHOT = DOCS / "monitor.png"
 
 
 def monitor_url(gateway: GatewayProcess, kernel: str | None = None) -> str:
@@ -249,8 +250,9 @@ async def test_the_page_reconnects_after_a_restart_and_shows_what_it_missed(
             await expect(page.locator("#link")).to_have_attribute("data-state", "live")
 
 
-async def test_the_screenshot_in_docs(fresh_gateway: GatewayProcess) -> None:
-    async with kernel_on(fresh_gateway, "analysis") as (http, kernel):
+async def test_the_picture_in_docs(confined_gateway: GatewayProcess, tmp_path: Path) -> None:
+    # Kernels under two profiles: the shipped default (workspace) and `none`.
+    async with kernel_on(confined_gateway, "analysis") as (http, kernel):
         cells = [
             ("data = [n * n for n in range(8)]\nprint(data)", "conversation 3f2a9b"),
             ("def mean(xs):\n    # the average\n    return sum(xs) / len(xs)\nmean(data)", None),
@@ -283,14 +285,24 @@ async def test_the_screenshot_in_docs(fresh_gateway: GatewayProcess) -> None:
                     }
                 )
         await http.post(f"{API}/tool-calls", json={"tool_calls": calls})
-        async with page_at(monitor_url(fresh_gateway, kernel)) as page:
-            traceback = card(page, 3).locator('pre[data-kind="error"]')
-            await expect(traceback).to_contain_text("ZeroDivisionError", timeout=SEEN)
-            await expect(page.locator("#tool-calls li")).to_have_count(2)
-            shot = await page.screenshot()
-    if os.environ.get("LOOMGATE_UPDATE_SCREENSHOT") or not SCREENSHOT.exists():
-        SCREENSHOT.write_bytes(shot)
+        r = await http.post(f"{API}/kernels", json={"name": "scratch", "sandbox": "none"})
+        scratch = r.json()["kernel"]["id"]
+        try:
+            await run(http, scratch, "1 + 1")
+            async with page_at(monitor_url(confined_gateway, kernel)) as page:
+                traceback = card(page, 3).locator('pre[data-kind="error"]')
+                await expect(traceback).to_contain_text("ZeroDivisionError", timeout=SEEN)
+                await expect(page.locator("#tool-calls li")).to_have_count(2)
+                profiles = page.locator("#kernels li .sandbox")
+                await expect(profiles).to_have_count(2, timeout=SEEN)
+                shown = sorted(await profiles.all_inner_texts())
+                assert shown[0] == "sandbox: none" and shown[1].startswith("sandbox: workspace")
+                shot = await page.screenshot()
+        finally:
+            await http.delete(f"{API}/kernels/{scratch}")
+    keep("monitor.png", shot, tmp_path)
     kept, taken = decode(SCREENSHOT.read_bytes()), decode(shot)
+    assert blank(taken) is None, blank(taken)
     assert (taken.width, taken.height) == (kept.width, kept.height) == (1280, 800)
     # The layout's fixed points: the top bar, the kernels pane, the cards' pane, the tools pane.
     for x, y in [(640, 4), (4, 400), (600, 795), (1275, 400)]:

@@ -559,3 +559,104 @@ def test_a_kernel_reaches_the_network_only_through_its_proxy(
 def test_bwraps_status_is_its_commands(bwrap_said: int | None, command_said: int | None) -> None:
     # A kernel SIGKILLed inside reads "killed by SIGKILL", as an unconfined one does.
     assert bubblewrap.command_status(bwrap_said) == command_said
+
+
+# What the tests above leave open (each fails on a mutant of bubblewrap.py that
+# bench/mutation.py found alive without it).
+@pytest.mark.parametrize(
+    ("bwrap_said", "command_said"),
+    [(129, -1), (192, -64), (193, 193)],  # the first and last signal, and past them
+)
+def test_bwraps_status_at_the_edges_of_the_signals(bwrap_said: int, command_said: int) -> None:
+    assert bubblewrap.command_status(bwrap_said) == command_said
+
+
+def test_the_kernel_dirs_packages_dir_is_private_and_kept(tmp_path: Path) -> None:
+    kernel_dir = tmp_path / "k"
+    bubblewrap.prepare_kernel_dir(kernel_dir)
+    (bubblewrap.packages_dir(kernel_dir) / "mod.py").write_text("")
+    bubblewrap.prepare_kernel_dir(kernel_dir)  # a restart
+    assert stat.S_IMODE(bubblewrap.packages_dir(kernel_dir).stat().st_mode) == 0o700
+    assert (bubblewrap.packages_dir(kernel_dir) / "mod.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        (b"gitdir: ../main/.git/worktrees/w\n", "main/.git/worktrees/w"),
+        (b"gitdir: ../wt:1\n", "wt:1"),  # a ":" in the path
+        (b"gitdir: ../missing\n", None),
+        (b"gitdir:   \n", None),
+        (b"notgitdir: ../main/.git/worktrees/w\n", None),
+        (b"gitdir: ../\xff\n", None),  # not UTF-8: names no dir, and no error
+    ],
+)
+def test_the_gitdir_a_git_file_names(tmp_path: Path, text: bytes, found: str | None) -> None:
+    (tmp_path / "main/.git/worktrees/w").mkdir(parents=True)
+    (tmp_path / "wt:1").mkdir()
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w/.git").write_bytes(text)
+    expected = tmp_path / found if found is not None else None
+    assert bubblewrap.gitdir_of(tmp_path / "w/.git") == expected
+
+
+def test_a_profile_protecting_git_keeps_a_worktrees_gitdir_read_only_whole(
+    tmp_path: Path,
+) -> None:
+    top = tmp_path / "w"
+    top.mkdir()
+    lay_out(top, "worktree")
+    found = bubblewrap.guarded(top, (".git", ".envrc"), [top, tmp_path / "main"])
+    assert [(os.path.relpath(p, top), w, k) for p, w, k in found] == [
+        (".git", False, None),
+        (WORKTREE, False, None),
+        (".envrc", False, "dir"),  # the names after .git are still guarded
+    ]
+
+
+def test_a_worktree_of_another_writable_dir_is_bound_with_its_gitdir(tree: Path) -> None:
+    main, project = tree / "main", tree / "project"
+    (main / ".git/worktrees/w").mkdir(parents=True)
+    (project / ".git/config").unlink()
+    (project / ".git/hooks").rmdir()
+    (project / ".git").rmdir()
+    (project / ".git").write_text("gitdir: ../main/.git/worktrees/w\n")
+    command = argv(tree, writable=[project, main])
+    gitdir = str(main / ".git/worktrees/w")
+    triples = set(zip(command, command[1:], command[2:], strict=False))
+    assert ("--bind", gitdir, gitdir) in triples  # commits from the worktree go there
+    assert ("--ro-bind", f"{gitdir}/hooks", f"{gitdir}/hooks") in triples  # what git runs
+    assert ("--ro-bind", str(project / ".git"), str(project / ".git")) in triples
+
+
+def test_a_git_file_naming_another_writable_dirs_git_is_guarded_once_read_only(
+    tree: Path,
+) -> None:
+    other = tree / "other"
+    other.mkdir()
+    (other / ".git").write_text(f"gitdir: {tree / 'project/.git'}\n")
+    command = argv(tree, writable=[tree / "project", other], protected=(".git",))
+    git = str(tree / "project/.git")
+    binds = [command[i : i + 3] for i, word in enumerate(command) if word.endswith("bind")]
+    assert [b for b in binds if b[1] == git] == [["--ro-bind", git, git]] * 2
+
+
+def test_the_refusal_of_a_symlinked_name_names_the_profile(tree: Path) -> None:
+    (tree / "project/.vscode").symlink_to(tree / "home")
+    with pytest.raises(ValueError, match="which the sandbox of profile 'test' cannot keep"):
+        argv(tree, protected=(".vscode",))
+
+
+@pytest.mark.parametrize(("network", "bound"), [(True, True), ("host", False)])
+def test_the_bridges_python_stays_visible_under_the_hosts_tmp(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, network: bool | str, bound: bool
+) -> None:
+    """The bridge to the kernel's proxy runs on the gateway's Python: where that lies under
+    the host's /tmp, it is bound read-only into the sandbox's /tmp, as the kernel's is."""
+    gateway_python = fake_python(tree / "gateway-env")
+    monkeypatch.setattr(sys, "executable", str(gateway_python))
+    kernel_network.net_dir(tree / "state/kernels/k1").mkdir()
+    command = argv(tree, network=network, protected=())
+    prefix = str(tree / "gateway-env")
+    start = command.index("/tmp", len(START)) + 1
+    assert (command[start : start + 3] == ["--ro-bind", prefix, prefix]) is bound

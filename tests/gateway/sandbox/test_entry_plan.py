@@ -222,3 +222,12 @@ def test_read_info_waits_until_bwrap_writes(tmp_path: Path) -> None:
         assert entry.read_info(info, 30) == 77
     finally:
         writer.join()
+
+
+def test_every_rlimit_the_shell_does_not_set_is_named() -> None:
+    """(Two at once: the table above names one each; a mutant of entry.py lived without it.)"""
+    with pytest.raises(entry.PlanError) as refused:
+        entry.Plan(rlimits={"RLIMIT_STACK": (1, 1), "RLIMIT_AS": (1, 1)})
+    assert str(refused.value) == (
+        "the entry cannot set RLIMIT_AS, RLIMIT_STACK: its shell sets RLIMIT_DATA, RLIMIT_NPROC"
+    )

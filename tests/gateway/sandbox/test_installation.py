@@ -137,7 +137,7 @@ def test_an_editable_distribution_is_read_from_its_metadata(
 
 
 def test_the_dirs_a_package_is_imported_from() -> None:
-    names = ["no_such_package_here", "json", "os", "no_such_parent.child"]  # two absent, a module
+    names = ["no_such_parent.child", "json", "os", "no_such_package_here"]  # two absent, a module
     assert installation.package_dirs(names) == [Path(json.__file__).parent]
 
 

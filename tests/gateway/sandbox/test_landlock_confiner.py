@@ -3,24 +3,30 @@ makes for a kernel; no process runs (real starts through it: test_landlock_confi
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import stat
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap, landlock
+from loomgate.gateway.sandbox import bubblewrap, entry, landlock, limits
 from loomgate.gateway.sandbox.confiner import SandboxUnavailable
 from loomgate.gateway.sandbox.landlock_confiner import (
     DEVICE_FILES,
+    ENV,
     LACKS,
     NO_UDP,
     LandlockConfiner,
     interpreter_prefixes,
+    join,
     kernel_temp_dir,
+    unread,
 )
 from loomgate.gateway.sandbox.limits import (
     NPROC_ROOT,
@@ -199,3 +205,196 @@ def test_what_stays_read_only_inside_a_writable_path_is_walked_around(place: Pat
     assert [p for p in rules if p.is_relative_to(venv)] == []
     way = f"creating or removing files directly in {place / 'project'}"
     assert any(line.startswith(way) for line in LandlockConfiner(7).lacks(kernel.rules))
+
+
+# What the tests above leave open (each fails on a mutant of landlock_confiner.py that
+# bench/mutation.py found alive without it): its identity, its limits, the FIFO a start with
+# cgroups waits on, the plan and command of a start, and the gateway's side of the wait.
+NOWHERE = LimitsHost()
+GONE_PID = 2**22 + 7  # above the kernel's largest pid: no process has it
+STAND_IN = LimitsHost(2, {"memory": Path("/nonexistent/g"), "pids": Path("/nonexistent/g")})
+
+
+def test_a_landlock_confiner_equals_only_its_like() -> None:
+    assert LandlockConfiner(4, NOWHERE) == LandlockConfiner(4)
+    assert LandlockConfiner(4) != LandlockConfiner(5)
+    assert LandlockConfiner(4) != LandlockConfiner(4, STAND_IN)
+    assert LandlockConfiner(4) != "landlock"
+    assert LandlockConfiner.from_json({"kind": "landlock"}) == LandlockConfiner(1)
+    assert repr(LandlockConfiner(4)) == f"LandlockConfiner(4, {NOWHERE!r})"
+
+
+def test_the_limits_go_where_its_host_puts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "limits_host", LimitsHost)  # never this machine's cgroups
+    confiner = LandlockConfiner(7, LimitsHost(2, {"memory": tmp_path, "pids": tmp_path}))
+    made = confiner.create_limits("k", sandboxes.rules(processes=5))
+    assert (made.mechanism, made.groups) == ("cgroup v2", {"pids": tmp_path / "loomgate-k"})
+
+
+def test_what_rlimits_lack_is_said_only_for_processes() -> None:
+    weaker = NPROC_ROOT if os.getuid() == 0 else NPROC_WEAKER
+    confiner = LandlockConfiner(7, NOWHERE)
+    assert weaker not in confiner.lacks(sandboxes.rules(memory=1))
+    assert confiner.lacks(sandboxes.rules(processes=5))[-1] == weaker
+    assert confiner.lacks()[-1] == weaker  # any profile's
+
+
+def test_its_own_temp_dir_is_made_once_per_start_and_kept(tmp_path: Path) -> None:
+    kernel = Kernel(sandboxes.rules(), tmp_path, KernelLimits("k", "none"))
+    LandlockConfiner(7).prepare(kernel)
+    (kernel_temp_dir(tmp_path) / "left").write_text("")
+    LandlockConfiner(7).prepare(kernel)  # a restart
+    assert (kernel_temp_dir(tmp_path) / "left").exists()
+
+
+def test_a_proxied_kernel_is_told_only_of_its_proxy() -> None:
+    where = (Path("/k"), KernelLimits("k", "none"))
+    confiner = LandlockConfiner(7)
+    with pytest.raises(AssertionError, match=r"^the kernel's proxy listens before it starts$"):
+        confiner.tcp_ports(Kernel(sandboxes.rules(network=True), *where, proxy_port=None))
+
+
+@pytest.mark.parametrize(
+    ("network", "port", "told"),
+    [(True, 40123, True), (True, None, False), (False, 40123, False), ("host", 40123, False)],
+)
+def test_the_command_points_only_a_proxied_kernel_at_its_proxy(
+    network: bool | str, port: int | None, told: bool
+) -> None:
+    kernel = Kernel(sandboxes.rules(network=network), Path("/k"), KernelLimits("k", "none"))
+    kernel.proxy_port = port
+    argv = LandlockConfiner(7).command(kernel, entry.Plan(), ["python"], ["JPY_PARENT_PID"])
+    url = f"http://127.0.0.1:{port}"
+    variables = [f"{name}={url}" for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY")]
+    variables += [f"{name}={url}" for name in ("https_proxy", "ALL_PROXY", "all_proxy")]
+    start = argv.index(ENV)
+    temp = ["TMPDIR=/k/tmp", "IPYTHONDIR=/k/tmp/ipython"]
+    unset = ["-u", "JPY_PARENT_PID", *(["-u", "NO_PROXY", "-u", "no_proxy"] if told else [])]
+    assert argv[start:] == [ENV, *unset, *temp, *(variables if told else []), "python"]
+
+
+def test_the_interpreter_prefix_is_read_even_in_the_hosts_tmp(place: Path) -> None:
+    kernel = kernel_in(place, KernelLimits("k1", "none"))
+    connection = kernel.directory / "kernel.json"
+    connection.write_text("{}")
+    kernel_cmd = ["/tmp/x/.venv/bin/python", "-m", "ipykernel_launcher"]
+    ruleset = LandlockConfiner(6).ruleset(kernel, kernel_cmd, connection)
+    assert dict(ruleset.paths)[Path("/tmp/x/.venv")] == landlock.READ
+    assert ruleset.scopes  # ABI 6 is the first with scopes
+
+
+def test_no_interpreter_prefix_is_the_root() -> None:
+    assert interpreter_prefixes(["/python"], sandboxes.rules()) == []
+
+
+def test_a_start_with_cgroups_waits_on_a_fifo_of_its_own(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel = kernel_in(place, KernelLimits("k1", "cgroup v1", {"pids": place / "outside"}))
+    kernel.limits.rlimits = {"RLIMIT_DATA": (1, 1)}
+    connection = kernel.directory / "kernel.json"
+    connection.write_text("{}")
+    plans: list[entry.Plan] = []
+
+    def spawn(plan: entry.Plan, start: Callable[[], list[str]]) -> list[str]:
+        plans.append(plan)
+        return start()
+
+    monkeypatch.setattr(entry, "spawn", spawn)
+    # An interpreter under the host's /tmp: only its own rule makes it readable.
+    confiner, kernel_cmd = LandlockConfiner(7), ["/tmp/x/.venv/bin/python", "-m", "ipykernel"]
+    argv = confiner.spawn(
+        kernel, kernel_cmd, lambda argv, fds: argv, cwd=place, connection_file=connection,
+        unset_env=(),
+    )  # fmt: skip
+    fifo = kernel.directory / "joined"
+    try:
+        assert stat.S_ISFIFO(fifo.stat().st_mode) and stat.S_IMODE(fifo.stat().st_mode) == 0o600
+        assert kernel.ready_fd is not None
+        assert fcntl.fcntl(kernel.ready_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR
+        assert fcntl.fcntl(kernel.ready_fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+        ruleset = confiner.ruleset(kernel, kernel_cmd, connection, fifo)
+        assert dict(ruleset.paths)[fifo] == landlock.READ_FILE | landlock.WRITE_FILE
+        assert dict(ruleset.paths)[Path("/tmp/x/.venv")] == landlock.READ
+        expected = entry.Plan(
+            [f"<{fifo}"], {"RLIMIT_DATA": (1, 1)}, ruleset=ruleset, drop_capabilities=True
+        )
+        assert plans == [expected]
+        assert argv == confiner.command(kernel, expected, kernel_cmd, ())
+    finally:
+        os.close(kernel.ready_fd or os.open(os.devnull, os.O_RDONLY))
+    kernel.ready_fd = None
+    confiner.spawn(  # a restart: the last start's FIFO is replaced
+        kernel, kernel_cmd, lambda argv, fds: argv, cwd=place, connection_file=connection,
+        unset_env=(),
+    )  # fmt: skip
+    assert kernel.ready_fd is not None
+    os.close(kernel.ready_fd)
+
+
+def waiting(place: Path, join_files: list[str]) -> tuple[Kernel, int]:
+    """Return a kernel whose start waits on its FIFO, as spawn() leaves it, and a reader of
+    that FIFO (the entry's shell)."""
+    kernel = kernel_in(place, KernelLimits("k1", "cgroup v1"))
+    kernel.limits.groups = {"pids": Path(join_files[0]).parent} if join_files else {}
+    fifo = kernel.directory / "joined"
+    os.mkfifo(fifo, 0o600)
+    kernel.ready_fd = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)
+    return kernel, os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+
+
+async def test_a_start_is_let_go_once_its_launched_process_is_in_its_cgroups(
+    place: Path,
+) -> None:
+    (place / "outside" / "cgroup.procs").write_text("")
+    kernel, shell = waiting(place, [str(place / "outside" / "cgroup.procs")])
+    try:
+        await LandlockConfiner(7).started(kernel, GONE_PID)  # its process is gone: no wait
+        assert (place / "outside" / "cgroup.procs").read_text() == str(GONE_PID)
+        assert os.read(shell, 10) == b"\n"
+        assert kernel.ready_fd is None and not (kernel.directory / "joined").exists()
+    finally:
+        os.close(shell)
+
+
+def test_a_start_whose_process_is_unknown_is_ended(place: Path) -> None:
+    kernel, shell = waiting(place, [])
+    fd = kernel.ready_fd
+    try:
+        with pytest.raises(ProcessLookupError, match=r"^the kernel's launched process is not "):
+            join(kernel, None)
+        assert os.read(shell, 10) == b""  # nothing to run: the FIFO's end
+        assert kernel.ready_fd is None and not (kernel.directory / "joined").exists()
+        with pytest.raises(OSError):
+            os.fstat(fd or -1)  # closed
+    finally:
+        os.close(shell)
+    join(kernel, None)  # no start waits: nothing to do
+
+
+def test_the_gateway_holds_the_fifo_until_the_line_is_read(place: Path) -> None:
+    kernel, shell = waiting(place, [])
+    (kernel.directory / "joined").unlink()  # what removes it is missing_ok
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            join(kernel, os.getpid())  # a live process: it waits for the line to be read
+        except BaseException as error:
+            failed.append(error)
+
+    holder = threading.Thread(target=run, daemon=True)  # a broken wait must not hang the run
+    holder.start()
+    try:
+        while not unread(shell):
+            assert holder.is_alive(), failed
+        holder.join(timeout=0.2)  # the line is unread: it must not have let go
+        assert holder.is_alive()
+        assert os.read(shell, 10) == b"\n"
+        holder.join(timeout=5)  # read: it lets go at once (its deadline is 10 s away)
+        assert not holder.is_alive() and failed == []
+    finally:
+        os.close(shell)
+        holder.join(timeout=15)

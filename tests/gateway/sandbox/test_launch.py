@@ -435,3 +435,66 @@ async def test_under_landlock_alone_the_kernel_is_the_launched_process(
     sandbox.signal(signal.SIGKILL)  # nothing to signal through: the provisioner signals it
     sandbox.remove()
     assert not sandbox.directory.exists()
+
+
+# What the tests above leave open (each fails on a mutant of launch.py that bench/mutation.py
+# found alive without it): the proxy's port kept for a later gateway and a restart, a start
+# that never finished, and what goes to the confiner.
+class Recording(BubblewrapConfiner):
+    """A bubblewrap confiner that records what it is asked to signal and finish."""
+
+    def __init__(self) -> None:
+        super().__init__("/usr/bin/bwrap")
+        self.signalled: list[tuple[int, int]] = []
+        self.finished: list[int | None] = []
+
+    def signal_init(self, init_pid: int, signum: int) -> None:
+        self.signalled.append((init_pid, signum))
+
+    async def started(self, sandbox: launch.KernelSandbox, pid: int | None) -> ProcessIdentity:
+        self.finished.append(pid)
+        me = ProcessIdentity.of(os.getpid())
+        assert me is not None
+        return me
+
+
+async def test_the_confiner_is_told_the_launched_pid_and_the_signal(tmp_path: Path) -> None:
+    confiner = Recording()
+    sandbox = SandboxLaunch(
+        RULES, tmp_path, KernelLimits("k1", "none"), "bubblewrap", confiner=confiner
+    )
+    await sandbox.started(4321)
+    assert confiner.finished == [4321] and sandbox.alive()
+    sandbox.signal(signal.SIGUSR1)
+    assert confiner.signalled == [(os.getpid(), signal.SIGUSR1)]
+
+
+def test_the_proxys_port_is_kept_for_a_later_gateway(tmp_path: Path) -> None:
+    kept = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "landlock", proxy_port=40123)
+    assert kept.proxy_port == 40123 and kept.proxy is None
+    assert kept.network_refusals(0.0) == []  # no proxy listens yet
+    data = json.loads(json.dumps(kept.to_json()))
+    assert data["proxy_port"] == 40123
+    assert SandboxLaunch.from_json(data).proxy_port == 40123
+
+
+def test_a_restart_keeps_the_proxy_of_the_start_before(temp_root: Path, here: Mechanism) -> None:
+    before = SandboxLaunch.prepare(RULES, "0123456789abcdef-ffff")
+    before.proxy_port = 40123
+    again = SandboxLaunch.prepare(RULES, "0123456789abcdef-ffff", previous=before)
+    assert (again.proxy, again.proxy_port) == (before.proxy, 40123)
+    assert SandboxLaunch.prepare(RULES, "0123456789abcdef-ffff").proxy_port is None
+
+
+def test_removing_a_start_that_never_finished_lets_its_shell_go(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    sandbox = SandboxLaunch(RULES, tmp_path / "k", KernelLimits("k1", "none"), "landlock")
+    sandbox.ready_fd = write_end
+    sandbox.remove()
+    assert sandbox.ready_fd is None
+    assert os.read(read_end, 1) == b""  # the end of the pipe: the shell runs nothing
+    os.close(read_end)
+
+
+def test_the_wire_leaves_the_packages_dir_to_the_provisioner() -> None:
+    assert sandbox_wire(RULES, "bubblewrap")["packages"] is None

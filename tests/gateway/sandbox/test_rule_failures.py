@@ -7,20 +7,16 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from loomgate.gateway.sandbox.launch import MEMORY_KILL, sandbox_wire
 from loomgate.gateway.sandbox.network_rules import (
     HOST_NETWORK,
     NO_NETWORK,
     PUBLIC,
-    NetworkRefusal,
 )
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.gateway.sandbox.rule_failures import (
-    cell_failure,
     command_errors,
     failure_of,
     path_before,
@@ -379,65 +375,6 @@ def test_warnings_and_logs_are_no_failure(rules: SandboxRules, output: str) -> N
         rules, error_name="ZeroDivisionError", error_value="division by zero", output=output + "\n"
     )
     assert found is None
-
-
-REFUSAL = NetworkRefusal(
-    "127.0.0.1 is a loopback address, which profile 'workspace' does not name",
-    "workspace",
-    None,
-    "127.0.0.1",
-    9,
-)
-OOM = {"reason": f"{MEMORY_KILL} 4 GiB reached", "restarted": True}
-
-
-@pytest.mark.parametrize(
-    ("case", "error", "output", "refused", "died", "rule"),
-    [
-        ("a refusal the cell got over", None, "fetched from the mirror", [REFUSAL], None, None),
-        ("a refusal curl printed", None, f"{REFUSAL.reason}\n", [REFUSAL], None, "network"),
-        (
-            "a refusal a command failed on",
-            None,
-            "curl: (56) CONNECT tunnel failed, response 403",
-            [REFUSAL],
-            None,
-            "network",
-        ),
-        (
-            "a refusal the cell raised on",
-            ("ProxyError", "Tunnel connection failed: 403"),
-            "",
-            [REFUSAL],
-            None,
-            "network",
-        ),
-        ("a warning only", None, f"/x.py:1: UserWarning: {EROFS} '{H}/z'", [], None, None),
-        ("a command's error", None, f"cat: {H}/.ssh/k: Permission denied", [], None, "hidden"),
-        ("the memory limit's kill", None, "", [], OOM, "memory"),
-        ("nothing printed", None, "", [], None, None),
-    ],
-)
-def test_cell_failure_notes_only_failures(
-    case: str,
-    error: tuple[str, str] | None,
-    output: str,
-    refused: list[NetworkRefusal],
-    died: Any,
-    rule: str | None,
-) -> None:
-    found = cell_failure(
-        sandbox_wire(WS, "bubblewrap"),
-        died=died,
-        error={"name": error[0], "value": error[1]} if error else None,
-        output=output,
-        cwd=Path(P),
-        own_tmp=True,
-        refused=refused,
-    )
-    assert (found["rule"] if found else None) == rule, case
-    if rule == "network":
-        assert found is not None and found["path"] == "127.0.0.1:9"
 
 
 @pytest.mark.parametrize(

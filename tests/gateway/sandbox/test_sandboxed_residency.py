@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
+from loomgate.gateway.residency.resident import RESIDENT_FILE
 from tests.gateway.test_prewarm import POOL_TIMEOUT, pooled
 from tests.support.cells import KERNELS, output_texts, run
 from tests.support.gateways import (

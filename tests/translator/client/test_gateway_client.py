@@ -97,10 +97,10 @@ async def test_submit_read_search_rich(client: GatewayClient, kid: str) -> None:
         await client.read(kid, number, lines="5:2")
     assert bad_range.value.code == "bad_request"
 
-    found = await client.search(kid, r"line (1|2)$", execution=number, context=1)
+    found = await client.search(kid, r"line (1|2)$", selector=number, context=1)
     assert found["mode"] == "literal or regex" and found["matches"] == 2
     assert [line["marker"] for line in found["groups"][0]["lines"]] == ["C", "M", "M", "C"]
-    everywhere = await client.search(kid, "LINE 29", execution="all", ignore_case=True)
+    everywhere = await client.search(kid, "LINE 29", selector="all", ignore_case=True)
     assert everywhere["matches"] == 1
 
     assert (await client.executions(kid))[-1]["number"] == number

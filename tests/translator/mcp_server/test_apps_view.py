@@ -2,7 +2,7 @@
 `@modelcontextprotocol/ext-apps` app-bridge (installed by `npm ci` from apps_host/'s lockfile,
 bundled here by its esbuild), the view in an iframe sandboxed as hosts do under the default CSP,
 its tool calls relayed to a real `loomgate-mcp` over stdio. Screenshots go to
-test-artifacts/apps/."""
+test-artifacts/apps/; docs/apps.png is made here (tests/support/pictures.py says where it goes)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from tests.support.browser import browser
 from tests.support.cells import PNG_8X8
 from tests.support.gates import Gate
 from tests.support.mcp_clients import stop_conversation_kernel, text
+from tests.support.pictures import blank, keep
+from tests.support.png import decode
 from tests.support.translators import stdio_for
 
 HOST_DIR = Path(__file__).parent / "apps_host"
@@ -164,6 +166,26 @@ async def test_a_printing_cell_shows_its_lines_as_they_come(
         await expect(host.app.locator("#pager-range")).to_have_text(f"lines 1–{total} of {total}")
         await expect(host.app.locator("#pager-lines .l").first).to_have_text("1line 0")
         assert "view_execution" in host.relayed and "view_output" in host.relayed
+
+
+async def test_the_picture_in_docs(settings: Settings, host_script: str, tmp_path: Path) -> None:
+    # A cell that prints for five minutes: running while the picture is taken, stopped after.
+    code = "import time\nfor step in range(1, 3001):\n"
+    code += '    print(f"step {step:4d}  loss {1 / step:.4f}", flush=True)\n    time.sleep(0.1)'
+    async with hosted(settings, host_script, code, wait_seconds=0.2) as host:
+        card = host.app.locator("#x-1")
+        step = shown_lines(host.app).filter(has_text=re.compile(r"^\d+step   24 "))
+        await expect(step).to_have_count(1, timeout=SEEN)
+        await expect(card.locator(".badge")).to_have_text("running")
+        await expect(host.app.locator("#status")).to_have_text("following live")
+        controls = await host.app.locator("#controls").bounding_box()
+        assert controls is not None
+        bottom = controls["y"] + controls["height"] + 8
+        shot = await host.page.screenshot(clip={"x": 0, "y": 0, "width": 1000, "height": bottom})
+    keep("apps.png", shot, tmp_path)
+    taken = decode(shot)
+    assert blank(taken) is None, blank(taken)
+    assert taken.width == 1000
 
 
 async def test_an_image_and_a_table_render_and_hostile_output_stays_text(

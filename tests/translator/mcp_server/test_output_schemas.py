@@ -97,6 +97,16 @@ async def test_an_apps_host_offers_the_model_the_same_tools_within_the_budget(er
 
 
 @pytest.mark.parametrize("era", ERAS)
+async def test_run_cell_and_wait_advertise_one_name_for_how_long_they_wait(era: str) -> None:
+    tools = {tool.name: tool for tool in await listed_tools(era, output_schemas=True)}
+    for name, default in [("run_cell", 10), ("wait", 30)]:
+        argument = tools[name].input_schema["properties"]["wait_seconds"]
+        assert (argument["type"], argument["default"]) == ("number", default), name
+    listing = [tool.model_dump(by_alias=True, mode="json") for tool in tools.values()]
+    assert "timeout_seconds" not in json.dumps(listing)  # its earlier name, taken unadvertised
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_the_output_schemas_are_the_pinned_ones(era: str) -> None:
     pinned = json.loads(PINNED.read_text())
     published = await published_schemas(era)

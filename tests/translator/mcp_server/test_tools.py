@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,32 @@ async def test_wait_outlasts_a_short_run_cell(connect_client: Any, gate: Gate) -
         first = await run(mcp, code, wait_seconds=0.5)
         assert first.structured_content["state"] == "running"
         gate.open()
-        done = await mcp.call_tool("wait", {"execution": 1, "timeout_seconds": 60})
+        done = await mcp.call_tool("wait", {"execution": 1, "wait_seconds": 60})
         assert text(done).split("\n")[1:] == ["tick 0", "tick 1", "tick 2"]
         assert done.structured_content["state"] == "completed"
+
+
+async def test_wait_takes_timeout_seconds_its_earlier_name_as_wait_seconds(
+    connect_client: Any, gate: Gate
+) -> None:
+    async with conversation(connect_client) as mcp:
+        await run(mcp, f"print('tick', flush=True)\n{gate.wait}", wait_seconds=0.5)
+        for name in ("wait_seconds", "timeout_seconds"):
+            started = time.monotonic()
+            waited = await mcp.call_tool("wait", {"execution": 1, name: 0.5})
+            assert 0.5 <= time.monotonic() - started < 10, name  # its value, not the default 30
+            assert not waited.is_error, text(waited)
+            assert waited.structured_content["returned"] == "timeout", name
+            assert waited.structured_content["state"] == "running", name
+        gate.open()
+        done = await mcp.call_tool("wait", {"execution": 1, "timeout_seconds": 60})
+        assert done.structured_content["state"] == "completed"
+        assert text(done).endswith("tick")
+        both = await mcp.call_tool("wait", {"wait_seconds": 1, "timeout_seconds": 1})
+        assert both.is_error
+        assert text(both).startswith(
+            "wait has no argument 'timeout_seconds' (did you mean wait_seconds?); nothing was run."
+        )
 
 
 async def test_reset_keeps_history(connect_client: Any) -> None:
@@ -360,12 +384,12 @@ async def test_wait_until_silent_returns_early(connect_client: Any, gate: Gate) 
     async with conversation(connect_client) as mcp:
         code = f"print('burst', flush=True)\n{gate.wait}"
         await run(mcp, code, wait_seconds=0.5)
-        quiet = await mcp.call_tool("wait", {"timeout_seconds": 60, "until_silent_seconds": 1})
+        quiet = await mcp.call_tool("wait", {"wait_seconds": 60, "until_silent_seconds": 1})
         assert quiet.structured_content["returned"] == "silent"
         assert quiet.structured_content["state"] == "running"
         assert text(quiet).split("\n")[1:3] == ["Last lines:", "burst"]
         gate.open()
-        done = await mcp.call_tool("wait", {"timeout_seconds": 60})
+        done = await mcp.call_tool("wait", {"wait_seconds": 60})
         assert done.structured_content["state"] == "completed"
 
 
@@ -379,7 +403,7 @@ async def test_cancelled_call_never_stops_the_cell(connect_client: Any, gate: Ga
         still = await mcp.call_tool("status", {"execution": 2})
         assert still.structured_content["state"] == "running", text(still)
         gate.open()
-        done = await mcp.call_tool("wait", {"execution": 2, "timeout_seconds": 60})
+        done = await mcp.call_tool("wait", {"execution": 2, "wait_seconds": 60})
         assert done.structured_content["state"] == "completed"
         assert text(done).endswith("survived")
 

@@ -19,7 +19,6 @@ from loomgate.gateway import __version__
 from loomgate.gateway.errors import StorageFailed
 from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP
 from loomgate.gateway.kernels.pool import DEFAULT_PREWARM
-from loomgate.gateway.kernels.provisioner import PROVISIONER_NAME
 from loomgate.gateway.kernels.registry import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_RETENTION_DAYS,
@@ -29,6 +28,7 @@ from loomgate.gateway.kernels.registry import (
 from loomgate.gateway.records.record import os_error_reason
 from loomgate.gateway.records.store import probe_writable
 from loomgate.gateway.request_log import log_request
+from loomgate.gateway.residency.provisioner import PROVISIONER_NAME
 from loomgate.gateway.upstream import options as upstream
 from loomgate.shared.hosts import is_loopback
 from loomgate.shared.paths import (

@@ -22,12 +22,12 @@ def iso(moment: float) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def code_cell(record: ExecutionRecord, max_lines: int, kernel: str) -> Cell:
+def code_cell(record: ExecutionRecord, max_lines: int, ref: str) -> Cell:
     """Return the code cell of one execution: source, `execution_count` its number, outputs
     as the kernel sent them (at most `max_lines` lines), and under `loomgate` who ran it, when,
     for how long, how it ended and what may be missing."""
     meta = record.meta
-    built = cell_outputs(record, max_lines, kernel)
+    built = cell_outputs(record, max_lines, ref)
     loomgate: dict[str, Any] = {
         "number": record.number,
         "source": meta["source"],

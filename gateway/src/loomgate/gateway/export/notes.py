@@ -65,8 +65,9 @@ def cell_note(meta: RecordMeta, *, restart_follows: bool) -> str | None:
     return " ".join(sentences) or None
 
 
-def omitted_text(number: int, first: int, last: int, total: int, kernel: str) -> str:
-    """Return the line that stands for a long output's middle, and how to read it."""
+def omitted_text(number: int, first: int, last: int, total: int, ref: str) -> str:
+    """Return the line that stands for a long output's middle, and how to read it from the
+    kernel `ref`."""
     left_out = last - first + 1
     if left_out == 1:
         said = f"1 line of In [{number}] left out here (line {first:,} of {total:,}); read it"
@@ -75,4 +76,4 @@ def omitted_text(number: int, first: int, last: int, total: int, kernel: str) ->
             f"{left_out:,} lines of In [{number}] left out here (lines {first:,} to {last:,} of "
             f"{total:,}); read them"
         )
-    return f"… {said} with: loomgate output {number} --kernel {kernel} --lines {first}:{last}"
+    return f"… {said} with: loomgate output {number} --kernel {ref} --lines {first}:{last}"

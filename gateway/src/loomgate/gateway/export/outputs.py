@@ -114,12 +114,10 @@ class _Builder:
             "metadata": bundle["metadata"],
         }
 
-    def omit(self, omission: Omission, kernel: str) -> None:
+    def omit(self, omission: Omission, ref: str) -> None:
         """Put the line that stands for the omitted middle, and read the tail next."""
         self.close()
-        text = omitted_text(
-            self.record.number, omission.first, omission.last, omission.total, kernel
-        )
+        text = omitted_text(self.record.number, omission.first, omission.last, omission.total, ref)
         left_out = {"first": omission.first, "last": omission.last, "total": omission.total}
         self.outputs.append(
             {
@@ -149,9 +147,9 @@ class _Builder:
         return self.outputs
 
 
-def cell_outputs(record: ExecutionRecord, max_lines: int, kernel: str) -> CellOutputs:
+def cell_outputs(record: ExecutionRecord, max_lines: int, ref: str) -> CellOutputs:
     """Return `record`'s outputs, at most `max_lines` lines of them (its head and tail) plus
-    the line naming `loomgate output … --kernel kernel` for the rest."""
+    the line naming `loomgate output … --kernel ref` for the rest."""
     log = record.log("combined")
     total = log.total
     builder = _Builder(record)
@@ -162,6 +160,6 @@ def cell_outputs(record: ExecutionRecord, max_lines: int, kernel: str) -> CellOu
     tail = max_lines - head
     omission = Omission(first=head + 1, last=total - tail, total=total)
     builder.feed(log.read(0, head))
-    builder.omit(omission, kernel)
+    builder.omit(omission, ref)
     builder.feed(log.read(total - tail, total))
     return CellOutputs(builder.finish(whole=False), total, omission)

@@ -12,9 +12,8 @@ from urllib.parse import unquote_to_bytes
 from tornado import web
 
 from loomgate.gateway.export.notebook import MEDIA_TYPE, notebook_file
-from loomgate.gateway.handlers import executions, kernels, notebook
+from loomgate.gateway.handlers import executions, kernels, monitor, notebook
 from loomgate.gateway.handlers.answers import Endpoint
-from loomgate.gateway.monitor import access, tool_calls
 
 SEGMENT = re.compile(r"\{(\w+)\}")  # a path argument in a route's name: {ref}
 
@@ -132,11 +131,11 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "tool-calls",
         "ToolCallsHandler",
-        {"GET": tool_calls.list_tool_calls, "POST": tool_calls.report_tool_calls},
+        {"GET": monitor.list_tool_calls, "POST": monitor.report_tool_calls},
         monitor_readable=True,
     ),
     # The monitor token, to the full token only (not monitor-readable).
-    Route("monitor", "MonitorAccessHandler", {"GET": access.monitor_access}),
+    Route("monitor", "MonitorAccessHandler", {"GET": monitor.monitor_access}),
     Route("shutdown", "ShutdownHandler", {"POST": kernels.shutdown}),
 )
 BY_NAME: dict[str, Route] = {route.name: route for route in ROUTES}

@@ -24,12 +24,7 @@ from typing import Any, Protocol
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message, replied_ok
-from loomgate.gateway.kernels.messages import (
-    cell_content,
-    count_content,
-    history_content,
-    seed_content,
-)
+from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
@@ -55,9 +50,6 @@ INTERRUPT_REPEATS = 5
 PROBES = frozenset({"kernel_info_request", "comm_info_request"})
 # A cell the kernel was sent but died with before announcing it (its record says so).
 UNSEEN_START = "the kernel died before the cell was seen to start; it may have begun"
-# A cell an IPython kernel ran while no gateway listened, found by its number at a take back.
-UNSEEN_RUN = "it ran while no gateway listened; its output was not seen"
-UNSEEN_TIMEOUT = 10.0  # for each of a take back's questions to an idle kernel
 
 
 class KernelProcess(Protocol):
@@ -191,7 +183,7 @@ class ExecutionTracker:
         msg = channels.cell_message(cell_content(code))
         msg_id = msg["header"]["msg_id"]
         # Journalled before it is sent: a gateway killed before the kernel announces the cell
-        # leaves its code and sender for the next one (`account_for_unseen`).
+        # leaves its code and sender for the next one (residency/unseen_cells.py).
         self.store.journal_sent(msg_id, code, client)
         reply = channels.send_cell(msg)
         self._replies[msg_id] = reply
@@ -211,42 +203,6 @@ class ExecutionTracker:
             if not submission.record.done():
                 submission.record.set_exception(error)
         self._submissions.clear()
-
-    async def account_for_unseen(self, channels: KernelChannels) -> None:
-        """Give a record to every number an IPython kernel taken back used while no gateway
-        listened (its code from the kernel's history, its sender from the journal when this
-        gateway's predecessor sent it): ended `lost`, its output unseen. No number without a
-        record."""
-        reply = await channels.ask("execute_request", count_content(), UNSEEN_TIMEOUT)
-        last = int(reply["content"].get("execution_count") or 0)
-        if last <= self.store.last_number:
-            return
-        first = self.store.last_number + 1
-        answer = await channels.request(
-            "history_request", history_content(first, last), UNSEEN_TIMEOUT
-        )
-        codes = {int(n): str(code) for _, n, code in answer["content"].get("history", [])}
-        sent = self.store.unstarted_sends()
-        for number in range(first, last + 1):
-            code = codes.get(number, "")
-            journalled = next((s for s in sent if s["code"] == code), None)
-            if journalled is not None:
-                sent.remove(journalled)
-            record = self.store.new_record(
-                number=number,
-                msg_id=journalled["sent"] if journalled else "",
-                code=code,
-                source="loomgate" if journalled else "other",
-                client=journalled["client"] if journalled else None,
-            )
-            record.end_unseen("lost", UNSEEN_RUN)
-        self.log.info(
-            "Kernel %s ran %d cell(s) while no gateway listened: In [%d] to In [%d] recorded lost",
-            self.kernel_id,
-            last - first + 1,
-            first,
-            last,
-        )
 
     # -- interrupting, and answering input ----------------------------------------------------
 

@@ -7,28 +7,27 @@ import asyncio
 import contextlib
 import logging
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Unavailable
-from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
-from loomgate.gateway.kernels.kernel_files import last_lines
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.messages import seed_content
-from loomgate.gateway.kernels.provisioner import (
+from loomgate.gateway.kernels.setup import KernelSetup
+from loomgate.gateway.records.record import ExecutionRecord
+from loomgate.gateway.records.store import RecordStore
+from loomgate.gateway.residency import resident
+from loomgate.gateway.residency.kernel_files import last_lines
+from loomgate.gateway.residency.provisioner import (
     ResidentProvisioner,
     launch_markers,
     process_ending,
     process_running,
 )
-from loomgate.gateway.kernels.resident import ResidentLaunch
-from loomgate.gateway.kernels.setup import KernelSetup
-from loomgate.gateway.records.output_log import OutputKind
-from loomgate.gateway.records.record import ExecutionRecord
-from loomgate.gateway.records.store import RecordStore
-from loomgate.gateway.sandbox.rule_failures import cell_failure
+from loomgate.gateway.residency.resident import ResidentLaunch
+from loomgate.gateway.residency.unseen_cells import account_for_unseen
+from loomgate.gateway.sandbox.cell_failures import record_failure
 from loomgate.shared import wire
 from loomgate.shared.wire import Kernel, KernelState, ProcessState
 
@@ -41,16 +40,6 @@ CONFIRM_TIMEOUT = 60.0
 START_TIMEOUT = 30.0
 START_OUTPUT_LINES = 10  # of a kernel that failed to start, shown with the reason
 STOPPED_WHILE_STARTING = "the kernel was stopped while it was starting"
-
-
-# The last printed lines (stdout and stderr, in order) of a confined kernel's cell read for a
-# rule it broke, found among the last OUTPUT_LINES of its output (a traceback's lines among them).
-FAILURE_LINES = 40
-OUTPUT_LINES = 160
-PRINTED = frozenset({OutputKind.STDOUT, OutputKind.STDERR})
-# A record opens when the gateway reads the cell's execute_input, which may be after the proxy,
-# in the same event loop, refused the cell's first connection: refusals this much earlier count.
-OPENED_LATE = 1.0
 
 
 class LoomKernel:
@@ -161,7 +150,7 @@ class LoomKernel:
             self.executions.follow_after_gap(running)
         elif self.implementation == "ipython" and self.channels is not None:
             try:
-                await self.executions.account_for_unseen(self.channels)
+                await account_for_unseen(self.channels, self.store, self.log)
             except (RuntimeError, TimeoutError) as e:
                 self.log.warning("Kernel %s: cells it ran unseen not counted: %s", self.id, e)
         self._ready()
@@ -287,32 +276,10 @@ class LoomKernel:
     def sandbox_failure(
         self, record: ExecutionRecord, died: wire.Death | None
     ) -> wire.SandboxFailure | None:
-        """Return the sandbox rule an ending cell ran into (None: none, or not confined): what
-        its sandbox's proxy refused while it ran, else what its error and output show (`!cmd`
-        writes its errors to stdout, a subprocess to stderr)."""
-        sandbox = self.store.meta.get("sandbox")
-        if not sandbox or not sandbox["mechanism"]:
-            return None
+        """Return the sandbox rule an ending cell ran into (None: none, or not confined)."""
         provisioner = self.km.provisioner
         launch = provisioner.sandbox if isinstance(provisioner, ResidentProvisioner) else None
-        output = record.log("combined").tail(OUTPUT_LINES)
-        printed = [line.text for line in output if line.tag in PRINTED][-FAILURE_LINES:]
-        return cell_failure(
-            sandbox,
-            died=died,
-            error=record.meta["error"],
-            output="\n".join(printed),
-            cwd=Path(self.store.meta["cwd"] or Path.cwd()),
-            own_tmp=launch is None or launch.confiner.own_tmp,
-            refused=launch.network_refusals(self._cell_began(record)) if launch else (),
-        )
-
-    def _cell_began(self, record: ExecutionRecord) -> float:
-        """Return since when a connection the proxy refused is `record`'s: shortly before its
-        record opened, but not before the cell before it ended."""
-        before = self.store.get(record.number - 1)
-        ended = before.meta["finished"] if before is not None else None
-        return max(record.meta["started"] - OPENED_LATE, ended or 0.0)
+        return record_failure(record, self.store, died, launch)
 
     async def signal_interrupt(self) -> None:
         """Send the process an interrupt (through its kernel manager)."""

@@ -19,9 +19,9 @@ from traitlets import Unicode
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.jupyter_internals import HookedKernelManager
 from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
-from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
+from loomgate.gateway.residency.kernel_files import remove_kernel_files
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry

@@ -1,6 +1,6 @@
-"""The requests loomgate itself sends a kernel: a cell, the silent counter seed, the silent move
-of a prewarmed kernel into its working directory and environment, and the questions a take
-back asks (the last cell's number, the code of cells no gateway saw)."""
+"""The requests loomgate itself sends a kernel: a cell, the silent counter seed, and the silent
+move of a prewarmed kernel into its working directory and environment (the questions a take
+back asks are residency/unseen_cells.py's)."""
 
 from __future__ import annotations
 
@@ -40,21 +40,3 @@ def claim_content(cwd: str | None, env: dict[str, str]) -> dict[str, Any]:
         lines.append(f"__loomgate_os.chdir({cwd!r})")
     lines += [f"__loomgate_os.environ.update({env!r})", "del __loomgate_os"]
     return {"code": "\n".join(lines), "silent": True, "store_history": False, "allow_stdin": False}
-
-
-def count_content() -> dict[str, Any]:
-    """Return a silent execute_request that runs nothing: IPython's reply carries the number
-    of its last cell (`execution_count`), and its counter stays as it is."""
-    return {"code": "", "silent": True, "store_history": False, "allow_stdin": False}
-
-
-def history_content(first: int, last: int) -> dict[str, Any]:
-    """Return a history_request for the code of this session's cells `first` to `last`."""
-    return {
-        "output": False,
-        "raw": True,
-        "hist_access_type": "range",
-        "session": 0,
-        "start": first,
-        "stop": last + 1,
-    }

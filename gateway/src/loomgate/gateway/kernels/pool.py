@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import NamedTuple, cast
 
 from loomgate.gateway.errors import Refusal
-from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.kernel_channels import Message
-from loomgate.gateway.kernels.kernel_files import remove_kernel_files
-from loomgate.gateway.kernels.kernel_process import own_pid, rss_bytes
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, start_ended
-from loomgate.gateway.kernels.provisioner import launch_markers
-from loomgate.gateway.kernels.resident import ResidentError, ResidentLaunch
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency import resident
+from loomgate.gateway.residency.kernel_files import remove_kernel_files
+from loomgate.gateway.residency.kernel_process import own_pid, rss_bytes
+from loomgate.gateway.residency.provisioner import launch_markers
+from loomgate.gateway.residency.resident import ResidentError, ResidentLaunch
 from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.profiles import SandboxRules

@@ -26,7 +26,6 @@ from loomgate.gateway.errors import (
 )
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import update_launch_arguments
-from loomgate.gateway.kernels import resident
 from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP, Holders
 from loomgate.gateway.kernels.kernel import (
     CONFIRM_TIMEOUT,
@@ -34,7 +33,6 @@ from loomgate.gateway.kernels.kernel import (
     STOPPED_WHILE_STARTING,
     LoomKernel,
 )
-from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.kernels.launch_options import (
     KernelIntent,
     check_existing,
@@ -42,7 +40,6 @@ from loomgate.gateway.kernels.launch_options import (
     kernel_environment,
     validated_cwd,
 )
-from loomgate.gateway.kernels.launches import LAUNCHING_DIR, LaunchMarkers
 from loomgate.gateway.kernels.manager_protocol import (
     KernelMap,
     ManagedKernel,
@@ -51,12 +48,15 @@ from loomgate.gateway.kernels.manager_protocol import (
 )
 from loomgate.gateway.kernels.messages import claim_content
 from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
-from loomgate.gateway.kernels.provisioner import process_ending, sandbox_of
 from loomgate.gateway.kernels.references import find_store, gone
-from loomgate.gateway.kernels.resident import ResidentLaunch
-from loomgate.gateway.kernels.take_back import TakeBack
 from loomgate.gateway.records.last_seen import Heartbeat, read_last_seen
 from loomgate.gateway.records.store import RecordStore, probe_writable
+from loomgate.gateway.residency import resident
+from loomgate.gateway.residency.kernel_files import remove_kernel_files
+from loomgate.gateway.residency.launches import LAUNCHING_DIR, LaunchMarkers
+from loomgate.gateway.residency.provisioner import process_ending, sandbox_of
+from loomgate.gateway.residency.resident import ResidentLaunch
+from loomgate.gateway.residency.take_back import TakeBack
 from loomgate.gateway.sandbox.catalog import SandboxCatalog
 from loomgate.shared.echo import echo
 
@@ -102,7 +102,14 @@ class KernelRegistry:
             idle_cap=idle_cap,
         )
         self._left_running: list[RecordStore] = []
-        self.taking_back = TakeBack(mkm, self.live, events, log, self.wire_up)
+        self.taking_back = TakeBack(
+            mkm,
+            self.live,
+            events,
+            log,
+            lambda km, store, launch: LoomKernel(km, store, events, log, launch),
+            self.wire_up,
+        )
         # `loomgate gateway stop` sets this; any other exit leaves the kernels running.
         self.stop_kernels_on_exit = False
         # Set once the kernels an earlier gateway left running have been taken back (or not).

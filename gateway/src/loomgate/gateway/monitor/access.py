@@ -1,20 +1,12 @@
 """The monitor credential: a second token that opens the GET endpoints the monitor page reads
 and nothing else (executing, interrupting, restarting, deleting, input, holding a kernel, the
-kernel websocket and the rpc websocket all answer 403 to it), and the endpoint that gives it to
+kernel websocket and the rpc websocket all answer 403 to it). handlers/monitor.py gives it to
 whoever holds the full token (`loomgate monitor` of a gateway given by URL)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jupyter_server.auth.identity import User
 from tornado import web
-
-from loomgate.shared import wire
-
-if TYPE_CHECKING:
-    from loomgate.gateway.handlers.answers import Answer
-    from loomgate.gateway.handlers.call import Call
 
 MONITOR_USERNAME = "loomgate-monitor"
 MONITOR_USER = User(
@@ -51,11 +43,3 @@ def monitor_may(handler: web.RequestHandler) -> bool:
 def is_monitor(user: object) -> bool:
     """Return whether `user` is the monitor's read-only user."""
     return isinstance(user, User) and user.username == MONITOR_USERNAME
-
-
-async def monitor_access(call: Call) -> Answer:
-    """GET monitor: the monitor token (None when this server has none). Its route is not
-    monitor-readable, so the monitor token itself is refused here."""
-    identity = call.settings["serverapp"].identity_provider
-    token = getattr(identity, "monitor_token", "") or None
-    return 200, wire.MonitorAccess(monitor_token=token)

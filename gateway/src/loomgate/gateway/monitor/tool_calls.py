@@ -1,4 +1,5 @@
-"""The tool calls translators report, kept in memory (the most recent ones) for the monitor."""
+"""The tool calls translators report, kept in memory (the most recent ones) for the monitor, and
+how a report is checked; handlers/monitor.py is their endpoint."""
 
 from __future__ import annotations
 
@@ -9,13 +10,10 @@ from collections.abc import Mapping
 
 from loomgate.gateway.errors import BadRequest
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.handlers.answers import Answer
-from loomgate.gateway.handlers.call import Call
 from loomgate.shared.events import (
     TOOL_CALL_ARGUMENTS,
     TOOL_CALL_TEXT_KEPT,
     ToolCall,
-    ToolCallList,
     ToolCallReport,
     shortened,
 )
@@ -93,31 +91,3 @@ def checked(report: Mapping[str, object]) -> ToolCallReport:
     if client is not None:
         call["client"] = client
     return call
-
-
-def tool_call_log(call: Call) -> ToolCallLog:
-    """Return the gateway's tool call log."""
-    log: ToolCallLog = call.settings["loomgate_tool_calls"]
-    return log
-
-
-async def list_tool_calls(call: Call) -> Answer:
-    """GET tool-calls[?since=id&conversation=label&limit=n]: the kept calls after `since` (at
-    most `limit`, oldest first)."""
-    after = call.int_arg("since", 0)
-    limit = call.int_arg("limit", 200, lo=1, hi=KEPT)
-    conversation = call.text_arg("conversation")
-    return 200, ToolCallList(tool_calls=tool_call_log(call).since(after, conversation, limit))
-
-
-async def report_tool_calls(call: Call) -> Answer:
-    """POST tool-calls {tool_calls: [...]}: keep the reported calls (202), what a translator
-    answered, for the monitor to show."""
-    reports = call.body.get("tool_calls")
-    if not isinstance(reports, list) or not 1 <= len(reports) <= MAX_REPORTS:
-        raise BadRequest(f"tool_calls must be a list of 1 to {MAX_REPORTS} reports")
-    if not all(isinstance(report, dict) for report in reports):
-        raise BadRequest("each of tool_calls must be an object")
-    checked_calls = [checked(report) for report in reports]  # all or none
-    log = tool_call_log(call)
-    return 202, ToolCallList(tool_calls=[log.add(kept) for kept in checked_calls])

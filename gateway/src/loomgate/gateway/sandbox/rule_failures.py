@@ -1,5 +1,5 @@
-"""Which sandbox rule a failed cell ran into, read from its error and stderr, so the reply can
-name it and the model stops retrying.
+"""Which sandbox rule a failed cell ran into, read from its error and output, so the reply can
+name it and the model stops retrying (sandbox/cell_failures.py asks, at the cell's end).
 
 Only a failure the kernel's rules explain is claimed: a path error names `hidden` when the path
 lies inside a hidden path (whatever the error: the sandbox makes those unreadable), `protected`
@@ -25,20 +25,17 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from loomgate.gateway.sandbox.installation import installation_roots
-from loomgate.gateway.sandbox.launch import MEMORY_KILL, rules_from_wire
-from loomgate.gateway.sandbox.network_rules import NetworkRefusal
 from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside, resolved
 from loomgate.gateway.sandbox.protected_names import GIT
-from loomgate.shared import wire
 from loomgate.shared.wire import SandboxFailure, SandboxRule
 
-__all__ = ["cell_failure", "command_errors", "failure_of"]
+__all__ = ["command_errors", "failure_of"]
 
 EACCES = "Permission denied"
 EPERM = "Operation not permitted"
@@ -143,38 +140,6 @@ class PathDenial:
 
     reason: str
     paths: tuple[str, ...]
-
-
-def cell_failure(
-    sandbox: wire.Sandbox,
-    *,
-    died: wire.Death | None,
-    error: wire.ErrorInfo | None,
-    output: str,
-    cwd: Path,
-    own_tmp: bool,
-    refused: Sequence[NetworkRefusal] = (),
-) -> SandboxFailure | None:
-    """Return the sandbox rule an ending cell of a kernel confined as `sandbox` ran into: the
-    memory limit that ended it, a connection its proxy `refused` while it ran (when the cell
-    failed: it raised, a command in it failed, or it printed the proxy's refusal), or what its
-    error and `output` (its stdout and stderr) show (`failure_of`)."""
-    profile = sandbox["profile"]
-    if died is not None and died["reason"].startswith(MEMORY_KILL):
-        return {"rule": "memory", "profile": profile, "path": None}
-    shown = any(refusal.reason in output for refusal in refused)
-    if error is None and not shown and not command_errors(output):  # no failure: most cells
-        return None
-    if refused:
-        return {"rule": "network", "profile": profile, "path": refused[-1].destination}
-    return failure_of(
-        rules_from_wire(sandbox),
-        error_name=error["name"] if error else None,
-        error_value=error["value"] if error else None,
-        output=output,
-        cwd=cwd,
-        own_tmp=own_tmp,
-    )
 
 
 def failure_of(

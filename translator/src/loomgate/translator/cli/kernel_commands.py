@@ -53,11 +53,11 @@ async def set_up(client: GatewayClient, kernel_id: str, *, theirs: bool = False)
             print(report, file=sys.stderr, flush=True)
 
 
-async def finished(client: GatewayClient, kernel: str, selector: str | int) -> wire.Execution:
+async def finished(client: GatewayClient, ref: str, selector: str | int) -> wire.Execution:
     """Return the execution once it has ended (or asks for input), with its head and tail."""
     while True:
         response = await client.execution(
-            kernel,
+            ref,
             selector,
             wait=3600,
             head=OUTPUT_LIMITS.half_lines,
@@ -71,9 +71,9 @@ async def finished(client: GatewayClient, kernel: str, selector: str | int) -> w
 
 async def show_output(client: GatewayClient, args: argparse.Namespace) -> int:
     """Print a line range of one stream (as read_output shows it)."""
-    kernel = await existing_kernel(client, args.kernel)
+    ref = await existing_kernel(client, args.kernel)
     response = await client.read(
-        kernel, "latest" if args.execution is None else args.execution, args.stream, args.lines
+        ref, "latest" if args.execution is None else args.execution, args.stream, args.lines
     )
     refusal = past_the_end(response, "person")
     if refusal is not None:
@@ -84,11 +84,11 @@ async def show_output(client: GatewayClient, args: argparse.Namespace) -> int:
 
 async def show_search(client: GatewayClient, args: argparse.Namespace) -> int:
     """Print matching lines (as search_output shows them); exit 1 when nothing matched."""
-    kernel = await existing_kernel(client, args.kernel)
+    ref = await existing_kernel(client, args.kernel)
     response = await client.search(
-        kernel,
+        ref,
         args.query,
-        execution=args.execution,
+        selector=args.execution,
         stream=args.stream,
         mode=args.mode,
         context=args.context,
@@ -102,14 +102,12 @@ async def show_search(client: GatewayClient, args: argparse.Namespace) -> int:
 
 async def show_wait(client: GatewayClient, args: argparse.Namespace) -> int:
     """Wait for an execution to end and print it as the model would read it."""
-    kernel = await existing_kernel(client, args.kernel)
-    execution = await finished(
-        client, kernel, "current" if args.execution is None else args.execution
-    )
-    return await print_cell(client, kernel, execution)
+    ref = await existing_kernel(client, args.kernel)
+    execution = await finished(client, ref, "current" if args.execution is None else args.execution)
+    return await print_cell(client, ref, execution)
 
 
-async def print_cell(client: GatewayClient, kernel: str, execution: wire.Execution) -> int:
+async def print_cell(client: GatewayClient, ref: str, execution: wire.Execution) -> int:
     """Print an ended execution as the model would read it, or one waiting for input with how
     to answer it; return the exit status (0 only for a completed cell)."""
     if execution["state"] not in FINAL_STATES:
@@ -119,7 +117,7 @@ async def print_cell(client: GatewayClient, kernel: str, execution: wire.Executi
         return 1
     sandbox = None
     if execution.get("sandbox_failure") is not None:  # its line names the limit or places
-        sandbox = (await client.get_kernel(kernel)).get("sandbox")
+        sandbox = (await client.get_kernel(ref)).get("sandbox")
     print(cell_text(execution, sandbox=sandbox))
     return 0 if execution["state"] == "completed" else 1
 
@@ -131,15 +129,15 @@ async def show_input(client: GatewayClient, args: argparse.Namespace) -> int:
         raise UsageError("loomgate input takes [N] TEXT: an execution number, then the answer")
     if selector and not selector[0].isdigit():
         raise UsageError(f"{selector[0]!r} is not an execution number (loomgate input [N] TEXT)")
-    kernel = await existing_kernel(client, args.kernel)
+    ref = await existing_kernel(client, args.kernel)
     if text == "-":  # the answer from stdin: a password stays off the command line
         text = typed_answer()
     try:
-        sent = await client.send_input(kernel, selector[0] if selector else "current", text)
+        sent = await client.send_input(ref, selector[0] if selector else "current", text)
     except Conflict as e:
         number, state = e.details.get("number"), e.details.get("state")
         raise UsageError(not_waiting_for_input(number, state)) from None
-    return await print_cell(client, kernel, await finished(client, kernel, sent["number"]))
+    return await print_cell(client, ref, await finished(client, ref, sent["number"]))
 
 
 def typed_answer() -> str:
@@ -152,14 +150,14 @@ def typed_answer() -> str:
 async def show_interrupt(client: GatewayClient, args: argparse.Namespace) -> int:
     """Interrupt the running execution and wait (up to INTERRUPT_WAIT) for it to end; a cell
     that did not end interrupted (its code caught the KeyboardInterrupt) is shown as it is."""
-    kernel = await existing_kernel(client, args.kernel)
+    ref = await existing_kernel(client, args.kernel)
     try:
-        execution = await client.interrupt(kernel)
+        execution = await client.interrupt(ref)
     except Conflict:
         print("nothing is running")
         return 0
     response = await client.execution(
-        kernel,
+        ref,
         execution["number"],
         wait=INTERRUPT_WAIT,
         head=OUTPUT_LIMITS.half_lines,
@@ -167,15 +165,15 @@ async def show_interrupt(client: GatewayClient, args: argparse.Namespace) -> int
         max_chars=OUTPUT_LIMITS.max_chars,
     )
     if response["execution"]["state"] != "interrupted":
-        return await print_cell(client, kernel, response["execution"])
+        return await print_cell(client, ref, response["execution"])
     print(f"interrupted In [{execution['number']}]")
     return 0
 
 
 async def show_reset(client: GatewayClient, args: argparse.Namespace) -> int:
     """Restart the kernel: variables cleared, records and numbering kept."""
-    kernel = await existing_kernel(client, args.kernel)
-    response = await client.reset(kernel)
+    ref = await existing_kernel(client, args.kernel)
+    response = await client.reset(ref)
     killed = response["killed"]
     print(
         "reset: variables cleared; records and numbering kept"

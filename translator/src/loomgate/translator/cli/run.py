@@ -106,9 +106,9 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
     """Run the cell, printing its lines as they arrive and answering its input() from stdin;
     Ctrl-C interrupts, twice detaches."""
     code = cell_source(args)
-    kernel = await bound_kernel(client, args.kernel, getattr(args, "sandbox", None))
+    ref = await bound_kernel(client, args.kernel, getattr(args, "sandbox", None))
     try:
-        execution = (await client.submit(kernel, code))["execution"]
+        execution = (await client.submit(ref, code))["execution"]
     except Busy as e:
         raise UsageError(
             busy_refusal(e.details.get("running"), "person", e.details.get("setup"))
@@ -132,7 +132,7 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
         while True:
             if interrupts == 1 and pressed.is_set():
                 pressed.clear()
-                await client.interrupt(kernel)
+                await client.interrupt(ref)
                 print("^C interrupting; press Ctrl-C again to detach", file=sys.stderr)
             if interrupts >= 2:
                 print(
@@ -141,23 +141,23 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return DETACHED
-            response = await client.execution(kernel, number, wait=POLL_SECONDS)
+            response = await client.execution(ref, number, wait=POLL_SECONDS)
             execution = response["execution"]
-            await printer.catch_up(client, kernel, final=execution["state"] in FINAL_STATES)
+            await printer.catch_up(client, ref, final=execution["state"] in FINAL_STATES)
             if execution["state"] in FINAL_STATES:
                 break
             request = execution["input"]
             if execution["state"] == "awaiting_input" and request is not None:
-                await answer_input(client, kernel, number, request, answers, pressed)
+                await answer_input(client, ref, number, request, answers, pressed)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     if args.json:
-        output = await client.read(kernel, number, "combined")
+        output = await client.read(ref, number, "combined")
         print(json.dumps({"execution": execution, "lines": output["lines"]}, indent=2))
     else:
         failure = execution.get("sandbox_failure")
         if failure is not None:
-            sandbox = (await client.get_kernel(kernel)).get("sandbox")
+            sandbox = (await client.get_kernel(ref)).get("sandbox")
             print(sandbox_rule_line(failure, sandbox))
         print(f"[{execution['state']} after {format_elapsed(execution['elapsed'])}]")
     return 0 if execution["state"] == "completed" else 1
@@ -165,7 +165,7 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
 
 async def answer_input(
     client: GatewayClient,
-    kernel: str,
+    ref: str,
     number: int,
     request: wire.InputRequest,
     answers: Answers,
@@ -177,7 +177,7 @@ async def answer_input(
     input() raises at the end of its input); Ctrl-C leaves it to the caller."""
     if not answers.ended:
         left = asyncio.Event()
-        watch = asyncio.ensure_future(client.left_input(kernel, number))
+        watch = asyncio.ensure_future(client.left_input(ref, number))
         watch.add_done_callback(lambda task: left_when_told(task, left))
         try:
             value = await answers.answer(request["prompt"], request["password"], pressed, left)
@@ -188,14 +188,14 @@ async def answer_input(
         if value is not None:
             # Conflict: answered elsewhere (`loomgate input`) meanwhile; it runs on.
             with contextlib.suppress(Conflict):
-                await client.send_input(kernel, number, value)
+                await client.send_input(ref, number, value)
             return
         if left.is_set():
             return
     print(input_ended_note(number), file=sys.stderr, flush=True)
     with contextlib.suppress(Conflict):
-        await client.interrupt(kernel, number)
-        await client.left_input(kernel, number)
+        await client.interrupt(ref, number)
+        await client.left_input(ref, number)
 
 
 def left_when_told(watch: asyncio.Future[None], left: asyncio.Event) -> None:
@@ -215,11 +215,11 @@ class LinePrinter:
         self.printed = 0
         self.held: list[wire.Line] = []  # the lines of a traceback read so far
 
-    async def catch_up(self, client: GatewayClient, kernel: str, *, final: bool) -> None:
+    async def catch_up(self, client: GatewayClient, ref: str, *, final: bool) -> None:
         """Print the complete lines that arrived since the last call (all of them when final)."""
         if not self.live:
             return
-        response = await client.read(kernel, self.number, "combined", f"{self.printed + 1}:")
+        response = await client.read(ref, self.number, "combined", f"{self.printed + 1}:")
         lines = response["lines"]
         for position, line in enumerate(lines):
             if line.get("partial") and not final:

@@ -27,16 +27,16 @@ async def stream_session(client: GatewayClient, kernel_name: str | None) -> int:
     """Serve the delimiter-framed protocol on stdin/stdout until `exit` or end of input."""
     delimiter = f"@@loomgate-{secrets.token_hex(12)}@@"
     if kernel_name:
-        kernel = await existing_kernel(client, kernel_name)
+        ref = await existing_kernel(client, kernel_name)
         owned = False
     else:
         cwd = str(Path.cwd()) if client.on_this_host else None
         created = await client.create_kernel(lifetime="conversation", cwd=cwd)
-        kernel, owned = created["kernel"]["id"], True
-    hold = Hold(client, kernel) if owned else None
+        ref, owned = created["kernel"]["id"], True
+    hold = Hold(client, ref) if owned else None
     if hold is not None:
         await hold.open()
-    await set_up(client, kernel)
+    await set_up(client, ref)
     write = sys.stdout.write
     write(
         "loomgate stream: one line is one cell. For a multi-line cell send a line `--`, the "
@@ -58,7 +58,7 @@ async def stream_session(client: GatewayClient, kernel_name: str | None) -> int:
                 answer = await asyncio.to_thread(sys.stdin.readline) if code == ANSWER else None
                 write(".\n")
                 sys.stdout.flush()
-                reply, waiting = await stream_answer(client, kernel, waiting, answer)
+                reply, waiting = await stream_answer(client, ref, waiting, answer)
                 write(f"{reply}\n{delimiter}\n")
                 sys.stdout.flush()
                 continue
@@ -73,7 +73,7 @@ async def stream_session(client: GatewayClient, kernel_name: str | None) -> int:
             write(".\n")
             sys.stdout.flush()
             if code.strip():
-                reply, waiting = await stream_cell(client, kernel, code, waiting)
+                reply, waiting = await stream_cell(client, ref, code, waiting)
                 write(reply + "\n")
             write(f"{delimiter}\n")
             sys.stdout.flush()
@@ -81,16 +81,16 @@ async def stream_session(client: GatewayClient, kernel_name: str | None) -> int:
         if hold is not None:
             await hold.aclose()
         if owned:
-            await client.stop_kernel(kernel)
+            await client.stop_kernel(ref)
 
 
 async def stream_cell(
-    client: GatewayClient, kernel: str, code: str, waiting: int | None
+    client: GatewayClient, ref: str, code: str, waiting: int | None
 ) -> tuple[str, int | None]:
     """Run one cell of the stream protocol to its end or its input(); return its text, and
     the number of the cell waiting for input, if one is (`waiting`: as the last one said)."""
     try:
-        number = (await client.submit(kernel, code))["execution"]["number"]
+        number = (await client.submit(ref, code))["execution"]["number"]
     except Busy as e:
         if waiting is not None and e.details.get("running") == waiting:
             note = f"error: In [{waiting}] is waiting for input; the cell was not run."
@@ -98,11 +98,11 @@ async def stream_cell(
         return f"error: {busy_refusal(e.details.get('running'), 'person')}", None
     except GatewayError as e:
         return f"error: {e}", None
-    return stream_text(await finished(client, kernel, number))
+    return stream_text(await finished(client, ref, number))
 
 
 async def stream_answer(
-    client: GatewayClient, kernel: str, waiting: int | None, answer: str | None
+    client: GatewayClient, ref: str, waiting: int | None, answer: str | None
 ) -> tuple[str, int | None]:
     """Answer (or, with no `answer`, interrupt) the cell waiting for input; return the cell's
     text once it ends or asks again, and its number when it waits for input."""
@@ -112,13 +112,13 @@ async def stream_answer(
         # Conflict: it no longer waits (answered or ended elsewhere); say how it is now.
         with contextlib.suppress(Conflict):
             if answer is None:
-                await client.interrupt(kernel)
-                await client.left_input(kernel, waiting)
+                await client.interrupt(ref)
+                await client.left_input(ref, waiting)
             else:
-                await client.send_input(kernel, waiting, answer.removesuffix("\n"))
+                await client.send_input(ref, waiting, answer.removesuffix("\n"))
     except GatewayError as e:
         return f"error: {e}", waiting
-    return stream_text(await finished(client, kernel, waiting))
+    return stream_text(await finished(client, ref, waiting))
 
 
 def stream_text(execution: wire.Execution) -> tuple[str, int | None]:

@@ -111,10 +111,10 @@ class GatewayClient(GatewaySession):
         data = await self.request_as(wire.KernelReply, "DELETE", f"kernels/{quoted(ref)}")
         return data["kernel"]
 
-    async def interrupt(self, ref: str, execution: int | None = None) -> wire.Execution:
+    async def interrupt(self, ref: str, number: int | None = None) -> wire.Execution:
         """Return the execution interrupted, as it was when the interrupt was sent; with
-        `execution`, only that one (Conflict when another one runs, or none)."""
-        body = None if execution is None else wire.InterruptRequest(execution=execution)
+        `number`, only that one (Conflict when another one runs, or none)."""
+        body = None if number is None else wire.InterruptRequest(execution=number)
         data = await self.request_as(
             wire.ExecutionOnly, "POST", f"kernels/{quoted(ref)}/interrupt", body=body
         )
@@ -274,17 +274,18 @@ class GatewayClient(GatewaySession):
         ref: str,
         query: str,
         *,
-        execution: str | int = "current",
+        selector: str | int = "current",
         stream: wire.StreamName = "combined",
         mode: wire.SearchMode = "auto",
         context: int = 0,
         ignore_case: bool = False,
         max_matches: int = 50,
     ) -> wire.SearchReply:
-        """Return the lines matching `query` in one execution, or in all of them."""
+        """Return the lines matching `query` in one execution (`selector`), or in all of them
+        ("all")."""
         params = {
             "query": query,
-            "execution": str(execution),
+            "execution": str(selector),
             "stream": stream,
             "mode": mode,
             "context": context,

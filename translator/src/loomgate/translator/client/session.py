@@ -363,12 +363,13 @@ class GatewaySession:
 
     @contextlib.asynccontextmanager
     async def event_stream(
-        self, kernel: str | None, *, hold: bool
+        self, ref: str | None, *, hold: bool
     ) -> AsyncIterator[AsyncIterator[Event]]:
-        """Yield the gateway's events for `kernel` (all kernels if None), holding it if `hold`."""
+        """Yield the gateway's events for the kernel `ref` (all kernels if None), holding it if
+        `hold`."""
         query = drop_none(
             {
-                "kernel": kernel,
+                "kernel": ref,
                 "hold": "true" if hold else None,
                 "client": self.client_label if hold else None,
             }

@@ -1,12 +1,13 @@
-"""Invalid tool arguments as one sentence (not pydantic's multi-line report), and unknown ones
-refused rather than silently ignored."""
+"""Invalid tool arguments as one sentence (not pydantic's multi-line report), unknown ones
+refused rather than silently ignored, and an argument's former name taken as its current one."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from mcp.server.context import CallNext, ServerMiddleware, ServerRequestContext
@@ -35,9 +36,10 @@ async def one_sentence_argument_errors(
 
 # Names a model reaches for that a tool spells otherwise.
 SYNONYMS: dict[str, tuple[str, ...]] = {
-    "timeout": ("wait_seconds", "timeout_seconds"),
-    "wait": ("wait_seconds", "timeout_seconds"),
-    "seconds": ("wait_seconds", "timeout_seconds"),
+    "timeout": ("wait_seconds",),
+    "timeout_seconds": ("wait_seconds",),
+    "wait": ("wait_seconds",),
+    "seconds": ("wait_seconds",),
     "id": ("execution", "kernel"),
     "execution_id": ("execution",),
     "number": ("execution",),
@@ -52,6 +54,32 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "source": ("code",),
     "input": ("value",),
 }
+
+
+# tool -> {former name: current name}: a host's saved call still works, though the schema
+# names only the current one.
+FORMER_NAMES: dict[str, dict[str, str]] = {
+    "wait": {"timeout_seconds": "wait_seconds"},
+}
+
+
+def current_names(tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Return `arguments` with each former name of `tool`'s arguments renamed to its current
+    one; one given under both names is left as it is, for the unknown one to be refused."""
+    renamed = {}
+    for name, value in arguments.items():
+        current = FORMER_NAMES.get(tool, {}).get(name)
+        renamed[current if current and current not in arguments else name] = value
+    return renamed
+
+
+async def former_names_accepted(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+    """Return the call's result, its arguments' former names taken as their current ones."""
+    params = ctx.params or {}
+    if ctx.method != "tools/call" or not isinstance(params.get("arguments"), Mapping):
+        return await call_next(ctx)
+    arguments = current_names(str(params.get("name")), params["arguments"])
+    return await call_next(replace(ctx, params={**params, "arguments": arguments}))
 
 
 def unknown_argument_refusal(tools: Sequence[Callable[..., Any]]) -> ServerMiddleware[Any]:

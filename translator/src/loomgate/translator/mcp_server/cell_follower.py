@@ -100,21 +100,19 @@ class CellFollower:
         client = await self.conversation.gateway()
         value = host_answer(ctx)
         if value is not None:
-            await client.send_input(state.kernel, state.execution, value)
+            await client.send_input(state.ref, state.number, value)
         deadline = time.monotonic() + state.deadline_in
-        response = await client.execution(
-            state.kernel, state.execution, wait=0.2, **self.output_args()
-        )
+        response = await client.execution(state.ref, state.number, wait=0.2, **self.output_args())
         if value is None:
             return await self.cell_result(
                 client,
-                state.kernel,
+                state.ref,
                 response["execution"],
                 response["returned"],
                 full_output=False,
-                note=dismissed_dialog_note(state.execution),
+                note=dismissed_dialog_note(state.number),
             )
-        return await self.follow(ctx, client, state.kernel, response, deadline=deadline)
+        return await self.follow(ctx, client, state.ref, response, deadline=deadline)
 
     async def _progress(self, ctx: Context, execution: wire.Execution, waited: float) -> None:
         message = progress_message(execution, waited)

@@ -248,12 +248,12 @@ class Conversation:
 
     async def attach(
         self,
-        kernel: str,
+        ref: str,
         gateway: str | None,
         kernel_spec: str | None,
         sandbox: str | None = None,
     ) -> tuple[wire.Kernel, bool, str]:
-        """Attach to (or create) the persistent kernel `kernel`; return it, created, startup text.
+        """Attach to (or create) the persistent kernel `ref`; return it, created, startup text.
 
         A new kernel runs under the profile `sandbox` (default: the gateway's) only if that is
         at least as strict as the gateway's default: the model never widens its sandbox. An
@@ -262,12 +262,12 @@ class Conversation:
         leaves everything as it was.
         """
         client = await self.gateway(gateway) if gateway else await self.gateway()
-        client, existing = await self._locate(kernel, client, search=gateway is None)
-        if existing is None and is_notebook_path(kernel):
-            raise NotFound(no_notebook_kernel(kernel, client.label, "model"))
+        client, existing = await self._locate(ref, client, search=gateway is None)
+        if existing is None and is_notebook_path(ref):
+            raise NotFound(no_notebook_kernel(ref, client.label, "model"))
         self.replaced = None
         if existing is not None and not existing["alive"]:
-            if existing["name"] != kernel:  # named by its id: there is no name to start anew
+            if existing["name"] != ref:  # named by its id: there is no name to start anew
                 raise Unavailable(stopped_kernel_refusal(existing["id"]))
             self.replaced, existing = existing, None  # a new kernel takes the name
         if existing is not None:
@@ -275,7 +275,7 @@ class Conversation:
                 raise Conflict(sandbox_mismatch(existing, sandbox, "model"))
             chosen, is_new = existing, False
         else:
-            chosen, is_new = await self._create(client, kernel, kernel_spec, sandbox)
+            chosen, is_new = await self._create(client, ref, kernel_spec, sandbox)
         theirs = not is_new and is_theirs(chosen, client.mode)
         startup = await self.set_up(client, chosen["id"], theirs=theirs)
         await self._bind(client, chosen)

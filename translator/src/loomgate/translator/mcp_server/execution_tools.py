@@ -61,15 +61,18 @@ LinesArg = Annotated[
     ),
 ]
 CellReply = Annotated[CallToolResult, CellResult] | InputRequiredResult
+# How long run_cell and wait wait, one name in both; wait also takes its earlier name,
+# timeout_seconds, unadvertised (argument_errors.FORMER_NAMES).
+WaitSecondsArg = Annotated[
+    float, Field(ge=0, le=3600, description="how long to wait before replying")
+]
 
 
 @tool
 async def run_cell(
     code: Annotated[str, Field(description="Python source of the cell")],
     ctx: Context,
-    wait_seconds: Annotated[
-        float, Field(ge=0, le=3600, description="how long to wait before replying")
-    ] = 10,
+    wait_seconds: WaitSecondsArg = 10,
     full_output: Annotated[
         bool,
         Field(
@@ -118,7 +121,7 @@ async def run_cell(
 async def wait(
     ctx: Context,
     execution: ExecutionArg = None,
-    timeout_seconds: Annotated[float, Field(ge=0, le=3600)] = 30,
+    wait_seconds: WaitSecondsArg = 30,
     until_silent_seconds: Annotated[
         float | None, Field(gt=0, le=3600, description="return early after this much silence")
     ] = None,
@@ -128,11 +131,11 @@ async def wait(
     conversation = conversation_of(ctx)
     follower = CellFollower(conversation)
     client, ref = await conversation.kernel_ref(kernel)
-    deadline = time.monotonic() + timeout_seconds
+    deadline = time.monotonic() + wait_seconds
     response = await client.execution(
         ref,
         "current" if execution is None else execution,
-        wait=min(SLICE_SECONDS, timeout_seconds),
+        wait=min(SLICE_SECONDS, wait_seconds),
         until_silent=until_silent_seconds,
         **follower.output_args(),
     )
@@ -198,7 +201,7 @@ async def search_output(
     response = await client.search(
         ref,
         query,
-        execution=selector,
+        selector=selector,
         stream=stream,
         mode=mode,
         context=context,

@@ -39,14 +39,14 @@ class NeedsInput(Exception):
 class DialogState:
     """What a re-called tool needs to continue: the kernel, the execution, the time left."""
 
-    kernel: str
-    execution: int
+    ref: str
+    number: int
     deadline_in: float
 
     def dumps(self) -> str:
         """Return the state as the request_state string the host sends back."""
         return json.dumps(
-            {"kernel": self.kernel, "execution": self.execution, "deadline_in": self.deadline_in}
+            {"kernel": self.ref, "execution": self.number, "deadline_in": self.deadline_in}
         )
 
     @classmethod

@@ -14,6 +14,7 @@ from loomgate.translator.mcp_server import execution_tools, kernel_tools
 from loomgate.translator.mcp_server.app_tools import APP_TOOLS
 from loomgate.translator.mcp_server.apps_extension import ExecutionViewApps, apps_listing
 from loomgate.translator.mcp_server.argument_errors import (
+    former_names_accepted,
     one_sentence_argument_errors,
     unknown_argument_refusal,
 )
@@ -97,6 +98,7 @@ def build_server(settings: Settings, token: BearerToken | None = None) -> MCPSer
         extensions=[ExecutionViewApps()],
         middleware=[
             one_sentence_argument_errors,
+            former_names_accepted,
             unknown_argument_refusal(TOOLS + APP_TOOLS),
             apps_listing,
         ],

@@ -70,9 +70,9 @@ def read_on(response: wire.StreamRead, shown: Sequence[wire.Line]) -> str | None
     return f"{last + 1}:{stop}"
 
 
-def search_scope(execution: int | None) -> str:
+def search_scope(number: int | None) -> str:
     """Return what a search looked in: one execution, or (None) all of them."""
-    return "all executions" if execution is None else f"In [{execution}]"
+    return "all executions" if number is None else f"In [{number}]"
 
 
 def render_search(

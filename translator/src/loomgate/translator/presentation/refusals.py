@@ -160,13 +160,13 @@ def unexpected_failure(error: BaseException) -> str:
     return f"loomgate-mcp failed unexpectedly ({type(error).__name__}: {error})."
 
 
-def looser_sandbox_refusal(profile: str, default: str | None, kernel: str) -> str:
-    """Return why a model's kernel was not started under `profile`: it is looser than the
-    gateway's `default` (None: not known), and only the person widens a sandbox."""
+def looser_sandbox_refusal(profile: str, default: str | None, name: str) -> str:
+    """Return why the model's kernel `name` was not started under `profile`: it is looser than
+    the gateway's `default` (None: not known), and only the person widens a sandbox."""
     than = f"this gateway's default ({default})" if default else "this gateway's default"
     return (
         f"The sandbox profile {profile} is looser than {than}; only the person can widen a "
-        f"kernel's sandbox (`loomgate run --kernel {kernel} --sandbox {profile}`, or "
+        f"kernel's sandbox (`loomgate run --kernel {name} --sandbox {profile}`, or "
         "sandbox.toml)."
     )
 

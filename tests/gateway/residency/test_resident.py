@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.kernels import resident
-from loomgate.gateway.kernels.resident import FORMAT, MIGRATIONS, RESIDENT_FILE, ResidentError
+from loomgate.gateway.residency import resident
+from loomgate.gateway.residency.resident import FORMAT, MIGRATIONS, RESIDENT_FILE, ResidentError
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 # Written by loomgate 0.1.0 (format 1); kept as it was, so that a later format still reads it.
 FORMAT_1 = DATA / "resident-format-1.json"
 FORMAT_1_KERNEL = "8372108e-8a00-4fa3-8e42-0f2e72cf4689"

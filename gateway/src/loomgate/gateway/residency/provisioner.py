@@ -22,9 +22,9 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.jupyter_internals import update_launch_arguments
-from loomgate.gateway.kernels.kernel_files import output_log_of, remove_sockets
-from loomgate.gateway.kernels.launches import LaunchMarkers
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency.kernel_files import output_log_of, remove_sockets
+from loomgate.gateway.residency.launches import LaunchMarkers
 from loomgate.gateway.sandbox.bubblewrap import command_status
 from loomgate.gateway.sandbox.environment import confined_environment
 from loomgate.gateway.sandbox.kernel_homes import homes_environment

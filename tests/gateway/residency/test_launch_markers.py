@@ -1,5 +1,6 @@
 """Launch markers in one process: what a marker holds, and what a starting gateway does with
-markers whose process is not running (the ones whose process runs: tests/gateway/test_launches)."""
+markers whose process is not running (the ones whose process runs:
+tests/gateway/residency/test_launches.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.kernels.launches import (
+from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.residency.launches import (
     LAUNCHING_DIR,
     LaunchMarkers,
     end_launch,
     started_with,
 )
-from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.limits import KernelLimits
 from loomgate.gateway.sandbox.network_rules import NO_NETWORK

@@ -7,9 +7,10 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, Protocol, TypedDict, cast
 
-from loomgate.gateway.kernels.manager_protocol import ManagedKernel
+from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
+
 from loomgate.shared.paths import write_json_atomic
 
 RESIDENT_FILE = "resident.json"
@@ -39,11 +40,24 @@ class ResidentState(TypedDict):
     written: float
 
 
+class LaunchedKernel(Protocol):
+    """What resident.json is written from: a kernel's manager (kernels/manager_protocol.py's
+    ManagedKernel), its process launched."""
+
+    kernel_name: str
+    connection_file: str
+    provisioner: KernelProvisionerBase | None
+
+    @property
+    def kernel_id(self) -> str | None:
+        """Return the kernel's id (set once it has started)."""
+
+
 class ResidentError(ValueError):
     """A resident.json this gateway cannot use (corrupt, foreign, or of an unknown format)."""
 
 
-async def save(directory: Path, km: ManagedKernel, launch: ResidentLaunch) -> None:
+async def save(directory: Path, km: LaunchedKernel, launch: ResidentLaunch) -> None:
     """Write the state of `km`'s current process into `directory` (replacing an earlier one)."""
     assert km.provisioner is not None
     state = ResidentState(

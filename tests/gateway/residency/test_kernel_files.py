@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
-from loomgate.gateway.kernels.kernel_files import DEATH_LOG
+from loomgate.gateway.residency.kernel_files import DEATH_LOG
 from tests.support.cells import submit
 from tests.support.gateways import GatewayProcess, client, wait_gone
 

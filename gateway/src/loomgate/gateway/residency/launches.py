@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.kernels.kernel_files import remove_kernel_files
 from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.residency.kernel_files import remove_kernel_files
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.shared.paths import write_json_atomic
 

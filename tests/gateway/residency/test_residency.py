@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from loomgate.gateway.kernels.resident import RESIDENT_FILE
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency.resident import RESIDENT_FILE
 from loomgate.translator.client.local_gateway import gateway_command
 from tests.support.cells import submit
 from tests.support.gates import Gate

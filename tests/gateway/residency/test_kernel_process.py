@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.kernels import kernel_process
-from loomgate.gateway.kernels.kernel_process import names_file, own_pid, rss_bytes
+from loomgate.gateway.residency import kernel_process
+from loomgate.gateway.residency.kernel_process import names_file, own_pid, rss_bytes
 
 CONNECTION = "/run/user/1000/jupyter/runtime/kernel-0a1b.json"
 KERNEL = ["python", "-m", "ipykernel_launcher", "-f", CONNECTION]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.kernels.launches import LaunchMarkers
 from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
+from loomgate.gateway.residency.launches import LaunchMarkers
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.limits import KernelLimits
 from loomgate.gateway.sandbox.network_rules import NO_NETWORK

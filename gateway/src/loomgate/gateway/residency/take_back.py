@@ -13,19 +13,19 @@ import logging
 import os
 import signal
 from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 from jupyter_client.provisioning.factory import KernelProvisionerFactory
 from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import register_taken_back_kernel, restore_launch_arguments
-from loomgate.gateway.kernels import resident
-from loomgate.gateway.kernels.kernel import LoomKernel
-from loomgate.gateway.kernels.kernel_files import remove_kernel_files
-from loomgate.gateway.kernels.manager_protocol import KernelMap
-from loomgate.gateway.kernels.provisioner import SANDBOX_ARGUMENT, ResidentProvisioner
-from loomgate.gateway.kernels.resident import ResidentError, ResidentState
+from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
+from loomgate.gateway.residency import resident
+from loomgate.gateway.residency.kernel_files import remove_kernel_files
+from loomgate.gateway.residency.provisioner import SANDBOX_ARGUMENT, ResidentProvisioner
+from loomgate.gateway.residency.resident import ResidentError, ResidentLaunch, ResidentState
 from loomgate.shared.wire import Death
 
 TAKE_BACK_TIMEOUT = 10.0
@@ -34,22 +34,59 @@ TAKE_BACK_TIMEOUT = 10.0
 RETRY_SECONDS = 5.0
 
 
-class TakeBack:
+class Activity(Protocol):
+    """When a kernel was last active (its execution tracker's)."""
+
+    last_activity: float
+
+
+class TakenBack(Protocol):
+    """What taking back asks of the live kernel it makes of a process proved ours (a LoomKernel,
+    made by kernels/: residency sits below it)."""
+
+    @property
+    def id(self) -> str:
+        """Return the kernel's id."""
+
+    @property
+    def executions(self) -> Activity:
+        """Return its executions' tracker (when it was last active)."""
+
+    async def take_back(self, running: ExecutionRecord | None, timeout: float) -> None:
+        """Attach to the running process and prove it answers within `timeout`."""
+
+    def close_channels(self) -> None:
+        """Close the gateway's sockets to the kernel."""
+
+    def show_activity_to_jupyter(self) -> None:
+        """Give jupyter_server's model the kernel's last activity as loomgate knows it."""
+
+
+Kernel = TypeVar("Kernel", bound=TakenBack)
+# Makes the live kernel of a process taken back: its manager (a LoomKernelManager), its records
+# and what its restarts need.
+MakeKernel = Callable[[Any, RecordStore, ResidentLaunch], Kernel]
+
+
+class TakeBack(Generic[Kernel]):
     """Takes back the kernels of `stores` into `live`, and tries again, every RETRY_SECONDS,
-    those that are ours but did not answer; `wire_up` follows each kernel taken back."""
+    those that are ours but did not answer; `make` makes each live kernel, and `wire_up`
+    follows each kernel taken back."""
 
     def __init__(
         self,
-        mkm: KernelMap,
-        live: dict[str, LoomKernel],
+        mkm: object,
+        live: dict[str, Kernel],
         events: EventBus,
         log: logging.Logger,
-        wire_up: Callable[[LoomKernel], None],
+        make: MakeKernel[Kernel],
+        wire_up: Callable[[Kernel], None],
     ) -> None:
-        self.mkm = mkm
+        self.mkm = mkm  # the server's kernel map: a MappingKernelManager (its kernels are local)
         self.live = live
         self.events = events
         self.log = log
+        self.make = make
         self.wire_up = wire_up
         self.retries: set[asyncio.Task[None]] = set()
 
@@ -83,7 +120,7 @@ class TakeBack:
         assert km is not None
         if provisioner.sandbox is not None:  # its way out, where it was
             await provisioner.sandbox.open_network()
-        kernel = LoomKernel(km, store, self.events, self.log, state["launch"])
+        kernel = self.make(km, store, state["launch"])
         self.live[kernel.id] = kernel
         running = store.running_when_left()
         # Its activity is its records' last, not the probes, seeding and setup of taking it back.
@@ -145,7 +182,7 @@ def describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-async def provisioner_for(mkm: KernelMap, state: ResidentState) -> ResidentProvisioner:
+async def provisioner_for(mkm: object, state: ResidentState) -> ResidentProvisioner:
     """Return a kernel manager's provisioner loaded with the process `state` describes."""
     assert isinstance(mkm, MappingKernelManager)  # kernels taken back are local processes
     km = mkm.kernel_manager_factory(

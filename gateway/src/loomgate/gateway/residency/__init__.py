@@ -1,0 +1,1 @@
+"""Residency: kernels that outlive the gateway: their launch, identity, files and taking back."""

@@ -1,0 +1,92 @@
+"""The sandbox rule an ending cell of a confined kernel ran into, for its record: the memory
+limit that ended it, a connection the kernel's proxy refused while it ran, or what its error and
+printed lines show (sandbox/rule_failures.py reads those). The execution tracker asks at every
+cell's end, and again when output comes after it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from loomgate.gateway.records.output_log import OutputKind
+from loomgate.gateway.records.record import ExecutionRecord
+from loomgate.gateway.records.store import RecordStore
+from loomgate.gateway.sandbox.launch import MEMORY_KILL, SandboxLaunch, rules_from_wire
+from loomgate.gateway.sandbox.network_rules import NetworkRefusal
+from loomgate.gateway.sandbox.rule_failures import command_errors, failure_of
+from loomgate.shared import wire
+from loomgate.shared.wire import SandboxFailure
+
+# The last printed lines (stdout and stderr, in order) of a confined kernel's cell read for a
+# rule it broke, found among the last OUTPUT_LINES of its output (a traceback's lines among them).
+FAILURE_LINES = 40
+OUTPUT_LINES = 160
+PRINTED = frozenset({OutputKind.STDOUT, OutputKind.STDERR})
+# A record opens when the gateway reads the cell's execute_input, which may be after the proxy,
+# in the same event loop, refused the cell's first connection: refusals this much earlier count.
+OPENED_LATE = 1.0
+
+
+def record_failure(
+    record: ExecutionRecord,
+    store: RecordStore,
+    died: wire.Death | None,
+    launch: SandboxLaunch | None,
+) -> SandboxFailure | None:
+    """Return the sandbox rule an ending cell of `store`'s kernel ran into (None: none, or not
+    confined): what its sandbox's proxy (`launch`'s) refused while it ran, else what its error
+    and output show (`!cmd` writes its errors to stdout, a subprocess to stderr)."""
+    sandbox = store.meta.get("sandbox")
+    if not sandbox or not sandbox["mechanism"]:
+        return None
+    output = record.log("combined").tail(OUTPUT_LINES)
+    printed = [line.text for line in output if line.tag in PRINTED][-FAILURE_LINES:]
+    return cell_failure(
+        sandbox,
+        died=died,
+        error=record.meta["error"],
+        output="\n".join(printed),
+        cwd=Path(store.meta["cwd"] or Path.cwd()),
+        own_tmp=launch is None or launch.confiner.own_tmp,
+        refused=launch.network_refusals(cell_began(record, store)) if launch else (),
+    )
+
+
+def cell_began(record: ExecutionRecord, store: RecordStore) -> float:
+    """Return since when a connection the proxy refused is `record`'s: shortly before its
+    record opened, but not before the cell before it ended."""
+    before = store.get(record.number - 1)
+    ended = before.meta["finished"] if before is not None else None
+    return max(record.meta["started"] - OPENED_LATE, ended or 0.0)
+
+
+def cell_failure(
+    sandbox: wire.Sandbox,
+    *,
+    died: wire.Death | None,
+    error: wire.ErrorInfo | None,
+    output: str,
+    cwd: Path,
+    own_tmp: bool,
+    refused: Sequence[NetworkRefusal] = (),
+) -> SandboxFailure | None:
+    """Return the sandbox rule an ending cell of a kernel confined as `sandbox` ran into: the
+    memory limit that ended it, a connection its proxy `refused` while it ran (when the cell
+    failed: it raised, a command in it failed, or it printed the proxy's refusal), or what its
+    error and `output` (its stdout and stderr) show (`failure_of`)."""
+    profile = sandbox["profile"]
+    if died is not None and died["reason"].startswith(MEMORY_KILL):
+        return {"rule": "memory", "profile": profile, "path": None}
+    shown = any(refusal.reason in output for refusal in refused)
+    if error is None and not shown and not command_errors(output):  # no failure: most cells
+        return None
+    if refused:
+        return {"rule": "network", "profile": profile, "path": refused[-1].destination}
+    return failure_of(
+        rules_from_wire(sandbox),
+        error_name=error["name"] if error else None,
+        error_value=error["value"] if error else None,
+        output=output,
+        cwd=cwd,
+        own_tmp=own_tmp,
+    )

@@ -1,0 +1,156 @@
+"""The sandbox rule an ending cell ran into: the memory limit, a connection the proxy refused, or
+what the cell's error and printed lines show, read from its record (the last lines only), with
+refusals counted from shortly before the cell's record opened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loomgate.gateway.records.store import RecordStore
+from loomgate.gateway.sandbox.cell_failures import (
+    FAILURE_LINES,
+    OPENED_LATE,
+    cell_began,
+    cell_failure,
+    record_failure,
+)
+from loomgate.gateway.sandbox.launch import MEMORY_KILL, sandbox_wire
+from loomgate.gateway.sandbox.network_rules import NetworkRefusal
+from tests.gateway.sandbox.test_rule_failures import EROFS, WS, H, P
+
+REFUSAL = NetworkRefusal(
+    "127.0.0.1 is a loopback address, which profile 'workspace' does not name",
+    "workspace",
+    None,
+    "127.0.0.1",
+    9,
+)
+OOM = {"reason": f"{MEMORY_KILL} 4 GiB reached", "restarted": True}
+DENIED = f"cat: {H}/.ssh/k: Permission denied"
+
+
+@pytest.mark.parametrize(
+    ("case", "error", "output", "refused", "died", "rule"),
+    [
+        ("a refusal the cell got over", None, "fetched from the mirror", [REFUSAL], None, None),
+        ("a refusal curl printed", None, f"{REFUSAL.reason}\n", [REFUSAL], None, "network"),
+        (
+            "a refusal a command failed on",
+            None,
+            "curl: (56) CONNECT tunnel failed, response 403",
+            [REFUSAL],
+            None,
+            "network",
+        ),
+        (
+            "a refusal the cell raised on",
+            ("ProxyError", "Tunnel connection failed: 403"),
+            "",
+            [REFUSAL],
+            None,
+            "network",
+        ),
+        ("a warning only", None, f"/x.py:1: UserWarning: {EROFS} '{H}/z'", [], None, None),
+        ("a command's error", None, DENIED, [], None, "hidden"),
+        ("the memory limit's kill", None, "", [], OOM, "memory"),
+        ("nothing printed", None, "", [], None, None),
+    ],
+)
+def test_cell_failure_notes_only_failures(
+    case: str,
+    error: tuple[str, str] | None,
+    output: str,
+    refused: list[NetworkRefusal],
+    died: Any,
+    rule: str | None,
+) -> None:
+    found = cell_failure(
+        sandbox_wire(WS, "bubblewrap"),
+        died=died,
+        error={"name": error[0], "value": error[1]} if error else None,
+        output=output,
+        cwd=Path(P),
+        own_tmp=True,
+        refused=refused,
+    )
+    assert (found["rule"] if found else None) == rule, case
+    if rule == "network":
+        assert found is not None and found["path"] == "127.0.0.1:9"
+
+
+def store_of(directory: Path, mechanism: str | None) -> RecordStore:
+    """Return the records of a kernel under profile WS, confined by `mechanism` ("": by none;
+    None: a kernel whose sandbox loomgate did not choose)."""
+    return RecordStore.create(
+        directory,
+        {
+            "id": "k",
+            "name": None,
+            "lifetime": "persistent",
+            "kernel_spec": None,
+            "cwd": P,
+            "attached": None,
+            "sandbox": sandbox_wire(WS, mechanism) if mechanism is not None else None,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "mechanism", "printed", "rule"),
+    [
+        ("a command's error on stdout (`!cat`)", "bubblewrap", [("stdout", DENIED)], "hidden"),
+        ("a subprocess's error on stderr", "landlock", [("stderr", DENIED)], "hidden"),
+        ("the same in a kernel no mechanism confines", "", [("stderr", DENIED)], None),
+        ("the same in a kernel of the stock Jupyter API", None, [("stderr", DENIED)], None),
+        ("nothing printed", "bubblewrap", [], None),
+        (
+            "the error long before the cell's last printed lines",
+            "bubblewrap",
+            [("stderr", DENIED)] + [("stdout", f"line {n}") for n in range(FAILURE_LINES)],
+            None,
+        ),
+        (
+            "the error among the cell's last printed lines",
+            "bubblewrap",
+            [("stdout", f"line {n}") for n in range(100)] + [("stderr", DENIED)],
+            "hidden",
+        ),
+    ],
+)
+async def test_a_records_printed_lines_say_which_rule_it_ran_into(
+    tmp_path: Path,
+    case: str,
+    mechanism: str | None,
+    printed: list[tuple[str, str]],
+    rule: str | None,
+) -> None:
+    store = store_of(tmp_path / "k", mechanism)
+    record = store.new_record(number=1, msg_id="m", code="!cat", source="loomgate", client=None)
+    for stream, text in printed:
+        record.write_stream(stream, text + "\n")
+    record.flush()
+    found = record_failure(record, store, None, None)
+    assert (found["rule"] if found else None) == rule, case
+
+
+@pytest.mark.parametrize(
+    ("case", "before_finished", "expected"),
+    [
+        ("the first cell", None, 100.0 - OPENED_LATE),
+        ("a cell after one that ended long before", 50.0, 100.0 - OPENED_LATE),
+        ("a cell right after the one before it ended", 99.8, 99.8),
+    ],
+)
+def test_a_refusal_counts_for_a_cell_from_shortly_before_its_record_opened(
+    tmp_path: Path, case: str, before_finished: float | None, expected: float
+) -> None:
+    store = store_of(tmp_path / "k", "bubblewrap")
+    if before_finished is not None:
+        before = store.new_record(number=1, msg_id="a", code="", source="loomgate", client=None)
+        before.meta["finished"] = before_finished
+    record = store.new_record(number=2, msg_id="b", code="", source="loomgate", client=None)
+    record.meta["started"] = 100.0
+    assert cell_began(record, store) == expected, case
