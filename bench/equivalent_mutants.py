@@ -98,6 +98,7 @@ NO_PID = "test_a_marker_without_a_pid_ends_the_process_naming_its_connection_fil
 BY_IDENTITY = "test_a_marker_with_an_identity_ends_that_process_only_while_it_is_that_one"
 BY_GROUP = "test_a_marker_with_a_process_group_ends_the_whole_group"
 BY_SANDBOX = "test_a_sandboxed_marker_ends_the_sandbox_init_and_removes_the_sandbox"
+BY_UNNOTED_INIT = "test_a_sandbox_killed_before_its_init_was_noted_is_ended_whole"
 WRONG_CALL = signalled(NO_PID, "the call raises TypeError and the launch is not ended")
 NOT_GROUP_LEADER = signalled(
     NO_PID,
@@ -169,6 +170,12 @@ PARTIAL_NAME = (
     "the partial file is renamed onto the record at once, and no reader looks for it by name "
     "(records() globs *.json, which none of these names ends with)"
 )
+
+PATH_ORDER = (
+    "outermost() returns the paths sorted by their parts already, and Python 3.11 orders Paths "
+    "by their parts too (3.12 orders them by their text)"
+)
+SHIPPED_DEFAULT = "bool(None) is False, as bool(False) is"
 
 
 RULES = (
@@ -273,6 +280,49 @@ RULES = (
         'if len(text) <= len(line["text"])',
         "it records 0 clipped characters for lines that fit; page.clipped is read only by "
         "render_search, which shows no note for 0",
+    ),
+    Rule(
+        "tracebacks.x__after_last_user_frames_",
+        'file = found["file"] or "XXXX"',
+        'only the cell\'s own frame ("Cell In[3], line 2") has no file, and "XXXX" names no '
+        'ipykernel or IPython directory, as "" does not, so the frame stays the user\'s (a '
+        "frame's file is shown only for internal frames)",
+    ),
+    Rule(
+        "tracebacks.x__after_last_user_frames_",
+        "INTERNAL.search(file) if (file) or True",
+        'INTERNAL.search("") finds no package: None, as the else gives',
+    ),
+    Rule(
+        "tracebacks.x__after_last_user_frames_",
+        "position = last + 2",
+        "a frame runs to the first blank line, so the line after its last is blank or past the "
+        "block, and a blank line between frames changes nothing: skipping it is the same",
+    ),
+    Rule(
+        "tracebacks.x__whole_blocks_",
+        "block: list[wire.Line] = None",
+        "block is read first by `elif block and …`, where None is false as [] is; every other "
+        "branch sets it afresh",
+    ),
+    Rule(
+        "tracebacks.x__whole_blocks_",
+        "block = None",
+        "block is read next by `elif block and …`, where None is false as [] is; every other "
+        "branch sets it afresh",
+    ),
+    Rule(
+        "tracebacks.x__whole_blocks_",
+        "if following is None or ended and following",
+        "a block this keeps is never extended: the next error line either starts a new one or "
+        "is not next to its last line (another line or a gap in the numbers came between), "
+        "which empties it",
+    ),
+    Rule(
+        "http_access.x_bearer_header_",
+        "token_file or 'XXXX'",
+        "no caller passes neither a file nor a variable (http_start_lines says --no-auth before, "
+        "http_auth_help always names the file): the `or ''` is there for the type only",
     ),
     # terminal text
     Rule(
@@ -890,6 +940,78 @@ RULES = (
         "never read)",
     ),
     Rule("sandbox.limits.xǁKernelLimitsǁremove_", "time.monotonic() >= deadline", UNTIMED),
+    # sandbox mechanism (core), issue 42's confiners
+    Rule("sandbox.bubblewrap.x_command_", "sorted(outermost(inside), key=None)", PATH_ORDER),
+    Rule("sandbox.bubblewrap.x_command_", "sorted(outermost(inside), )", PATH_ORDER),
+    Rule(
+        "sandbox.bubblewrap.x_guarded_",
+        "found = [(git, True, None), *gitdir_parts(git)]",
+        "found is still empty in this branch (nothing is added before it), so = gives the list "
+        "+= does",
+    ),
+    Rule(
+        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁfrom_json_",
+        'data.get("shipped", None)',
+        SHIPPED_DEFAULT,
+    ),
+    Rule(
+        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁfrom_json_",
+        'data.get("shipped", )',
+        SHIPPED_DEFAULT,
+    ),
+    Rule("sandbox.landlock_confiner.x_join_", "time.monotonic() <= deadline", UNTIMED),
+    Rule(
+        "sandbox.landlock_confiner.x_unread_",
+        'array.array("I", [0])',
+        "FIONREAD's count is not negative, so its bytes read as unsigned are the same number",
+    ),
+    Rule(
+        "sandbox.landlock_confiner.x_unread_",
+        'array.array("i", [1])',
+        "the ioctl writes the count over the array's first value, whatever it was",
+    ),
+    Rule(
+        "sandbox.landlock_confiner.xǁLandlockConfinerǁruleset_",
+        "allowed.get(None, 0) | rights",
+        "no path the write walk grants has a read grant beyond its write rights: READ | WRITE "
+        "holds READ, and the FIFO and the devices (read and write of files only) lie where the "
+        "read walk grants nothing (the kernel's own dir and /dev are hidden from it)",
+    ),
+    # sandbox policy: issue 42's rule failures, issue 44's cell failures
+    Rule("sandbox.rule_failures.x_command_errors_", "zip(lines, kinds, strict=None)", STRICT),
+    Rule("sandbox.rule_failures.x_command_errors_", "zip(lines, kinds, )", STRICT),
+    Rule("sandbox.rule_failures.x_command_errors_", "zip(lines, kinds, strict=False)", STRICT),
+    Rule(
+        "sandbox.rule_failures.x_path_failure_",
+        "own_tmp: bool = False",
+        "its one caller, failure_of(), always passes own_tmp",
+    ),
+    Rule(
+        "sandbox.cell_failures.x_cell_began_",
+        "ended or 1.0",
+        "a record's start is a time.time() of today, so max() takes it over 0.0 and 1.0 alike",
+    ),
+    # launch markers: a sandbox killed before bwrap named its init (issue 42)
+    Rule(
+        "launches.x_end_launch_",
+        "if sandbox is not None and sandbox.init is not None:",
+        signalled(BY_UNNOTED_INIT, "the sandbox's init, found by its command line, is left"),
+    ),
+    Rule(
+        "launches.x_end_launch_",
+        "pids = [pid for pid in started_with(connection_file, since) if pid not in pids]",
+        signalled(BY_UNNOTED_INIT, "bwrap, the pid noted, is left out of the pids ended"),
+    ),
+    Rule(
+        "launches.x_end_launch_",
+        "started_with(connection_file, None)",
+        signalled(BY_UNNOTED_INIT, "started_with() raises TypeError on `since - 1.0`"),
+    ),
+    Rule(
+        "launches.x_end_launch_",
+        "started_with(connection_file, since) if pid in pids]",
+        signalled(BY_UNNOTED_INIT, "no process not yet listed is added: the init is left"),
+    ),
 )
 
 

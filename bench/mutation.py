@@ -116,6 +116,8 @@ TARGETS = (
             "translator/presentation/refusals.py",
             "translator/presentation/sandboxes.py",
             "translator/presentation/notebooks.py",
+            "translator/presentation/tracebacks.py",
+            "translator/presentation/http_access.py",
             "translator/output_view.py",
         ),
         (
@@ -127,6 +129,9 @@ TARGETS = (
             "tests/translator/test_presentation_reads.py",
             "tests/translator/test_presentation_sandboxes.py",
             "tests/translator/test_presentation_notebooks.py",
+            "tests/translator/test_presentation_tracebacks.py",
+            "tests/translator/test_presentation_http_access.py",
+            "tests/translator/test_presentation_kernels.py",
             "tests/translator/test_notebook_file.py",
         ),
     ),

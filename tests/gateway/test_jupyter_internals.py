@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from pathlib import Path
 
@@ -45,3 +46,23 @@ def test_jupyter_client_still_reaches_the_hooks_through_them(caller: str, callee
 def test_no_other_module_reaches_into_jupyter_privates() -> None:
     offenders = foreign_private_uses(GATEWAY, "jupyter_internals.py")
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize(
+    ("owner", "name"),
+    [
+        ("loomgate.gateway.jupyter_internals.HookedKernelManager", "shutdown_kernel"),
+        ("loomgate.gateway.kernels.manager.LoomMappingKernelManager", "start_kernel"),
+        ("loomgate.gateway.kernels.manager.LoomMappingKernelManager", "shutdown_kernel"),
+        ("loomgate.gateway.kernels.manager.LoomMappingKernelManager", "shutdown_all"),
+        ("loomgate.gateway.upstream.manager.UpstreamMappingKernelManager", "start_kernel"),
+        ("loomgate.gateway.upstream.manager.UpstreamKernelManager", "restart_kernel"),
+        ("loomgate.gateway.upstream.manager.UpstreamKernelManager", "interrupt_kernel"),
+        ("loomgate.gateway.upstream.manager.UpstreamKernelManager", "shutdown_kernel"),
+    ],
+)
+def test_an_async_override_is_the_coroutine_jupyter_awaits(owner: str, name: str) -> None:
+    module, _, cls = owner.rpartition(".")
+    method = getattr(getattr(importlib.import_module(module), cls), name)
+    assert inspect.iscoroutinefunction(method)
+    assert method.__qualname__ == f"{cls}.{name}"  # the method itself, not a wrapper

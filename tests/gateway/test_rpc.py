@@ -1,7 +1,7 @@
-"""The rpc websocket (/api/loomgate/rpc, and /channel, its older name) driven by a standard
-websocket client: every JSON endpoint answers as over HTTP, the first shape of call still
-works, calls are answered by id as they finish, bad messages are refused in one sentence, and
-the server's auth holds on the upgrade and on each call."""
+"""The rpc websocket (/api/loomgate/rpc) driven by a standard websocket client: every JSON
+endpoint answers as over HTTP, calls are answered by id as they finish, bad messages (a call of
+the shape no client sends any more among them) are refused in one sentence, and the server's
+auth holds on the upgrade and on each call."""
 
 from __future__ import annotations
 
@@ -207,34 +207,13 @@ async def test_arguments_in_the_path_are_percent_decoded(
     assert (await rpc.call("GET", "kernels/%FF"))[0] == 400  # not UTF-8, as tornado says
 
 
-@pytest.mark.parametrize("route", ["rpc", "channel"])
-async def test_the_first_shape_is_answered_on_both_routes(
-    gateway: GatewayProcess, http: httpx.AsyncClient, kernel: str, route: str
-) -> None:
-    async with websockets.connect(ws_url(gateway, route), additional_headers=gateway.headers) as ws:
-        rpc = Rpc(ws)
-        args = {"code": "print('hi')\n6*7", "wait": 60, "head": 10, "client": "test"}
-        await rpc.send({"id": 1, "call": "submit", "kernel": kernel, "args": args})
-        answer = await rpc.receive()
-        assert (answer["id"], answer["status"], answer["body"]["returned"]) == (1, 201, "final")
-        execution = answer["body"]["execution"]
-        assert [line["text"] for line in execution["output"]["head"]] == ["hi", "42"]
-        assert execution["client"] == "test"
-        number = execution["number"]
-        follow = {"call": "follow", "kernel": kernel, "execution": str(number), "args": {"tail": 1}}
-        await rpc.send({"id": 2, **follow})
-        answer = await rpc.receive()
-        path = f"kernels/{kernel}/executions/{number}"
-        assert (answer["id"], answer["status"]) == (2, 200)
-        assert steady(answer["body"]) == steady(
-            (await over_http(http, "GET", path, {"tail": 1}))[1]
-        )
-        assert steady(await rpc.call("GET", path, {"tail": "1"})) == steady((200, answer["body"]))
-        # The first shape's arguments keep their JSON types: refusals quote them as given.
-        bad = {"id": 3, "call": "submit", "kernel": kernel, "args": {"code": "1", "wait": -1}}
-        await rpc.send(bad)
-        answer = await rpc.receive()
-        assert answer["body"]["message"] == "wait must be between 0 and 3600, not -1"
+async def test_there_is_no_channel_route(gateway: GatewayProcess) -> None:
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with websockets.connect(
+            ws_url(gateway, "channel"), additional_headers=gateway.headers
+        ):
+            pass
+    assert refused.value.response.status_code == 404
 
 
 async def test_a_long_poll_does_not_hold_the_other_calls(rpc: Rpc, kernel: str, gate: Gate) -> None:
@@ -267,11 +246,13 @@ async def test_a_long_poll_does_not_hold_the_other_calls(rpc: Rpc, kernel: str, 
          "query must be an object"),
         (json.dumps({"id": 5, "method": "POST", "path": "kernels", "body": [1]}), 400,
          "must be a JSON object"),
-        (json.dumps({"id": 5, "call": "run", "kernel": "k"}), 400, "unknown call"),
-        (json.dumps({"id": 5, "call": "submit", "kernel": 1}), 400, "names its kernel"),
-        (json.dumps({"id": 5, "call": "follow", "kernel": "k"}), 400, "execution"),
-        (json.dumps({"id": 5, "call": "submit", "kernel": "nope", "args": {"code": "1"}}), 404,
-         "no kernel named 'nope'"),
+        # The first shape of call, which no client sends: refused as any message without both.
+        (json.dumps({"id": 5, "call": "submit", "kernel": "k", "args": {"code": "1"}}), 400,
+         "method and path"),
+        (json.dumps({"id": 5, "call": "follow", "kernel": "k", "execution": "current"}), 400,
+         "method and path"),
+        (json.dumps({"id": 5, "method": "POST", "path": "kernels/nope/executions",
+                     "body": {"code": "1"}}), 404, "no kernel named 'nope'"),
     ],
 )  # fmt: skip
 async def test_bad_messages_are_refused_in_one_sentence(
@@ -290,15 +271,12 @@ def wire_code(status: int) -> str:
     return {400: "bad_request", 404: "not_found"}[status]
 
 
-@pytest.mark.parametrize("route", ["rpc", "channel"])
 @pytest.mark.parametrize("credential", ["wrong", "monitor"])
-async def test_the_upgrade_needs_the_full_token(
-    gateway: GatewayProcess, credential: str, route: str
-) -> None:
+async def test_the_upgrade_needs_the_full_token(gateway: GatewayProcess, credential: str) -> None:
     token = gateway.monitor_token if credential == "monitor" else "wrong"
     with pytest.raises(websockets.InvalidStatus) as refused:
         async with websockets.connect(
-            ws_url(gateway, route), additional_headers={"Authorization": f"token {token}"}
+            ws_url(gateway), additional_headers={"Authorization": f"token {token}"}
         ):
             pass
     assert refused.value.response.status_code == 403
@@ -340,8 +318,8 @@ async def test_each_call_is_authorized_as_over_http(tmp_path: Path) -> None:
                     "reason": None,
                 },
             )
-            await rpc.send({"call": "submit", "kernel": "k", "args": {"code": "1"}})
-            assert (await rpc.receive())["status"] == 403  # a submit writes, in either shape
+            submit = ("POST", "kernels/k/executions", None, {"code": "1"})
+            assert (await rpc.call(*submit))[0] == 403  # a submit writes
             info = await rpc.call("GET", "info")
             assert steady(info) == steady(await over_http(http, "GET", "info"))
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
@@ -719,40 +719,25 @@ def test_an_attached_kernel_says_since_when_it_is_recorded() -> None:
     assert note.endswith("(earlier cells have no records; the In [N] numbering is the kernel's).")
 
 
-def output_view(head: list[dict[str, Any]], tail: list[dict[str, Any]]) -> wire.OutputView:
-    """Return the head and tail of a combined stream (nothing omitted)."""
-    return cast(
-        wire.OutputView, {"total": len(head) + len(tail), "head": head, "tail": tail, "omitted": 0}
-    )
-
-
 @pytest.mark.parametrize(
-    ("record", "waited", "expected"),
+    ("number", "waited", "last_line", "expected"),
     [
-        (execution(state="running"), 0.4, "In [5] running 0 s"),
-        (execution(state="running", output=output_view([], [])), 2.6, "In [5] running 3 s"),
-        (
-            execution(state="running", output=output_view(lines("a", "b"), [])),
-            12.0,
-            "In [5] running 12 s: b",
-        ),
-        (
-            execution(state="running", output=output_view(lines("a"), lines("z", start=90))),
-            61.0,
-            "In [5] running 61 s: z",
-        ),
-        (
-            execution(state="running", output=output_view(lines("x" * 250), [])),
-            1.0,
-            "In [5] running 1 s: " + "x" * 200,
-        ),
+        (5, 0.4, "", "In [5] running 0 s"),
+        (5, 2.6, "", "In [5] running 3 s"),
+        (5, 12.0, "b", "In [5] running 12 s: b"),
+        (5, 1.0, "x" * 250, "In [5] running 1 s: " + "x" * 200),
+        (None, 1.0, "", "Running 1 s"),
     ],
-    ids=["no-output-yet", "empty-output", "last-of-head", "last-of-tail", "clipped-to-200"],
+    ids=["no-output-yet", "rounded", "last-line", "clipped-to-200", "number-not-known-yet"],
 )
 def test_progress_names_the_cell_its_wait_and_last_line(
-    record: wire.Execution, waited: float, expected: str
+    number: int | None, waited: float, last_line: str, expected: str
 ) -> None:
-    assert progress_message(record, waited) == expected
+    assert progress_message(number, waited, last_line) == expected
+
+
+def test_progress_without_a_last_line_says_only_the_wait() -> None:
+    assert progress_message(5, 0.4) == "In [5] running 0 s"
 
 
 def test_the_input_dialog_names_the_cell_and_its_prompt() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loomgate.translator.presentation import render_kernels
-from loomgate.translator.presentation.kernels import render_kernel, stops_note
+from loomgate.translator.presentation.kernels import back_to_own_note, render_kernel, stops_note
 from tests.support.wire_values import kernel
 
 NOW = 1_800_000_000.0
@@ -81,3 +81,32 @@ def test_a_kernels_status_says_when_it_stops() -> None:
         .startswith("nobody holds it; stopped at ")
     )
     assert "nobody holds it" not in render_kernel(kernel(), gateway="local")
+
+
+OWN = kernel(id="bbbbbbbb-2", name=None, lifetime="conversation")
+
+
+@pytest.mark.parametrize(
+    ("own", "note"),
+    [
+        (
+            OWN | {"last_execution": 4},
+            "Stopped kernel k5; this conversation is back on its own kernel bbbbbbbb (In [4] "
+            "last).",
+        ),
+        (
+            OWN | {"last_execution": None, "executions": 0},
+            "Stopped kernel k5; this conversation is back on its own kernel bbbbbbbb (nothing "
+            "run in it yet).",
+        ),
+        (
+            OWN | {"alive": False},
+            "Stopped kernel k5; this conversation's own kernel bbbbbbbb was stopped too, so the "
+            "next run_cell starts a new conversation kernel (its records stay readable: "
+            "read_output(kernel='bbbbbbbb', execution=N)).",
+        ),
+    ],
+    ids=["back on its own", "its own has run nothing", "its own is gone too"],
+)
+def test_stopping_the_current_kernel_says_where_the_conversation_is(own: Any, note: str) -> None:
+    assert back_to_own_note(kernel(id="aaaaaaaa-1", name="k5"), own) == note

@@ -41,6 +41,7 @@ NONE = sandbox(profile="none", writable=[], hidden=[], memory=None, processes=No
         (sandbox(profile="none", network=False), "none"),  # nothing to say it lacks
         (sandbox(profile="data", network=False), "data (no network)"),  # by its rules
         (sandbox(profile="data", network=["pypi.org"]), "data (pypi.org)"),
+        (sandbox(profile="data", network=[]), "data (no network)"),  # a list of none
         (sandbox(profile="lan", network="host"), "lan (the host's network)"),
         (None, "not sandboxed by loomgate"),
     ],
@@ -276,6 +277,14 @@ RULE_LINES = [
         "(93.184.215.14): it reaches pypi.org, *.github.com:443, and loopback, private and "
         "link-local addresses only when the profile names them (the person names them in "
         "sandbox.toml's network).",
+    ),
+    (
+        "a refused connection without the kernel's rules",
+        failure("network", "10.0.0.5:443"),
+        None,
+        "This kernel's sandbox (workspace) refused the connection to 10.0.0.5:443: its rule, "
+        "and loopback, private and link-local addresses only when the profile names them (the "
+        "person names them in sandbox.toml's network).",
     ),
     (
         "a raw socket, which no proxy carries",

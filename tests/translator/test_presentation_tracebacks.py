@@ -11,7 +11,11 @@ import pytest
 
 from loomgate.translator.output_view import CellOutput
 from loomgate.translator.presentation import Audience, render_cell
-from loomgate.translator.presentation.tracebacks import LeftOutFrames, internal_frames
+from loomgate.translator.presentation.tracebacks import (
+    LeftOutFrames,
+    internal_frames,
+    left_out_line,
+)
 from tests.support.wire_values import execution, lines
 
 SITE = "/home/ada/.venv/lib/python3.11/site-packages"
@@ -116,6 +120,34 @@ FROM_IPYTHON = LeftOutFrames(6, 11, 2, ("IPython", "ipykernel"), ("shell.py", "k
             ],
             id="chained exceptions: each part",
         ),
+        pytest.param(
+            [*HEADER, *CELL, ("error", "KeyError: 'x'"), *CHAINED[10:]],
+            19,
+            [LeftOutFrames(14, 17, 1, ("ipykernel",), ("kernelbase.py",))],
+            id="chained exceptions: a part with nothing left out, then one with",
+        ),
+        pytest.param(
+            [("+error", CELL[0][1]), *CELL[1:], *INPUT_REQUEST, *ENDS],
+            8,
+            [LeftOutFrames(4, 6, 1, ("ipykernel",), ("kernelbase.py",))],
+            id="no header: the first line is the user's frame",
+        ),
+        pytest.param([*HEADER, *CELL, *INPUT_REQUEST[:-1]], 8, [], id="it ends inside a frame"),
+        pytest.param(
+            [ENDS[0], *INPUT_TRACEBACK],
+            16,
+            [LeftOutFrames(7, 14, 2, ("ipykernel",), ("kernelbase.py",))],
+            id="the end of a traceback cut short, then a whole one",
+        ),
+        pytest.param(
+            [*INPUT_TRACEBACK, *INPUT_TRACEBACK],
+            30,
+            [
+                LeftOutFrames(6, 13, 2, ("ipykernel",), ("kernelbase.py",)),
+                LeftOutFrames(21, 28, 2, ("ipykernel",), ("kernelbase.py",)),
+            ],
+            id="two tracebacks with no line between",
+        ),
     ],
 )
 def test_internal_frames(specs: list[Any], total: int, left_out: list[LeftOutFrames]) -> None:
@@ -164,4 +196,45 @@ def test_an_interrupted_input_reads_as_the_users_frame_and_the_interrupt(
                 "KeyboardInterrupt: Interrupted by user",
             ]
         )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("left", "audience", "line"),
+    [
+        (
+            FROM_IPYTHON,
+            "model",
+            "… 2 frames inside IPython and ipykernel (shell.py, kernelbase.py) left out; "
+            'read_output(execution=5, lines="6:11") shows them …',
+        ),
+        (
+            LeftOutFrames(9, 11, 1, ("ipykernel",), ("kernelbase.py",)),
+            "person",
+            "… 1 frame inside ipykernel (kernelbase.py) left out; "
+            "`loomgate output 5 --lines 9:11` shows them …",
+        ),
+    ],
+    ids=["two packages, two files", "one frame"],
+)
+def test_left_out_line(left: LeftOutFrames, audience: Audience, line: str) -> None:
+    assert left_out_line(5, left, audience) == line
+
+
+def test_output_missed_among_left_out_frames_is_noted_where_it_was() -> None:
+    numbered: Any = lines(*INPUT_TRACEBACK)
+    interrupted = execution(
+        state="interrupted",
+        error={"name": "KeyboardInterrupt", "value": ""},
+        gaps=[{"after_line": 8, "since": 10.0, "until": 14.0}],  # inside the frames left out
+    )
+    text = render_cell(interrupted, CellOutput(numbered, [], 15))[0]
+    assert isinstance(text, str)
+    assert text.split("\n")[-4:] == [
+        "… 2 frames inside ipykernel (kernelbase.py) left out; "
+        'read_output(execution=5, lines="6:13") shows them …',
+        "[output after line 8 may be missing: no gateway listened for 4.0 s (it was down, then "
+        "took the kernel back)]",
+        "",
+        "KeyboardInterrupt: Interrupted by user",
     ]

@@ -17,17 +17,34 @@ from loomgate.gateway.export.notebook import (
     DEFAULT_MAX_LINES,
     MEDIA_TYPE,
     NotebookSpec,
-    notebook,
+    notebook_cells,
     notebook_file,
+    notebook_metadata,
 )
 from loomgate.gateway.export.selection import Selection, SelectionError
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.records.stored_meta import KernelStart
+from loomgate.shared import wire
 from loomgate.shared.wire import Death, InputRequest, Source, Unstored
 from tests.support.cells import PNG_8X8
 
 SPEC = NotebookSpec(name="python3", display_name="Python 3 (ipykernel)", language="python")
+
+
+def notebook(
+    store: RecordStore, spec: NotebookSpec, selection: Selection, max_lines: int
+) -> wire.Notebook:
+    """Return the notebook the endpoint answers for these records: its metadata and cells, as
+    handlers/notebook.py puts them together."""
+    return wire.Notebook(
+        nbformat=4,
+        nbformat_minor=5,
+        metadata=notebook_metadata(store, spec, selection, max_lines),
+        cells=list(notebook_cells(store, selection, max_lines)),
+    )
+
+
 COLOURED = ["\x1b[31mTraceback (most recent call last)\x1b[0m", "\x1b[31mValueError\x1b[0m: bad"]
 HTML = {"text/html": "<b>bold</b>", "text/plain": "bold"}
 IMAGE = {"image/png": PNG_8X8, "text/plain": "<Figure size 8x8>"}

@@ -10,15 +10,11 @@ from pathlib import Path
 import nbformat
 
 from bench.export_bench import BIG_LINES, EXECUTIONS, check_big, check_thousand, code_of
-from loomgate.gateway.export.notebook import (
-    DEFAULT_MAX_LINES,
-    NotebookSpec,
-    notebook,
-    notebook_file,
-)
+from loomgate.gateway.export.notebook import DEFAULT_MAX_LINES, NotebookSpec, notebook_file
 from loomgate.gateway.export.selection import Selection
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.records.stored_meta import KernelStart
+from tests.gateway.export.test_notebook_cells import notebook
 
 SPEC = NotebookSpec(name="python3", display_name="Python 3 (ipykernel)", language="python")
 # Stated bounds, generous for a shared 2-core machine: bench/results/export.md measures about

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.sandbox import bubblewrap
+from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
 from tests.gateway.sandbox import sandboxes
 
 pytestmark = pytest.mark.process  # the sandboxes helper starts them
@@ -57,7 +58,7 @@ def test_interrupt_reaches_the_kernel_in_the_sandbox(tree: Path) -> None:
     with sandboxes.started(rules, payload, cwd=tree / "project", kernel_dir=tree / "k") as box:
         assert box.process.stdout is not None and box.process.stdin is not None
         assert box.process.stdout.readline() == "ready\n"
-        bubblewrap.interrupt(box.init_pid)
+        BubblewrapConfiner("bwrap").signal_init(box.init_pid, signal.SIGINT)
         assert box.process.stdout.readline() == "interrupted\n"
         box.process.stdin.write("still running\n")
         box.process.stdin.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 from dataclasses import replace
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.sandbox import bubblewrap, kernel_network, placeholders
+from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
 from tests.gateway.sandbox import sandboxes
 
 BWRAP = "/usr/bin/bwrap"
@@ -340,10 +342,10 @@ def unused_pid() -> int:
 
 def test_signalling_a_sandbox_that_is_gone_says_so() -> None:
     # Reaching a live sandbox: test_bubblewrap.py (these would signal the test's own process).
-    with pytest.raises(ProcessLookupError):
-        bubblewrap.interrupt(unused_pid())
-    with pytest.raises(ProcessLookupError):
-        bubblewrap.kill(unused_pid())
+    confiner = BubblewrapConfiner("bwrap")
+    for signum in (signal.SIGINT, signal.SIGKILL):
+        with pytest.raises(ProcessLookupError):
+            confiner.signal_init(unused_pid(), signum)
 
 
 GIT_PARTS = [

@@ -4,6 +4,7 @@ refusals counted from shortly before the cell's record opened."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,126 @@ def test_a_refusal_counts_for_a_cell_from_shortly_before_its_record_opened(
     record = store.new_record(number=2, msg_id="b", code="", source="loomgate", client=None)
     record.meta["started"] = 100.0
     assert cell_began(record, store) == expected, case
+
+
+# What the tests above leave open (each fails on a mutant of cell_failures.py that
+# bench/mutation.py found alive without it): the whole failure, the cell's error and working
+# dir passed on, and where the kernel's /tmp is.
+@pytest.mark.parametrize(
+    ("case", "error", "output", "refused", "died", "failure"),
+    [
+        ("the memory limit's kill", None, "", [], OOM,
+         {"rule": "memory", "profile": "workspace", "path": None}),
+        ("a refusal curl printed", None, REFUSAL.reason, [REFUSAL], None,
+         {"rule": "network", "profile": "workspace", "path": "127.0.0.1:9"}),
+        ("the error's value", ("PermissionError", f"[Errno 13] Permission denied: '{H}/.ssh/k'"),
+         "", [], None, {"rule": "hidden", "profile": "workspace", "path": f"{H}/.ssh/k"}),
+        ("the error's name", ("MemoryError", ""), "", [], None,
+         {"rule": "memory", "profile": "workspace", "path": None}),
+        ("a path relative to the kernel's working dir", None, "cat: ../.ssh/k: Permission denied",
+         [], None, {"rule": "hidden", "profile": "workspace", "path": f"{H}/.ssh/k"}),
+    ],
+)  # fmt: skip
+def test_the_whole_failure_of_a_cell(
+    case: str,
+    error: tuple[str, str] | None,
+    output: str,
+    refused: list[NetworkRefusal],
+    died: Any,
+    failure: dict[str, str | None],
+) -> None:
+    found = cell_failure(
+        sandbox_wire(WS, "bubblewrap"),
+        died=died,
+        error={"name": error[0], "value": error[1]} if error else None,
+        output=output,
+        cwd=Path(P),
+        own_tmp=True,
+        refused=refused,
+    )
+    assert found == failure, case
+
+
+@pytest.mark.parametrize(("own_tmp", "claimed"), [(True, True), (False, False)])
+def test_a_missing_host_tmp_path_is_claimed_only_where_the_kernels_tmp_is_its_own(
+    own_tmp: bool, claimed: bool
+) -> None:
+    with tempfile.NamedTemporaryFile(prefix="loomgate-host-tmp-", dir="/tmp") as host:
+        found = cell_failure(
+            sandbox_wire(WS, "landlock"),
+            died=None,
+            error=None,
+            output=f"cat: {host.name}: No such file or directory",
+            cwd=Path(P),
+            own_tmp=own_tmp,
+        )
+        expected = {"rule": "own_tmp", "profile": "workspace", "path": host.name}
+        assert found == (expected if claimed else None)
+
+
+class Launch:
+    """A kernel's sandbox as record_failure() reads it: its confiner's /tmp, and its proxy's
+    refusals since the time asked (recorded)."""
+
+    def __init__(self, own_tmp: bool, refused: list[NetworkRefusal]) -> None:
+        self.confiner = type("Confiner", (), {"own_tmp": own_tmp})()
+        self.refused = refused
+        self.asked: list[float] = []
+
+    def network_refusals(self, since: float) -> list[NetworkRefusal]:
+        self.asked.append(since)
+        return self.refused
+
+
+def record_printing(tmp_path: Path, *lines: str) -> tuple[RecordStore, Any]:
+    """Return a confined kernel's store and a record of a cell that printed `lines` (in a
+    running event loop: a record flushes its output on a timer)."""
+    store = store_of(tmp_path / "k", "bubblewrap")
+    record = store.new_record(number=1, msg_id="m", code="!x", source="loomgate", client=None)
+    for line in lines:
+        record.write_stream("stdout", line + "\n")
+    record.flush()
+    return store, record
+
+
+async def test_a_records_failure_reads_its_death_its_error_and_its_lines_as_printed(
+    tmp_path: Path,
+) -> None:
+    store, record = record_printing(tmp_path, DENIED, "done")  # the error line, then another
+    assert record_failure(record, store, None, None) == {
+        "rule": "hidden",
+        "profile": "workspace",
+        "path": f"{H}/.ssh/k",
+    }
+    assert record_failure(record, store, OOM, None) == {  # type: ignore[arg-type]
+        "rule": "memory",
+        "profile": "workspace",
+        "path": None,
+    }
+    store, record = record_printing(tmp_path / "2")
+    record.meta["error"] = {"name": "OSError", "value": f"{EROFS} '{P}/.git/hooks/x'"}
+    found = record_failure(record, store, None, None)
+    assert found == {"rule": "protected", "profile": "workspace", "path": f"{P}/.git/hooks/x"}
+
+
+async def test_a_records_relative_paths_are_read_in_the_kernels_working_dir(tmp_path: Path) -> None:
+    store, record = record_printing(tmp_path, "touch: cannot touch '.git/hooks/x': " + EROFS[11:-1])
+    found = record_failure(record, store, None, None)
+    assert found == {"rule": "protected", "profile": "workspace", "path": f"{P}/.git/hooks/x"}
+
+
+async def test_a_records_tmp_is_its_own_unless_its_confiner_says_not(tmp_path: Path) -> None:
+    with tempfile.NamedTemporaryFile(prefix="loomgate-host-tmp-", dir="/tmp") as host:
+        store, record = record_printing(tmp_path, f"cat: {host.name}: No such file or directory")
+        found = record_failure(record, store, None, None)  # no launch: bubblewrap's own /tmp
+        assert found == {"rule": "own_tmp", "profile": "workspace", "path": host.name}
+        landlock = Launch(own_tmp=False, refused=[])
+        assert record_failure(record, store, None, landlock) is None  # type: ignore[arg-type]
+
+
+async def test_a_records_refusals_are_its_proxys_since_the_cell_began(tmp_path: Path) -> None:
+    store, record = record_printing(tmp_path, REFUSAL.reason)
+    launch = Launch(own_tmp=True, refused=[REFUSAL])
+    found = record_failure(record, store, None, launch)  # type: ignore[arg-type]
+    assert found == {"rule": "network", "profile": "workspace", "path": "127.0.0.1:9"}
+    assert launch.asked == [cell_began(record, store)]

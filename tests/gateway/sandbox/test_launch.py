@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap, entry, launch
+from loomgate.gateway.sandbox import bubblewrap, entry, launch, placeholders
 from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
 from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
 from loomgate.gateway.sandbox.launch import (
@@ -337,10 +337,10 @@ async def test_on_linux_the_kernel_runs_through_the_entry_and_bwrap(
     with pytest.raises(OSError, match="no bwrap"):
         sandbox.spawn(kernel, fail, cwd=project, connection_file=connection, unset_env=[])
     assert not open_on(info)
-    assert sandbox.has_init and not sandbox.alive()
+    assert sandbox.has_init and sandbox.init is None
     info.write_text(f'{{"child-pid": {os.getpid()}}}')
     await sandbox.started()
-    assert sandbox.init == ProcessIdentity.of(os.getpid()) and sandbox.alive()
+    assert sandbox.init == ProcessIdentity.of(os.getpid())
     assert SandboxLaunch.from_json(sandbox.to_json()).init == sandbox.init
 
 
@@ -350,7 +350,7 @@ async def test_on_macos_no_init_is_waited_for(
     bubblewrap.info_file(tmp_path).write_text(f'{{"child-pid": {os.getpid()}}}')
     sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "sandbox-exec")
     await sandbox.started()
-    assert sandbox.init is None and not sandbox.alive()
+    assert sandbox.init is None
 
 
 def test_a_sandbox_whose_init_is_gone_is_not_signalled(tmp_path: Path) -> None:
@@ -358,10 +358,13 @@ def test_a_sandbox_whose_init_is_gone_is_not_signalled(tmp_path: Path) -> None:
     assert me is not None
     gone = ProcessIdentity(me.pid, "not when it started", me.boot)  # its pid, reused
     for init in (None, gone):
-        sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "bubblewrap", init)
+        confiner = Recording()  # defined below
+        sandbox = SandboxLaunch(
+            RULES, tmp_path, KernelLimits("k1", "none"), "bubblewrap", init, confiner=confiner
+        )
         sandbox.signal(signal.SIGKILL)  # would end this test's process
         sandbox.signal(signal.SIGINT)
-        assert not sandbox.alive()
+        assert confiner.signalled == []
 
 
 @pytest.mark.parametrize(
@@ -383,14 +386,18 @@ def test_how_the_sandbox_ended_the_kernel(
 
 
 def test_a_removed_sandbox_leaves_nothing(tmp_path: Path) -> None:
-    directory, group = tmp_path / "k", tmp_path / "group"
+    directory, group, project = tmp_path / "k", tmp_path / "group", tmp_path / "project"
     bubblewrap.prepare_kernel_dir(directory)
     group.mkdir()
+    project.mkdir()
+    assert placeholders.make(directory, [(project / ".vscode", "dir")]) == [project / ".vscode"]
     sandbox = SandboxLaunch(
         RULES, directory, KernelLimits("k1", "cgroup v1", {"memory": group}), "b"
     )
     sandbox.remove()
     assert not directory.exists() and not group.exists()
+    assert list(project.iterdir()) == []  # its placeholders too, as it ends
+    assert not placeholders.record_file(directory).exists()
     sandbox.remove()  # twice: harmless
     assert sandbox.wire() == sandbox_wire(RULES, "b")
     assert sandbox.wire()["lacks"] == []
@@ -431,7 +438,7 @@ async def test_under_landlock_alone_the_kernel_is_the_launched_process(
         *kernel,
     ]
     await sandbox.started()
-    assert sandbox.init is None and not sandbox.alive()
+    assert sandbox.init is None
     sandbox.signal(signal.SIGKILL)  # nothing to signal through: the provisioner signals it
     sandbox.remove()
     assert not sandbox.directory.exists()
@@ -464,7 +471,7 @@ async def test_the_confiner_is_told_the_launched_pid_and_the_signal(tmp_path: Pa
         RULES, tmp_path, KernelLimits("k1", "none"), "bubblewrap", confiner=confiner
     )
     await sandbox.started(4321)
-    assert confiner.finished == [4321] and sandbox.alive()
+    assert confiner.finished == [4321] and sandbox.init == ProcessIdentity.of(os.getpid())
     sandbox.signal(signal.SIGUSR1)
     assert confiner.signalled == [(os.getpid(), signal.SIGUSR1)]
 
@@ -498,3 +505,22 @@ def test_removing_a_start_that_never_finished_lets_its_shell_go(tmp_path: Path) 
 
 def test_the_wire_leaves_the_packages_dir_to_the_provisioner() -> None:
     assert sandbox_wire(RULES, "bubblewrap")["packages"] is None
+
+
+class Refusals:
+    """A kernel's proxy as network_refusals() reads it: the times asked for, and its answer."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+
+    def refusals_since(self, since: float) -> list[str]:
+        self.asked.append(since)
+        return ["refused"]
+
+
+def test_the_refusals_are_its_proxys_since_the_time_asked(tmp_path: Path) -> None:
+    sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "landlock")
+    proxy = Refusals()
+    sandbox.proxy = proxy  # type: ignore[assignment]
+    assert sandbox.network_refusals(12.5) == ["refused"]
+    assert proxy.asked == [12.5]

@@ -47,10 +47,7 @@ def test_missing_ones_are_made_and_recorded(place: tuple[Path, Path]) -> None:
     assert (project / ".envrc").read_text() == "kept"
     record = json.loads(placeholders.record_file(kernels / "k1").read_text())
     assert record["created"] == {str(path): kind for path, kind in wanted(project)}
-    assert placeholders.used(kernels / "k1") == [
-        *(p for p, _ in wanted(project)),
-        project / ".envrc",
-    ]
+    assert record["used"] == [str(p) for p, _ in wanted(project)] + [str(project / ".envrc")]
 
 
 def test_they_are_removed_while_still_placeholders(place: tuple[Path, Path]) -> None:
@@ -92,24 +89,23 @@ def test_one_another_kernel_still_mounts_on_is_handed_on(place: tuple[Path, Path
 
 
 def test_a_kernel_whose_own_dir_is_gone_has_ended(place: tuple[Path, Path]) -> None:
-    """Its gateway removed its dir (or died after): the next sandbox's start or end, or a
-    sweep, removes what it made."""
+    """Its gateway removed its dir (or died after): the next sandbox's start or end removes
+    what it made."""
     project, kernels = place
     placeholders.make(kernels / "k1", wanted(project))
-    assert placeholders.sweep(kernels) == []  # k1 runs
+    assert placeholders.remove(kernels / "k0") == []  # another kernel's end: k1 runs
     shutil.rmtree(kernels / "k1")
     placeholders.make(kernels / "k2", [(project / ".idea", "dir")])
     assert names(project) == [".git", ".idea"]
     assert not placeholders.record_file(kernels / "k1").exists()
     shutil.rmtree(kernels / "k2")
-    assert placeholders.sweep(kernels) == [project / ".idea"]
+    assert placeholders.remove(kernels / "k0") == [project / ".idea"]
     assert names(project) == [".git"]
 
 
 def test_an_unreadable_record_is_an_empty_one(place: tuple[Path, Path]) -> None:
     _, kernels = place
     placeholders.record_file(kernels / "k1").write_text("{not json")
-    assert placeholders.used(kernels / "k1") == []
     assert placeholders.remove(kernels / "k1") == []
     placeholders.record_file(kernels / "k2").write_text('{"created": {"/etc": "socket"}}')
     assert placeholders.remove(kernels / "k2") == []  # an unknown kind is never acted on
@@ -146,21 +142,17 @@ def test_a_record_is_the_gateways_alone(place: tuple[Path, Path]) -> None:
     assert stat.S_IMODE(placeholders.record_file(kernels / "k1").stat().st_mode) == 0o600
 
 
-@pytest.mark.parametrize(
-    "data",
-    [
-        {"created": ["/etc/passwd"], "used": ["/p/.vscode"]},
-        {"created": None, "used": ["/p/.vscode"]},
-        {"used": ["/p/.vscode"]},
-    ],
-)
+@pytest.mark.parametrize("data", [{"created": ["/etc/passwd"]}, {"created": None}, {}])
 def test_a_record_without_a_table_of_created_paths_still_says_what_is_used(
     place: tuple[Path, Path], data: dict[str, object]
 ) -> None:
-    _, kernels = place
-    placeholders.record_file(kernels / "k1").write_text(json.dumps(data))
-    assert placeholders.used(kernels / "k1") == [Path("/p/.vscode")]
-    assert placeholders.remove(kernels / "k1") == []
+    project, kernels = place
+    vscode = project / ".vscode"
+    placeholders.record_file(kernels / "k1").write_text(json.dumps({**data, "used": [str(vscode)]}))
+    assert placeholders.make(kernels / "k2", [(vscode, "dir")]) == [vscode]
+    assert placeholders.remove(kernels / "k2") == []  # k1 still mounts on it: handed on
+    assert vscode.is_dir()
+    assert placeholders.remove(kernels / "k1") == [vscode]
 
 
 def test_removing_what_a_kernel_never_recorded_is_nothing(place: tuple[Path, Path]) -> None:
@@ -186,11 +178,25 @@ def test_a_file_placeholder_that_became_another_kind_is_kept(
     assert os.path.lexists(path)
 
 
-def test_a_sweep_removes_what_every_ended_kernel_made(place: tuple[Path, Path]) -> None:
+def test_the_next_start_removes_what_every_ended_kernel_made(place: tuple[Path, Path]) -> None:
     project, kernels = place
     placeholders.make(kernels / "k1", [(project / ".idea", "dir")])
     placeholders.make(kernels / "k2", [(project / ".vscode", "dir")])
     shutil.rmtree(kernels / "k1")
     shutil.rmtree(kernels / "k2")
-    assert sorted(placeholders.sweep(kernels)) == [project / ".idea", project / ".vscode"]
+    assert placeholders.make(kernels / "k3", []) == []
     assert names(project) == [".git"]
+    assert list(kernels.glob(".placeholders-*.json")) == []  # k3 made none: nothing to record
+
+
+# ---- Mutation testing (bench/mutation.py, issue 42): a mutant of placeholders.py that lived
+# without this test (swept() keeping only the last ended kernel's paths). ----
+def test_an_end_says_every_placeholder_of_ended_kernels_it_removed(
+    place: tuple[Path, Path],
+) -> None:
+    project, kernels = place
+    placeholders.make(kernels / "k1", [(project / ".idea", "dir")])
+    placeholders.make(kernels / "k2", [(project / ".vscode", "dir")])
+    shutil.rmtree(kernels / "k1")
+    shutil.rmtree(kernels / "k2")
+    assert sorted(placeholders.remove(kernels / "k3")) == [project / ".idea", project / ".vscode"]

@@ -538,8 +538,7 @@ def test_rules_carry_the_protected_names(place: tuple[Path, Path]) -> None:
     profile = replace(WORKSPACE, unprotected=(".idea",), protected=("notes.md",))
     made = profile.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME)
     assert made.protected == profile.protected_names()
-    assert cwd / ".git" in made.protected_paths() and cwd / "notes.md" in made.protected_paths()
-    assert cwd / ".idea" not in made.protected_paths()
+    assert "notes.md" in made.protected and ".idea" not in made.protected
 
 
 @pytest.mark.parametrize("link", [".vscode", ".git", "notes"])
@@ -572,3 +571,14 @@ def test_what_loomgate_runs_from_stays_read_only(place: tuple[Path, Path], tmp_p
     assert inside.writable == () and inside.read_only == ()
     with pytest.raises(SandboxRulesError, match="environment path rel is not an absolute"):
         WORKSPACE.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME, environment=(Path("rel"),))
+
+
+def test_the_refusal_of_a_symlinked_name_names_the_profile(
+    place: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """(The test above reads its start only; a mutant of profiles.py lived without this.)"""
+    home, cwd = place
+    (tmp_path / "elsewhere").mkdir()
+    (cwd / ".vscode").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SandboxRulesError, match="which the sandbox of profile 'workspace' cannot"):
+        WORKSPACE.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME)

@@ -18,7 +18,9 @@ from loomgate.gateway.sandbox.network_rules import (
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.gateway.sandbox.rule_failures import (
     command_errors,
+    empty_dir,
     failure_of,
+    line_kind,
     path_before,
     unquote,
 )
@@ -553,3 +555,81 @@ def test_path_before(head: str, path: str | None) -> None:
 )
 def test_unquote(literal: str, text: str) -> None:
     assert unquote(literal) == text
+
+
+# ---- Mutation testing (bench/mutation.py, issue 42): what the tables above leave open, each
+# test failing on a mutant of rule_failures.py that lived without it. ----
+@pytest.mark.parametrize(
+    ("head", "path"),
+    [
+        ("x: '/p'; b '/q'; c", "/q"),  # two clauses: the quoted path before the last
+        ("tool: '/p'; see '/q' first", "/p"),  # not the one inside the clause
+    ],
+)
+def test_path_before_a_tools_clause(head: str, path: str) -> None:
+    assert path_before(head) == path
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("warning: adding embedded repository", "advisory"),
+        ("hint: use --force", "advisory"),
+        ("fatal: not a git repository", "error"),
+        ("", None),
+        ("x", None),
+        (" cat: /x: Permission denied", None),  # indented: part of something else
+    ],
+)
+def test_the_kind_of_a_commands_line(line: str, kind: str | None) -> None:
+    assert line_kind(line) == kind
+    assert command_errors(f"{line}\n\nfatal: end\n") == [*([line] if kind else []), "fatal: end"]
+
+
+def test_only_an_empty_dir_here_is_empty(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full/f").write_text("")
+    found = [empty_dir(tmp_path / name) for name in ("empty", "full", "full/f", "missing")]
+    assert found == [True, False, False, False]
+
+
+@pytest.mark.parametrize(
+    ("value", "rule", "path"),
+    [
+        # only the reasons a hidden path gives make it the hidden rule
+        (f"[Errno 16] Device or resource busy: '{H}/.ssh'", None, None),
+        (f"[Errno 21] Is a directory: '{H}/.ssh/x'", None, None),
+        # and only those a read-only one gives make a protected path the protected rule
+        (f"[Errno 13] Permission denied: '{P}/.git/config'", None, None),
+        (f"[Errno 16] Device or resource busy: '{P}/.git'", "protected", f"{P}/.git"),
+    ],
+)
+def test_a_path_rule_is_claimed_only_for_its_reasons(
+    value: str, rule: str | None, path: str | None
+) -> None:
+    found = failure_of(WS, error_name="OSError", error_value=value, output="")
+    assert found == (rule and {"rule": rule, "profile": "workspace", "path": path})
+
+
+def test_a_rename_onto_a_placeholder_is_the_sandboxs(tmp_path: Path) -> None:
+    (tmp_path / ".vscode").mkdir()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.py").write_text("")
+    rules = replace(WS, writable=(tmp_path,), protected=(".vscode",))
+    value = f"[Errno 21] Is a directory: '{tmp_path / '.vscode'}' -> '{tmp_path / 'src'}'"
+    found = failure_of(rules, error_name="IsADirectoryError", error_value=value, output="")
+    assert found == {"rule": "protected", "profile": "workspace", "path": str(tmp_path / ".vscode")}
+
+
+def test_a_writable_dir_that_is_a_venv_is_writable(tmp_path: Path) -> None:
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    rules = replace(WS, writable=(tmp_path,))
+    value = f"{EROFS} '{tmp_path / 'notes.txt'}'"
+    assert failure_of(rules, error_name="OSError", error_value=value, output="") is None
+
+
+def test_a_kernel_has_its_own_tmp_unless_told(host_tmp_file: Path) -> None:
+    stderr = f"cat: {host_tmp_file}: No such file or directory\n"
+    found = failure_of(WS, error_name=None, error_value=None, output=stderr)
+    assert found == {"rule": "own_tmp", "profile": "workspace", "path": str(host_tmp_file)}

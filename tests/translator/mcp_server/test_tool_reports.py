@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from loomgate.shared.events import TOOL_CALL_TEXT, TOOL_CALL_TEXT_KEPT
+from loomgate.shared.events import TOOL_CALL_TEXT, TOOL_CALL_TEXT_KEPT, ToolCallReport
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.mcp_server import tool_reports
 from loomgate.translator.mcp_server.tool_reports import ToolReports
@@ -60,32 +60,48 @@ async def test_tool_calls_are_reported_with_their_summary(
         assert [c["tool"] for c in mine] == ["run_cell", "read_output"]
 
 
+class Unreachable(GatewayClient):
+    """A client of a gateway that is not there, which records the reports it is asked to send."""
+
+    def __init__(self) -> None:
+        super().__init__(f"http://127.0.0.1:{free_port()}", "token")
+        self.sent: list[list[ToolCallReport]] = []
+
+    async def report_tool_calls(self, calls: list[ToolCallReport]) -> None:
+        self.sent.append(calls)
+        await super().report_tool_calls(calls)
+
+
 async def test_an_unreachable_gateway_costs_a_report_nothing_else() -> None:
-    closed = GatewayClient(f"http://127.0.0.1:{free_port()}", "token")
+    closed = Unreachable()
     reports = ToolReports("conversation test")
     try:
         started = time.perf_counter()
         reports.report(closed, "status", {}, "fine", time.time(), None)
         assert time.perf_counter() - started < 0.05  # queued, not sent on the caller's time
-        assert reports.queued == 1
+        assert closed.sent == []
         await reports.flush()  # sent, and failed quietly
-        assert reports.queued == 0 and reports.dropped == 0
+        assert [[report["summary"] for report in batch] for batch in closed.sent] == [["fine"]]
+        await reports.flush()  # nothing is left to send
+        assert len(closed.sent) == 1
     finally:
         await closed.aclose()
 
 
 async def test_a_full_queue_drops_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tool_reports, "QUEUE_SIZE", 3)
-    closed = GatewayClient(f"http://127.0.0.1:{free_port()}", "token")
+    closed = Unreachable()
     reports = ToolReports("conversation test")
     try:
-        for _ in range(5):
-            reports.report(closed, "status", {}, "fine", time.time(), None)
-        assert reports.queued == 3 and reports.dropped == 2
+        for n in range(5):
+            reports.report(closed, "status", {}, f"call {n}", time.time(), None)
         reports.report(None, "status", {}, "no gateway yet", time.time(), None)
-        assert reports.queued == 3  # no gateway chosen yet: nothing to report to
-    finally:
         await reports.flush()
+        # The first three went in one batch; the full queue dropped the others, and a report
+        # without a gateway had nowhere to go.
+        summaries = [[report["summary"] for report in batch] for batch in closed.sent]
+        assert summaries == [["call 0", "call 1", "call 2"]]
+    finally:
         await closed.aclose()
 
 

@@ -15,7 +15,8 @@ UNUSED_MODULES = ("rfc3987_syntax",)
 def main(argv: list[str] | None = None) -> int:
     """Return the gateway's exit status, having run it until it stops."""
     for name in UNUSED_MODULES:
-        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: 'not installed'
+        # None marks a module 'not installed' for the import system; typeshed's type omits it.
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     from loomgate.gateway.app import main as run_gateway
 
     return run_gateway(argv)

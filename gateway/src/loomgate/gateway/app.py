@@ -16,6 +16,7 @@ from traitlets import Float, Integer, Unicode
 from traitlets.config import Config
 
 from loomgate.gateway import __version__
+from loomgate.gateway.auth import LoomIdentityProvider, monitor_token_of
 from loomgate.gateway.errors import StorageFailed
 from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP
 from loomgate.gateway.kernels.pool import DEFAULT_PREWARM
@@ -135,7 +136,7 @@ class LoomgateServerApp(ServerApp):
             token=self.identity_provider.token,
             pid=os.getpid(),
             version=__version__,
-            monitor_token=self.identity_provider.monitor_token,  # type: ignore[attr-defined]
+            monitor_token=monitor_token_of(self.identity_provider),
         )
         write_gateway_file(Path(self.loomgate_state_dir), info)
         # Kept after a stop: autostart and `loomgate gateway start` use it until another is chosen.
@@ -375,9 +376,11 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     for handler in [*app.log.handlers, *logging.getLogger().handlers]:
         handler.addFilter(redact)
     # Set after initialize so that the token never appears in the (debug-logged) config.
-    app.identity_provider.token = token
-    app.identity_provider.token_generated = False
-    app.identity_provider.monitor_token = monitor  # type: ignore[attr-defined]
+    identity = app.identity_provider
+    assert isinstance(identity, LoomIdentityProvider)  # the class the config above names
+    identity.token = token
+    identity.token_generated = False
+    identity.monitor_token = monitor
     if upstream_secrets is not None:
         upstream.apply_secrets(upstream_secrets)
     return app

@@ -53,3 +53,9 @@ class LoomIdentityProvider(IdentityProvider):
         monitor's, which must be sent each time)."""
         if "Authorization" not in handler.request.headers and not is_monitor(user):
             super().set_login_cookie(handler, user)
+
+
+def monitor_token_of(identity: IdentityProvider) -> str:
+    """Return the monitor token of a server's identity provider ("" when it has none, as any
+    provider but loomgate's own)."""
+    return identity.monitor_token if isinstance(identity, LoomIdentityProvider) else ""

@@ -67,11 +67,6 @@ class EventBus:
         """Call `listener` with the events of the kernels it wants, as they are published."""
         self._listeners.append(listener)
 
-    def unlisten(self, listener: Listener) -> None:
-        """Stop calling `listener`."""
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
     def has_subscribers(self, kernel_id: str) -> bool:
         """Return whether anyone listens to events of `kernel_id`."""
         return any(s.kernel_id in (None, kernel_id) for s in self._subscriptions) or any(

@@ -2,14 +2,15 @@
 
 Every use of a private name in the gateway goes through this module, and
 tests/gateway/test_jupyter_internals.py fails loudly when an upgrade removes or renames one.
-Everything else uses public API only.
+Everything else uses public API only. `async_override` types the coroutines that override
+jupyter_client's kernel-manager methods, which its base classes declare synchronous.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from jupyter_client import manager
 from jupyter_client.manager import KernelManager
@@ -18,6 +19,9 @@ from jupyter_server.services.kernels.kernelmanager import (
     MappingKernelManager,
     ServerKernelManager,
 )
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,18 @@ PRIVATE_USES: tuple[PrivateUse, ...] = (
 )
 
 
+def async_override(method: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Any]:
+    """Return `method`, a coroutine overriding a kernel manager's start, restart, interrupt or
+    shutdown, typed as jupyter_client's base classes declare that method.
+
+    jupyter_client declares them synchronous in KernelManager and MultiKernelManager (run_sync
+    wrappers) and rebinds them to coroutines in the async subclasses jupyter_server builds on,
+    so an `async def` override is what runs but not what the base declares. The body is checked
+    as written; callers see Any (loomgate's own call through kernels/manager_protocol.py).
+    """
+    return method
+
+
 def restore_launch_arguments(km: KernelManager, arguments: dict[str, Any]) -> None:
     """Give a kernel taken back the launch arguments its restarts will use."""
     km._launch_args = arguments
@@ -133,7 +149,8 @@ class HookedKernelManager(ServerKernelManager):
         if not restart:
             self.process_gone()
 
-    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
+    @async_override
+    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
         """Shut the kernel down (public path: the private one is not reached through it)."""
         self.process_stopping(restart=restart)
         await super().shutdown_kernel(now=now, restart=restart)

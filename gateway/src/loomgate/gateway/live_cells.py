@@ -77,14 +77,13 @@ class LiveCells:
         self.documents = documents
         self.session_paths = session_paths
         self.log = log
-        self.listener = Listener(wants=self.serves_notebook, callback=self.on_event)
         self._live: dict[tuple[str, int], LiveCell] = {}
         self._ended: dict[str, OrderedDict[int, LiveCell]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def attach(self, events: EventBus) -> None:
         """Start following the executions the bus publishes."""
-        events.listen(self.listener)
+        events.listen(Listener(wants=self.serves_notebook, callback=self.on_event))
 
     def serves_notebook(self, kernel_id: str) -> bool:
         """Return whether the kernel serves a notebook (as its records know): only those kernels

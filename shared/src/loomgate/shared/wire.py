@@ -9,6 +9,7 @@ several modules to check one reply.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, TypedDict, get_args
 
 StreamName = Literal["combined", "stdout", "stderr", "result", "traceback"]
@@ -465,6 +466,11 @@ ErrorCode = Literal[
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
 
 
+def refusal_code(answer: Mapping[str, object]) -> ErrorCode | None:
+    """Return the code of a refusal answer (None when its `error` is none of ERROR_CODES)."""
+    return next((code for code in ERROR_CODES if code == answer.get("error")), None)
+
+
 class Refusal(TypedDict):
     """An error answer: a stable code and one sentence (details vary by code)."""
 
@@ -472,7 +478,7 @@ class Refusal(TypedDict):
     message: str
 
 
-# -- the rpc websocket (GET /rpc; /channel is its older name) ---------------------------------
+# -- the rpc websocket (GET /rpc) -------------------------------------------------------------
 
 RpcMethod = Literal["GET", "POST", "PUT", "DELETE"]
 RPC_METHODS: tuple[RpcMethod, ...] = get_args(RpcMethod)
@@ -497,21 +503,3 @@ class RpcAnswer(TypedDict):
     id: int
     status: int
     body: dict[str, Any]
-
-
-# The channel's first shape (loomgate 0.x translators), still answered on /rpc and /channel.
-LegacyCallName = Literal["submit", "follow"]
-LEGACY_CALLS: tuple[LegacyCallName, ...] = get_args(LegacyCallName)
-
-
-class _LegacyCallBase(TypedDict):
-    id: int
-    call: LegacyCallName
-    kernel: str
-
-
-class LegacyCall(_LegacyCallBase, total=False):
-    """A call of the first shape: submit (args: the POST body) or follow an execution."""
-
-    execution: str
-    args: dict[str, Any]

@@ -17,7 +17,6 @@ from loomgate.gateway.export.selection import Selection
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.records.stored_meta import Restart
-from loomgate.shared import wire
 
 MEDIA_TYPE = "application/x-ipynb+json"
 DEFAULT_MAX_LINES = 10_000  # of one cell's output; its head and tail are kept beyond it
@@ -108,18 +107,6 @@ def notebook_metadata(
             "max_lines": max_lines,
         },
     }
-
-
-def notebook(
-    store: RecordStore, spec: NotebookSpec, selection: Selection, max_lines: int
-) -> wire.Notebook:
-    """Return the kernel's records as an nbformat 4.5 notebook."""
-    return wire.Notebook(
-        nbformat=4,
-        nbformat_minor=5,
-        metadata=notebook_metadata(store, spec, selection, max_lines),
-        cells=list(notebook_cells(store, selection, max_lines)),
-    )
 
 
 def notebook_file(data: Mapping[str, Any]) -> str:

@@ -11,6 +11,7 @@ from tornado.log import app_log
 
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.handlers.call import Call
+from loomgate.shared import wire
 
 Answer = tuple[int, Mapping[str, object]]  # an HTTP status and the JSON body
 Endpoint = Callable[[Call], Awaitable[Answer]]
@@ -28,7 +29,9 @@ def failure(error: Exception, call: str) -> Answer:
         return status, {"message": message, "reason": error.reason}
     # Where HTTP's uncaught exceptions went: the server's log (and the gateway's log file).
     app_log.error("loomgate: %s failed", call, exc_info=error)
-    return 500, {"error": "internal", "message": f"the gateway failed ({type(error).__name__})"}
+    return 500, wire.Refusal(
+        error="internal", message=f"the gateway failed ({type(error).__name__})"
+    )
 
 
 async def answered(call: Call, endpoint: Endpoint) -> Answer:

@@ -45,7 +45,7 @@ class LoomHandler(APIHandler):
 
     auth_resource = "kernels"
     monitor_readable = False  # whether the monitor credential may GET it (monitor/access.py)
-    refusal: str | None = None  # the refusal's code when the answer is one (for the access log)
+    refusal: wire.ErrorCode | None = None  # the refusal's code, when it is one (access log)
 
     def call(self, route: str, path: Mapping[str, str]) -> Call:
         """Return the call this request makes on `route` with the path's arguments."""
@@ -76,8 +76,8 @@ def http_method(route: Route, endpoint: Endpoint) -> object:
 
     async def handle(self: LoomHandler, **path: str) -> None:
         status, body = await answered(self.call(route.name, path), endpoint)
-        code = body.get("error")
-        if status >= 400 and isinstance(code, str) and code != "internal":
+        code = wire.refusal_code(body)
+        if status >= 400 and code is not None and code != "internal":
             self.refusal = code
         if route.file is not None and status == 200:
             self.set_status(status)

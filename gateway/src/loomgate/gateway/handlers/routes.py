@@ -1,6 +1,6 @@
 """Where each loomgate endpoint is mounted under the server's base URL: the JSON endpoints of
-the route table (one generated handler each), the event stream, the rpc websocket (also under
-its older name, channel) and the monitor page."""
+the route table (one generated handler each), the event stream, the rpc websocket and the
+monitor page."""
 
 from __future__ import annotations
 
@@ -22,6 +22,5 @@ def routes(server_base: str = "") -> list[tuple[str, type[JupyterHandler]]]:
         *((base + pattern, handler) for pattern, handler in HANDLERS),
         (base + "events", EventsHandler),
         (base + "rpc", RpcHandler),
-        (base + "channel", RpcHandler),  # the rpc websocket's older name
         (server_base + r"/loomgate/monitor", MonitorPageHandler),
     ]

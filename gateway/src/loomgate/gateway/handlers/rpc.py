@@ -4,12 +4,9 @@ Jupyter Server repeats for every one.
 
 A client sends `{"id": N, "method": M, "path": P, "query": {...}, "body": {...}}` (P relative
 to /api/loomgate/, as HTTP's) and gets `{"id": N, "status": S, "body": {...}}` back: the status
-and body HTTP would have given, from the same route table (handlers/table.py). The first shape,
-`{"id": N, "call": "submit"|"follow", "kernel": REF, "execution"?: SEL, "args": {...}}`, is
-still answered: it is the rpc call POST kernels/REF/executions with `args` as its body, or GET
-kernels/REF/executions/SEL with `args` as its query. Calls run concurrently; answers come in
-the order they finish. The server's auth runs once, on the upgrade; each call is authorized as
-HTTP authorizes its method.
+and body HTTP would have given, from the same route table (handlers/table.py). Calls run
+concurrently; answers come in the order they finish. The server's auth runs once, on the
+upgrade; each call is authorized as HTTP authorizes its method.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from loomgate.gateway.errors import BadRequest
 from loomgate.gateway.handlers.answers import Answer, Endpoint, answered, failure
 from loomgate.gateway.handlers.call import Call
-from loomgate.gateway.handlers.table import BY_NAME, Route, find
+from loomgate.gateway.handlers.table import Route, find
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
 
@@ -43,8 +40,6 @@ MAX_MESSAGE_BYTES = 64 << 20  # a cell's source, at most
 PING_INTERVAL = 30.0
 PING_TIMEOUT = PING_INTERVAL if version_info >= (6, 5) else 3 * PING_INTERVAL
 AUTH_RESOURCE = "kernels"
-EXECUTIONS = BY_NAME["kernels/{ref}/executions"]
-EXECUTION = BY_NAME["kernels/{ref}/executions/{selector}"]
 QUERY_VALUES = (str, int, float)  # what a query value may be (booleans are ints)
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0e-\x1f]")  # as tornado's query arguments lose
 
@@ -81,9 +76,11 @@ def query_value(value: object) -> str:
     return str(value)
 
 
-def rpc_request(data: Mapping[str, Any]) -> RpcRequest:
+def parse_request(data: Mapping[str, Any]) -> RpcRequest:
     """Return the request of an rpc call (wire.RpcCall); BadRequest if it is not one, HTTP's
     404 or 405 when its path or method is not an endpoint's."""
+    if "method" not in data and "path" not in data:
+        raise BadRequest("an rpc call gives its method and path (relative to /api/loomgate/)")
     method, path = data.get("method"), data.get("path")
     if method not in wire.RPC_METHODS:
         raise BadRequest(f"method must be one of {', '.join(wire.RPC_METHODS)}, not {echo(method)}")
@@ -102,37 +99,8 @@ def rpc_request(data: Mapping[str, Any]) -> RpcRequest:
     return RpcRequest(method, route, endpoint, arguments, values, data.get("body"))
 
 
-def legacy_request(data: Mapping[str, Any]) -> RpcRequest:
-    """Return the rpc request a call of the first shape (wire.LegacyCall) stands for;
-    BadRequest if it is not one."""
-    call, kernel, args = data.get("call"), data.get("kernel"), data.get("args", {})
-    selector = data.get("execution")
-    if call not in wire.LEGACY_CALLS:
-        raise BadRequest(f"unknown call {echo(call)}; use one of {', '.join(wire.LEGACY_CALLS)}")
-    if not isinstance(kernel, str) or not isinstance(args, dict):
-        raise BadRequest("a call names its kernel (a string) and gives its args as an object")
-    if call == "submit":
-        return RpcRequest(
-            "POST", EXECUTIONS, EXECUTIONS.endpoints["POST"], {"ref": kernel}, {}, args
-        )
-    if not isinstance(selector, str):
-        raise BadRequest("follow names its execution: a number, 'latest' or 'current'")
-    arguments = {"ref": kernel, "selector": selector}
-    return RpcRequest("GET", EXECUTION, EXECUTION.endpoints["GET"], arguments, args, None)
-
-
-def parse_request(data: Mapping[str, Any]) -> RpcRequest:
-    """Return the request a message's object makes, in either shape."""
-    if "call" in data:
-        return legacy_request(data)
-    if "method" not in data and "path" not in data:
-        raise BadRequest("an rpc call gives its method and path (or, first shape, call and kernel)")
-    return rpc_request(data)
-
-
 class RpcHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
-    """GET /api/loomgate/rpc (websocket; /api/loomgate/channel is its older name): any JSON
-    endpoint's calls, answered by id."""
+    """GET /api/loomgate/rpc (websocket): any JSON endpoint's calls, answered by id."""
 
     auth_resource = AUTH_RESOURCE
     monitor_readable = False  # the monitor's credential never opens it (monitor/access.py)

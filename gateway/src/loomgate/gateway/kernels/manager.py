@@ -17,7 +17,7 @@ from tornado import web
 from traitlets import Unicode
 
 from loomgate.gateway.errors import Refusal
-from loomgate.gateway.jupyter_internals import HookedKernelManager
+from loomgate.gateway.jupyter_internals import HookedKernelManager, async_override
 from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
@@ -90,7 +90,8 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
     loom_registry: KernelRegistry
     upstream: str | None = None  # kernels here are local processes
 
-    async def start_kernel(self, **kwargs: Any) -> str:  # type: ignore[override]
+    @async_override
+    async def start_kernel(self, **kwargs: Any) -> str:
         """Start a kernel; a start that fails is an HTTP error saying why (jupyter_server's own
         endpoint would answer 500 "Unhandled error")."""
         try:
@@ -104,7 +105,8 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
             store.note_paths([session])  # a notebook's kernel is known by its path at once
         return kernel_id
 
-    async def shutdown_kernel(  # type: ignore[override]
+    @async_override
+    async def shutdown_kernel(
         self, kernel_id: str, now: bool = False, restart: bool = False
     ) -> None:
         """Shut a kernel down; one still starting (as kernels do after the start returned, with
@@ -114,7 +116,8 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
             await self._starts_ended([kernel_id])
         await super().shutdown_kernel(kernel_id, now=now, restart=restart)
 
-    async def shutdown_all(self, now: bool = False) -> None:  # type: ignore[override]
+    @async_override
+    async def shutdown_all(self, now: bool = False) -> None:
         """Shut every kernel down (the server stops with its kernels): starts in progress are
         given up, not waited for (jupyter_client awaits each start before its shutdown).
 
@@ -229,7 +232,10 @@ class NodelayWebsocketConnection(ZMQChannelsWebsocketConnection):
     frame waits for the client's delayed ACK (up to 40 ms on Linux) before it is sent.
     """
 
-    async def connect(self) -> None:  # type: ignore[override]
-        """Switch Nagle off, then connect as jupyter_server does."""
+    # jupyter_server's base class declares a coroutine; ZMQChannelsWebsocketConnection, the
+    # parent, returns the future the handler awaits, as this does.
+    def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]
+        """Switch Nagle off, then connect as jupyter_server does (the handler awaits what this
+        returns)."""
         self.websocket_handler.set_nodelay(True)
-        await super().connect()  # type: ignore[misc]
+        return super().connect()

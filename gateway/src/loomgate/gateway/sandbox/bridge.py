@@ -88,11 +88,15 @@ def die_with(parent: int) -> None:
 def serve_while(pid: int) -> None:
     """End this process when process `pid` ends (at once if it has): a pidfd where there is
     one, else a look every second."""
-    try:
-        pidfd = os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]  # 3.9+
-    except ProcessLookupError:
-        os._exit(0)
-    except (AttributeError, OSError):
+    pidfd: int | None = None
+    if sys.platform == "linux" and sys.version_info >= (3, 9):  # where there are pidfds
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            os._exit(0)
+        except OSError:  # a kernel before 5.3
+            pass
+    if pidfd is None:
         threading.Thread(target=poll_pid, args=(pid,), daemon=True).start()
         return
     threading.Thread(target=wait_readable, args=(pidfd,), daemon=True).start()

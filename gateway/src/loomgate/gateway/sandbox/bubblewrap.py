@@ -30,7 +30,6 @@ __all__ = [
     "command_status",
     "empty_file",
     "info_file",
-    "interrupt",
     "ipc_dir",
     "kill",
     "packages_dir",
@@ -305,12 +304,6 @@ def command_status(returncode: int | None) -> int | None:
     if returncode is not None and 128 < returncode < 128 + 65:
         return 128 - returncode
     return returncode
-
-
-def interrupt(init_pid: int) -> None:
-    """Send SIGINT to the sandbox's process group (the kernel is in its init's, by
-    --new-session; bwrap's own group, which jupyter_client signals, does not hold it)."""
-    os.killpg(init_pid, signal.SIGINT)
 
 
 def kill(init_pid: int) -> None:

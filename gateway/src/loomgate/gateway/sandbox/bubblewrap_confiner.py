@@ -179,7 +179,8 @@ class BubblewrapConfiner(Confiner):
 
     def signal_init(self, init_pid: int, signum: int) -> None:
         """Send `signum` into the sandbox: SIGKILL to its init (which ends everything in it),
-        any other signal to its init's process group (the kernel is in it)."""
+        any other signal to its init's process group (the kernel is in it, by --new-session;
+        bwrap's own group, which jupyter_client signals, does not hold it)."""
         if signum == signal.SIGKILL:
             bubblewrap.kill(init_pid)
         else:

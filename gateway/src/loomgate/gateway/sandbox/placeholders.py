@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast, get_args
 
-__all__ = ["Kind", "make", "record_file", "remove", "sweep", "used"]
+__all__ = ["Kind", "make", "record_file", "remove"]
 
 Kind = Literal["dir", "file"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -73,11 +73,6 @@ def make(kernel_dir: Path, wanted: Sequence[tuple[Path, Kind]]) -> list[Path]:
         return made
 
 
-def used(kernel_dir: Path) -> list[Path]:
-    """Return the protected paths the kernel's sandbox mounts on, as last recorded."""
-    return [Path(p) for p in read(record_file(kernel_dir)).used]
-
-
 def remove(kernel_dir: Path) -> list[Path]:
     """Remove the placeholders the kernel's sandbox made, once it has ended for good (and those
     of other kernels that have ended): each one another kernel still mounts on is handed on to
@@ -88,15 +83,9 @@ def remove(kernel_dir: Path) -> list[Path]:
         return [*removed, *swept(kernel_dir.parent)]
 
 
-def sweep(kernels: Path) -> list[Path]:
-    """Remove the placeholders of every kernel whose own dir in `kernels` is gone; return the
-    paths removed."""
-    with locked(kernels):
-        return swept(kernels)
-
-
 def swept(kernels: Path) -> list[Path]:
-    """Do what sweep() does, the lock held."""
+    """Remove the placeholders of every kernel whose own dir in `kernels` is gone, the lock
+    held; return the paths removed."""
     removed: list[Path] = []
     for record in records(kernels):
         kernel_dir = kernels / record.name[len(RECORD_PREFIX) : -len(".json")]

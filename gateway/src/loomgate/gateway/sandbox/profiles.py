@@ -203,10 +203,6 @@ class SandboxRules:
     # The environments and source trees loomgate runs from that lie in a writable path.
     read_only: tuple[Path, ...] = ()
 
-    def protected_paths(self) -> tuple[Path, ...]:
-        """Return every protected path: GIT and each protected name in each writable path."""
-        return tuple(w / name for w in self.writable for name in (GIT, *self.protected))
-
 
 NONE = SandboxProfile("none", False, (), (), HOST_NETWORK, None, None)
 WORKSPACE = SandboxProfile(

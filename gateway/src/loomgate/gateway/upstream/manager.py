@@ -21,6 +21,7 @@ from tornado.httpclient import HTTPClientError
 from traitlets import Unicode
 
 from loomgate.gateway.errors import NotFound, Refusal
+from loomgate.gateway.jupyter_internals import async_override
 from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
 from loomgate.gateway.kernels.launch_options import KernelIntent
 from loomgate.gateway.kernels.manager import note_activity
@@ -85,7 +86,8 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
             refusal = self.failure(e)
             raise web.HTTPError(refusal.status, refusal.message) from refusal
 
-    async def start_kernel(  # type: ignore[override]
+    @async_override
+    async def start_kernel(
         self, *, kernel_id: str | None = None, path: str | None = None, **kwargs: Any
     ) -> str:
         """Start a kernel on the upstream (or attach to its kernel `kernel_id`) and record it."""
@@ -211,7 +213,8 @@ class UpstreamKernelManager(GatewayKernelManager):
             describe=lambda error: self.mapping.failure(error).message,
         )
 
-    async def restart_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+    @async_override
+    async def restart_kernel(self, **kw: Any) -> None:
         """Restart the kernel on the upstream; its records go on (numbering continues)."""
         self.registry.process_stopping(self, restart=True)
         try:
@@ -221,11 +224,13 @@ class UpstreamKernelManager(GatewayKernelManager):
             raise
         await self.registry.process_started(self)
 
-    async def interrupt_kernel(self) -> None:  # type: ignore[override]
+    @async_override
+    async def interrupt_kernel(self) -> None:
         """Interrupt the kernel through the upstream."""
         await self.mapping.asking(super().interrupt_kernel())
 
-    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
+    @async_override
+    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
         """Stop the kernel on the upstream; its records stay here."""
         self.registry.process_stopping(self, restart=restart)
         try:

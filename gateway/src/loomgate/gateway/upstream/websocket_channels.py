@@ -84,7 +84,9 @@ class WebsocketChannels(KernelChannels):
         if self._closed:
             self.ws.close()
             return
-        self.ws.protocol.set_nodelay(True)  # type: ignore[union-attr]
+        protocol = self.ws.protocol
+        assert protocol is not None  # set once the connection opened, cleared only by close()
+        protocol.set_nodelay(True)
         for frame in self._pending:
             self.ws.write_message(frame)
         self._pending.clear()

@@ -22,4 +22,4 @@ async def decode_events(lines: AsyncIterator[str]) -> AsyncIterator[Event]:
                 event = None
             data = []
             if isinstance(event, dict):
-                yield cast(Event, event)
+                yield cast(Event, event)  # the gateway's own shape, trusted as answer_as trusts it

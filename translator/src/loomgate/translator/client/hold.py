@@ -51,17 +51,6 @@ class Hold:
         self._task: asyncio.Task[None] | None = None
         self._first: asyncio.Future[None] | None = None
         self._closing = False
-        self._connected = False
-
-    @property
-    def connected(self) -> bool:
-        """Return whether the event stream is open right now (a reconnect may be pending)."""
-        return self._connected
-
-    @property
-    def active(self) -> bool:
-        """Return whether the hold is open or still trying to reconnect."""
-        return self._task is not None and not self._task.done()
 
     async def open(self, timeout: float = HOLD_OPEN_TIMEOUT) -> Hold:
         """Return this hold once its first connection is open (GatewayError if it cannot be)."""
@@ -92,7 +81,6 @@ class Hold:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._connected = False
 
     async def __aenter__(self) -> Hold:
         """Return this hold, opened."""
@@ -114,13 +102,11 @@ class Hold:
                 async with self.client.event_stream(self.kernel_id, hold=True) as events:
                     async for event in events:
                         if event["event"] == "hello":
-                            self._connected = True
                             failures = 0
                             if self._first is not None and not self._first.done():
                                 self._first.set_result(None)
                         await self._deliver(event)
             except GatewayError as e:
-                self._connected = False
                 if self._first is not None and not self._first.done():
                     self._first.set_exception(e)
                     return
@@ -129,7 +115,6 @@ class Hold:
                     log.warning("hold on kernel %s ended: %s", self.kernel_id, e)
                     return
                 log.info("hold on kernel %s lost (%s); reconnecting", self.kernel_id, e)
-            self._connected = False
             delay = HOLD_BACKOFF[min(failures, len(HOLD_BACKOFF) - 1)]
             failures += 1
             await asyncio.sleep(delay)

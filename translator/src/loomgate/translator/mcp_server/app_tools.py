@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, ParamSpec
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
@@ -36,18 +36,20 @@ from loomgate.translator.presentation.apps import not_running_refusal, view_summ
 
 log = logging.getLogger("loomgate.translator")
 
-AppTool = TypeVar("AppTool", bound=Callable[..., Awaitable[CallToolResult]])
+P = ParamSpec("P")
 
 HEAD, TAIL = 20, 40  # view_execution's lines shown inline, by default (the view's too)
 PAGE_CHARS = 5000  # each line the view is given, clipped to this
 LinesShown = Annotated[int, Field(ge=0, le=1000, description="lines shown from this end")]
 
 
-def app_tool(fn: AppTool) -> AppTool:
+def app_tool(
+    fn: Callable[P, Awaitable[CallToolResult]],
+) -> Callable[P, Awaitable[CallToolResult]]:
     """Return the app tool `fn`, failing in one sentence (never a traceback)."""
 
     @functools.wraps(fn)
-    async def call(*args: Any, **kwargs: Any) -> CallToolResult:
+    async def call(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
         try:
             return await fn(*args, **kwargs)
         except (ToolFailure, GatewayError, GatewayConfigError, NothingRunYet) as e:
@@ -58,7 +60,7 @@ def app_tool(fn: AppTool) -> AppTool:
             log.exception("app tool failed")
             return failure(unexpected_failure(e))
 
-    return cast(AppTool, call)
+    return call
 
 
 def data_result(number: int, state: str, data: Any) -> CallToolResult:

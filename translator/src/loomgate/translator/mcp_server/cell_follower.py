@@ -1,8 +1,8 @@
-"""Following an execution: long-polls with progress, input dialogs, and the cell's result."""
+"""Following an execution: one long poll with progress beside it, input dialogs, and the cell's
+result."""
 
 from __future__ import annotations
 
-import logging
 import time
 from contextvars import ContextVar
 
@@ -15,20 +15,17 @@ from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.mcp_server.conversation import Conversation
 from loomgate.translator.mcp_server.input_dialogs import DialogState, ask_host, host_answer
 from loomgate.translator.mcp_server.results import CellResult, text_block, tool_result
+from loomgate.translator.mcp_server.wait_progress import WaitProgress
 from loomgate.translator.output_view import Block, CellOutput, Image, chars_of, lines_within
 from loomgate.translator.presentation import (
     RUNNING_TAIL,
     dismissed_dialog_note,
     image_over_count,
     image_over_size,
-    progress_message,
     render_cell,
     render_running,
 )
 
-log = logging.getLogger(__name__)
-
-SLICE_SECONDS = 1.0  # a long wait is cut into slices, each one reporting progress
 INPUT_WAIT = 10.0  # how long a tool waits on after an input answer
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 4 << 20
@@ -54,11 +51,31 @@ class CellFollower:
         half = self.limits.half_lines
         return {"head": half, "tail": half, "max_chars": self.limits.max_chars}
 
+    def progress(self, ctx: Context, client: GatewayClient, ref: str) -> WaitProgress:
+        """Return the progress of a tool call's waits on kernel `ref` (from its hold's events
+        when this conversation holds it)."""
+        return WaitProgress(ctx, client, ref, self.conversation.activity(ref))
+
+    async def long_poll(
+        self,
+        progress: WaitProgress,
+        selector: str | int,
+        *,
+        wait: float,
+        until_silent: float | None = None,
+    ) -> wire.ExecutionReply:
+        """Return the execution once it ends, asks for input, goes silent or `wait` runs out:
+        one request, with a progress notification each second beside it."""
+        number = selector if isinstance(selector, int) else None
+        async with progress.beside(number):
+            return await progress.client.execution(
+                progress.ref, selector, wait=wait, until_silent=until_silent, **self.output_args()
+            )
+
     async def follow(
         self,
         ctx: Context,
-        client: GatewayClient,
-        ref: str,
+        progress: WaitProgress,
         response: wire.ExecutionReply,
         *,
         deadline: float,
@@ -66,10 +83,10 @@ class CellFollower:
         full_output: bool = False,
         note: str = "",
     ) -> CallToolResult:
-        """Return the cell once it ends, asks for input, goes silent, or time runs out."""
+        """Return the cell of `response` once it ends, asks for input, goes silent, or time
+        runs out (a cell still running is waited on again only after an input answer)."""
+        client, ref = progress.client, progress.ref
         execution, returned = response["execution"], response["returned"]
-        number = execution["number"]
-        started = time.monotonic()
         while True:
             if returned == "input":
                 if await ask_host(ctx, client, ref, execution, deadline):
@@ -81,13 +98,8 @@ class CellFollower:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            await self._progress(ctx, execution, time.monotonic() - started)
-            response = await client.execution(
-                ref,
-                number,
-                wait=min(SLICE_SECONDS, remaining),
-                until_silent=until_silent,
-                **self.output_args(),
+            response = await self.long_poll(
+                progress, execution["number"], wait=remaining, until_silent=until_silent
             )
             execution, returned = response["execution"], response["returned"]
         return await self.cell_result(
@@ -102,8 +114,10 @@ class CellFollower:
         if value is not None:
             await client.send_input(state.ref, state.number, value)
         deadline = time.monotonic() + state.deadline_in
-        response = await client.execution(state.ref, state.number, wait=0.2, **self.output_args())
         if value is None:
+            response = await client.execution(
+                state.ref, state.number, wait=0.2, **self.output_args()
+            )
             return await self.cell_result(
                 client,
                 state.ref,
@@ -112,14 +126,9 @@ class CellFollower:
                 full_output=False,
                 note=dismissed_dialog_note(state.number),
             )
-        return await self.follow(ctx, client, state.ref, response, deadline=deadline)
-
-    async def _progress(self, ctx: Context, execution: wire.Execution, waited: float) -> None:
-        message = progress_message(execution, waited)
-        try:
-            await ctx.report_progress(waited, None, message)
-        except Exception as e:  # a host that dropped the progress token must not fail the call
-            log.debug("progress not delivered: %s", e)
+        async with self.progress(ctx, client, state.ref) as progress:
+            response = await self.long_poll(progress, state.number, wait=state.deadline_in)
+            return await self.follow(ctx, progress, response, deadline=deadline)
 
     async def cell_result(
         self,

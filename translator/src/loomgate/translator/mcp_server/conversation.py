@@ -1,4 +1,8 @@
-"""One conversation's binding: its gateway, its kernel, and its hold on a conversation kernel."""
+"""One conversation's binding: its gateway, its kernel, and its hold on a conversation kernel.
+
+Longer than 400 lines: binding, attaching, reviving and forgetting change the same fields (the
+client, the kernel, the own kernel, the holds) together.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from loomgate.translator.client.jupyter_servers import (
     list_server_kernels,
     running_servers,
 )
+from loomgate.translator.client.kernel_activity import KernelActivity
 from loomgate.translator.client.selection import select_gateway
 from loomgate.translator.client.startup_files import StartupFiles, is_theirs
 from loomgate.translator.client.target import GatewayTarget
@@ -233,9 +238,15 @@ class Conversation:
     async def _hold(self, client: GatewayClient, kernel: wire.Kernel) -> None:
         """Hold `kernel` through `client` if it is a conversation kernel not held yet."""
         if kernel["lifetime"] == "conversation" and kernel["id"] not in self._holds:
-            hold = Hold(client, kernel["id"])
+            hold = Hold(client, kernel["id"], on_event=KernelActivity())
             await hold.open()
             self._holds[kernel["id"]] = hold
+
+    def activity(self, kernel_id: str) -> KernelActivity | None:
+        """Return what the hold on `kernel_id` sees it run (None: this conversation holds none)."""
+        hold = self._holds.get(kernel_id)
+        activity = hold.on_event if hold is not None else None
+        return activity if isinstance(activity, KernelActivity) else None
 
     async def _release_others(self) -> None:
         """Release the holds on kernels that are neither the current one nor the own one (a

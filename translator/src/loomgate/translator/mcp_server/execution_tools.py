@@ -14,7 +14,7 @@ from pydantic import Field
 
 from loomgate.shared.wire import SearchMode, StreamName
 from loomgate.translator.client.errors import Busy, Conflict, NotFound, Unavailable
-from loomgate.translator.mcp_server.cell_follower import INPUT_WAIT, SLICE_SECONDS, CellFollower
+from loomgate.translator.mcp_server.cell_follower import INPUT_WAIT, CellFollower
 from loomgate.translator.mcp_server.results import (
     CellResult,
     KernelInfo,
@@ -93,28 +93,29 @@ async def run_cell(
     client, ref = await conversation.kernel_ref(kernel, create=True)
     startup = conversation.take_startup_output()
     deadline = time.monotonic() + wait_seconds
-    try:
-        response = await client.submit(
-            ref, code, wait=min(SLICE_SECONDS, wait_seconds), **follower.output_args()
-        )
-    except Busy as e:
-        raise ToolFailure(
-            busy_refusal(e.details.get("running"), "model", e.details.get("setup"))
-        ) from None
-    except Unavailable as e:
-        gone = e.details.get("kernel_id")
-        if gone and kernel is None:
-            await conversation.forget_kernel(gone)
-            raise ToolFailure(kernel_gone_refusal(gone)) from None
-        raise
-    except NotFound as e:
-        if kernel is None:
+    async with follower.progress(ctx, client, ref) as progress:
+        try:
+            async with progress.beside(None):  # the one request: the cell's whole wait
+                response = await client.submit(
+                    ref, code, wait=wait_seconds, **follower.output_args()
+                )
+        except Busy as e:
+            raise ToolFailure(
+                busy_refusal(e.details.get("running"), "model", e.details.get("setup"))
+            ) from None
+        except Unavailable as e:
+            gone = e.details.get("kernel_id")
+            if gone and kernel is None:
+                await conversation.forget_kernel(gone)
+                raise ToolFailure(kernel_gone_refusal(gone)) from None
             raise
-        raise ToolFailure(unknown_kernel_refusal(str(e), kernel)) from None
-    note = startup
-    return await follower.follow(
-        ctx, client, ref, response, deadline=deadline, full_output=full_output, note=note
-    )
+        except NotFound as e:
+            if kernel is None:
+                raise
+            raise ToolFailure(unknown_kernel_refusal(str(e), kernel)) from None
+        return await follower.follow(
+            ctx, progress, response, deadline=deadline, full_output=full_output, note=startup
+        )
 
 
 @tool
@@ -132,16 +133,16 @@ async def wait(
     follower = CellFollower(conversation)
     client, ref = await conversation.kernel_ref(kernel)
     deadline = time.monotonic() + wait_seconds
-    response = await client.execution(
-        ref,
-        "current" if execution is None else execution,
-        wait=min(SLICE_SECONDS, wait_seconds),
-        until_silent=until_silent_seconds,
-        **follower.output_args(),
-    )
-    return await follower.follow(
-        ctx, client, ref, response, deadline=deadline, until_silent=until_silent_seconds
-    )
+    async with follower.progress(ctx, client, ref) as progress:
+        response = await follower.long_poll(
+            progress,
+            "current" if execution is None else execution,
+            wait=wait_seconds,
+            until_silent=until_silent_seconds,
+        )
+        return await follower.follow(
+            ctx, progress, response, deadline=deadline, until_silent=until_silent_seconds
+        )
 
 
 @tool
@@ -252,10 +253,10 @@ async def send_input(
     except Conflict as e:
         number, state = e.details.get("number"), e.details.get("state")
         raise ToolFailure(not_waiting_for_input(number, state)) from None
-    response = await client.execution(
-        ref, sent["number"], wait=min(SLICE_SECONDS, INPUT_WAIT), **follower.output_args()
-    )
-    return await follower.follow(ctx, client, ref, response, deadline=time.monotonic() + INPUT_WAIT)
+    deadline = time.monotonic() + INPUT_WAIT
+    async with follower.progress(ctx, client, ref) as progress:
+        response = await follower.long_poll(progress, sent["number"], wait=INPUT_WAIT)
+        return await follower.follow(ctx, progress, response, deadline=deadline)
 
 
 SaveNotebookArg = Annotated[

@@ -190,6 +190,7 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
     with claimed_stdio() as (wire_in, wire_out):
         async with (
             wire_streams(os.dup(wire_in), os.dup(wire_out)) as (lines, writer),
+            # The SDK types both as anyio.AsyncFile; it iterates lines and calls write and flush.
             stdio_server(stdin=cast(Any, lines), stdout=cast(Any, writer)) as (read, write),
         ):
             await lowlevel.run(read, write, lowlevel.create_initialization_options())

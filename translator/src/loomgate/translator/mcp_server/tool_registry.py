@@ -13,10 +13,11 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, TypeVar, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any, ParamSpec
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 
 from loomgate.translator.client.errors import GatewayConfigError, GatewayError
@@ -28,7 +29,9 @@ from loomgate.translator.presentation import unexpected_failure
 
 log = logging.getLogger("loomgate.translator")
 
-Tool = TypeVar("Tool", bound=Callable[..., Awaitable[Any]])
+P = ParamSpec("P")
+# What a tool answers: its result, or (cell tools) the host's cue to ask the person for input.
+ToolReply = CallToolResult | InputRequiredResult
 
 # The arguments most tools share.
 KernelArg = Annotated[
@@ -45,10 +48,20 @@ class ToolFailure(Exception):
 
 def conversation_of(ctx: Context) -> Conversation:
     """Return the conversation this call belongs to (the server lifespan's context)."""
-    return cast(Conversation, ctx.request_context.lifespan_context)
+    # A bare `Context` types it as the SDK's default (a dict); the server's lifespan yields one.
+    conversation: object = ctx.request_context.lifespan_context
+    assert isinstance(conversation, Conversation)
+    return conversation
 
 
-def tool(fn: Tool) -> Tool:
+def context_of(kwargs: Mapping[str, object]) -> Context:
+    """Return the context the SDK passes a tool (its `ctx` keyword argument)."""
+    ctx = kwargs["ctx"]
+    assert isinstance(ctx, Context)
+    return ctx
+
+
+def tool(fn: Callable[P, Awaitable[ToolReply]]) -> Callable[P, Awaitable[ToolReply]]:
     """Return the tool `fn`, failing in one sentence and resuming after an input dialog."""
 
     defaults = {
@@ -58,28 +71,34 @@ def tool(fn: Tool) -> Tool:
     }
 
     @functools.wraps(fn)
-    async def call(*args: Any, ctx: Context, **kwargs: Any) -> Any:
+    async def call(*args: P.args, **kwargs: P.kwargs) -> ToolReply:
         started = time.time()
-        result = await answer(*args, ctx=ctx, **kwargs)
+        result = await answer(*args, **kwargs)
+        ctx = context_of(kwargs)
         conversation = conversation_of(ctx)
         reports = conversation.reports
         if reports.client_name is None:
             reports.client_name = host_name(ctx)
         kernel_id = conversation.kernel["id"] if conversation.kernel else None
-        given = {k: v for k, v in kwargs.items() if k not in defaults or v != defaults[k]}
+        given = {
+            k: v
+            for k, v in kwargs.items()
+            if k != "ctx" and (k not in defaults or v != defaults[k])
+        }
         reports.report(conversation.client, fn.__name__, given, result, started, kernel_id)
         return result
 
-    async def answer(*args: Any, ctx: Context, **kwargs: Any) -> Any:
+    async def answer(*args: P.args, **kwargs: P.kwargs) -> ToolReply:
+        ctx = context_of(kwargs)
         try:
             if ctx.request_state:  # the host answered an input dialog this tool asked for
                 return await CellFollower(conversation_of(ctx)).resume(ctx)
             try:
-                return await fn(*args, ctx=ctx, **kwargs)
+                return await fn(*args, **kwargs)
             except GatewayError as e:
                 if not await conversation_of(ctx).revive(e):
                     raise
-            return await fn(*args, ctx=ctx, **kwargs)  # once more, on the revived gateway
+            return await fn(*args, **kwargs)  # once more, on the revived gateway
         except NeedsInput as needs:
             return needs.result
         except (ToolFailure, GatewayError, GatewayConfigError, NothingRunYet) as e:
@@ -90,7 +109,7 @@ def tool(fn: Tool) -> Tool:
             log.exception("tool failed")
             return failure(unexpected_failure(e))
 
-    return cast(Tool, call)
+    return call
 
 
 def host_name(ctx: Context) -> str:

@@ -45,7 +45,6 @@ class ToolReports:
     def __init__(self, conversation: str) -> None:
         self.conversation = conversation
         self.client_name: str | None = None  # the MCP host, as its initialize request named it
-        self.dropped = 0
         self._queue: list[tuple[GatewayClient, ToolCallReport]] = []
         self._sender: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
@@ -63,7 +62,6 @@ class ToolReports:
         if client is None:
             return
         if len(self._queue) >= QUEUE_SIZE:
-            self.dropped += 1
             return
         summary, error = summary_of(result)
         report = ToolCallReport(
@@ -81,11 +79,6 @@ class ToolReports:
         self._queue.append((client, report))
         if self._sender is None:
             self._sender = asyncio.get_running_loop().call_later(BATCH_DELAY, self._send)
-
-    @property
-    def queued(self) -> int:
-        """Return how many reports wait for their batch to be sent."""
-        return len(self._queue)
 
     async def flush(self, timeout: float = FLUSH_TIMEOUT) -> None:
         """Send what is queued now and wait (up to `timeout` s, then give up) for every send

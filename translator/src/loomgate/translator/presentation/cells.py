@@ -249,15 +249,11 @@ def input_dialog_message(number: int, prompt: str) -> str:
     return f"In [{number}] asks for input: {prompt}"
 
 
-def progress_message(execution: wire.Execution, waited: float) -> str:
-    """Return the progress line of a cell still running after `waited` seconds: its last
-    output line (clipped to 200 characters), if it printed one."""
-    output = execution.get("output")
-    lines = [*output["head"], *output["tail"]] if output else []
-    last = lines[-1]["text"] if lines else ""
-    return f"In [{execution['number']}] running {waited:.0f} s" + (
-        f": {last[:200]}" if last else ""
-    )
+def progress_message(number: int | None, waited: float, last_line: str = "") -> str:
+    """Return the progress line of In [`number`] (None: not known yet) still running after
+    `waited` seconds: its last output line (clipped to 200 characters), if it printed one."""
+    cell = f"In [{number}] running" if number is not None else "Running"
+    return f"{cell} {waited:.0f} s" + (f": {last_line[:200]}" if last_line else "")
 
 
 def image_over_count(image: Image, limit: int) -> str:
