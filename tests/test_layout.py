@@ -70,7 +70,7 @@ FLOORS = [
     ("residency",),
     ("sandbox",),
     ("records",),
-    ("errors", "events", "jupyter_internals", "process_identity"),
+    ("errors", "events", "jupyter_internals", "process_identity", "gateway_log"),
 ]
 FLOORS_HEADING = "## The gateway's floors"
 # One concept per file: past SOFT_LINES a module's docstring says why it is still one concept

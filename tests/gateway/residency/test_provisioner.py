@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.residency.provisioner import runs_ipykernel
+from loomgate.gateway.residency.kernel_command import runs_ipykernel
 from tests.support.cells import submit
 from tests.support.gateways import GatewayProcess, client
 

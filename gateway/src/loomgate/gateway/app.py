@@ -18,6 +18,7 @@ from traitlets.config import Config
 from loomgate.gateway import __version__
 from loomgate.gateway.auth import LoomIdentityProvider, monitor_token_of
 from loomgate.gateway.errors import StorageFailed
+from loomgate.gateway.gateway_log import GatewayLogFile, RedactToken
 from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP
 from loomgate.gateway.kernels.pool import DEFAULT_PREWARM
 from loomgate.gateway.kernels.registry import (
@@ -49,63 +50,6 @@ from loomgate.shared.paths import (
 )
 
 LOCK_FILE = "gateway.lock"
-
-
-class RedactToken(logging.Filter):
-    """Replace the gateway's tokens wherever they would appear in a log line."""
-
-    def __init__(self, *tokens: str) -> None:
-        super().__init__()
-        self.tokens = tokens
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Return True, after rewriting the record's message without the tokens."""
-        message = record.getMessage()
-        if any(token in message for token in self.tokens):
-            for token in self.tokens:
-                message = message.replace(token, "<token>")
-            record.msg, record.args = message, None
-        return True
-
-
-class UntrueLines(logging.Filter):
-    """Drop the lines jupyter_server logs that are not true of the gateway: Ctrl-C stops it and
-    leaves the kernels running (the gateway's own line says so), with no confirmation."""
-
-    UNTRUE = frozenset(
-        {
-            "Use Control-C to stop this server and shut down all kernels"
-            " (twice to skip confirmation).",
-        }
-    )
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Return False for a line of UNTRUE."""
-        return not (isinstance(record.msg, str) and record.msg in self.UNTRUE)
-
-
-class GatewayLogFile(logging.Handler):
-    """The gateway's log file, opened for each line and closed again.
-
-    Holding no descriptor open keeps the log rotatable and never pins the state dir's
-    filesystem; a disk that refuses the file costs log lines, never a request.
-    """
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-
-    def emit(self, record: logging.LogRecord) -> None:
-        """Append `record` as one line (reporting a refused write on stderr)."""
-        try:
-            line = self.format(record) + "\n"
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode("utf-8", errors="replace"))
-            finally:
-                os.close(fd)
-        except OSError:
-            self.handleError(record)
 
 
 class LoomgateServerApp(ServerApp):
@@ -344,7 +288,7 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.ServerApp.tornado_settings = {"log_function": log_request}
     # Merged into traitlets' logging configuration of the application's logger.
     config.LoomgateServerApp.logging_config = {
-        "filters": {"untrue": {"()": "loomgate.gateway.app.UntrueLines"}},
+        "filters": {"untrue": {"()": "loomgate.gateway.gateway_log.UntrueLines"}},
         "loggers": {LoomgateServerApp.__name__: {"filters": ["untrue"]}},
     }
     config.KernelRestarter.time_to_dead = 0.5

@@ -10,7 +10,6 @@ later gateway, signals and polls it by pid only while the pid still belongs to t
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import signal
 import subprocess
@@ -23,6 +22,11 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency.kernel_command import (
+    IPYTHON_HISTORY_IN_MEMORY,
+    runs_ipykernel,
+    use_ipc,
+)
 from loomgate.gateway.residency.kernel_files import output_log_of, remove_sockets
 from loomgate.gateway.residency.launches import LaunchMarkers
 from loomgate.gateway.sandbox.bubblewrap import command_status
@@ -43,11 +47,6 @@ PROVISIONER_NAME = "loomgate-resident"
 # ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.
 PARENT_VARIABLE = "JPY_PARENT_PID"
 SANDBOX_ARGUMENT = "loom_sandbox"  # the start argument that carries a kernel's SandboxRules
-# IPython's history database is one SQLite file shared by every kernel of the user: under many
-# kernels a lock times out, IPython moves the file aside, and every other kernel's saving thread
-# then prints its error into a cell's output. The record is a gateway kernel's history.
-IPYTHON_HISTORY_IN_MEMORY = "--HistoryManager.hist_file=:memory:"
-IPYKERNEL_MODULES = frozenset({"ipykernel_launcher", "ipykernel"})
 
 
 class ResidentProvisioner(LocalProvisioner):
@@ -323,21 +322,6 @@ class ResidentProvisioner(LocalProvisioner):
         if self.sandbox is not None and not restart:
             await self.sandbox.close_network()
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
-
-
-def use_ipc(km: Any, prefix: str) -> None:
-    """Make kernel manager `km` give its kernel ZMQ ipc sockets at `prefix`: files, no ports,
-    so none another process can take between their choice and the kernel's bind."""
-    km.transport = "ipc"
-    km.ip = prefix
-    km.cache_ports = False
-
-
-def runs_ipykernel(argv: list[str]) -> bool:
-    """Return whether a kernel spec's command runs ipykernel (`python -m ipykernel_launcher`)."""
-    return any(
-        flag == "-m" and module in IPYKERNEL_MODULES for flag, module in itertools.pairwise(argv)
-    )
 
 
 def launch_markers(km: object) -> LaunchMarkers | None:
