@@ -26,6 +26,7 @@ from tests.support.gateways import (
     client,
     describe_processes,
     kernel_processes_of,
+    prewarmed,
     resident_kernels,
 )
 from tests.support.sandboxed_gateways import confined_gateway
@@ -93,14 +94,6 @@ def pooled_since(state: Path, since: float) -> bool:
     return False
 
 
-async def pool_ready(http: httpx.AsyncClient) -> None:
-    """Return once the gateway reports a ready prewarmed kernel (polled: no event says so)."""
-    deadline = time.monotonic() + 60
-    while not (await http.get("/api/loomgate/info")).json()["prewarmed"]:
-        assert time.monotonic() < deadline, "no prewarmed kernel became ready"
-        await asyncio.sleep(0.02)
-
-
 async def claim_begun(state: Path, before: set[Path], busy: asyncio.Task[None]) -> None:
     """Return once a kernel dir not in `before` exists (the claim's first write; its resident.json
     follows some milliseconds later), or the claim has ended. Polled: nothing announces it."""
@@ -138,7 +131,7 @@ async def kill_at(gateway: GatewayProcess, moment: str, rng: random.Random, inde
     async with client(gateway) as http:
         busy: asyncio.Task[None] | None = None
         if moment == "claiming":
-            await pool_ready(http)
+            await prewarmed(http)
             before = set((gateway.state_dir / "kernels").glob("*"))
             busy = asyncio.create_task(create_and_run(http, f"claimed-{index}", project))
             await claim_begun(gateway.state_dir, before, busy)

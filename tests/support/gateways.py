@@ -6,6 +6,7 @@ kernels and ends those a killed gateway left behind, so no test leaks a kernel.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -259,6 +260,16 @@ class GatewayProcess:
         except httpx.HTTPError:
             return False
         return r.status_code == 202
+
+
+async def prewarmed(http: httpx.AsyncClient, timeout: float = 60.0) -> list[dict[str, object]]:
+    """Return the gateway's prewarmed kernels once one is ready (its report polled: no event
+    announces a pool kernel's readiness)."""
+    deadline = time.monotonic() + timeout
+    while not (ready := (await http.get("/api/loomgate/info")).json()["prewarmed"]):
+        assert time.monotonic() < deadline, "no prewarmed kernel became ready"
+        await asyncio.sleep(0.02)
+    return list(ready)
 
 
 def resident_kernels(state_dir: Path, *, pool: bool = True) -> set[ProcessIdentity]:

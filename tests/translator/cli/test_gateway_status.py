@@ -9,26 +9,10 @@ import os
 import re
 from pathlib import Path
 
-from tests.support.gateways import GatewayProcess, child_pids, client
+from tests.support.gateways import GatewayProcess, child_pids, client, prewarmed
 from tests.translator.cli.test_commands import loomgate
 
-POOL_TIMEOUT = 60.0
 POOLED = re.compile(r"  python3, workspace, in (?P<cwd>.+): pid (?P<pid>\d+), (?P<mb>\d+) MB")
-
-
-async def pool_ready(gateway: GatewayProcess) -> int:
-    """Return the launched pid of the gateway's one prewarmed kernel once it is ready (no event
-    announces it: the gateway's report is polled)."""
-    async with client(gateway) as http:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + POOL_TIMEOUT
-        while loop.time() < deadline:
-            info = (await http.get("/api/loomgate/info")).json()
-            if info["prewarmed"]:
-                [kernel] = info["prewarmed"]
-                return int(kernel["launched_pid"])
-            await asyncio.sleep(0.05)
-    raise AssertionError("no prewarmed kernel became ready")
 
 
 def proc_file(pid: int, name: str) -> bytes:
@@ -42,7 +26,9 @@ async def test_status_shows_each_pool_with_its_kernels_own_process(
     gateway = confined_gateway  # the default profile: bubblewrap launches each kernel
     gateway.prewarm = 1
     gateway.start()
-    launched = await pool_ready(gateway)
+    async with client(gateway) as http:
+        [kernel] = await prewarmed(http)
+    launched = int(str(kernel["launched_pid"]))
     env = {
         **os.environ,
         "LOOMGATE_STATE_DIR": str(gateway.state_dir),

@@ -41,14 +41,18 @@ def record_failure(
         return None
     output = record.log("combined").tail(OUTPUT_LINES)
     printed = [line.text for line in output if line.tag in PRINTED][-FAILURE_LINES:]
+    error = record.meta["error"]
+    refused: Sequence[NetworkRefusal] = ()
+    if launch is not None and (error is not None or printed):  # else no refusal can count
+        refused = launch.network_refusals(cell_began(record, store))
     return cell_failure(
         sandbox,
         died=died,
-        error=record.meta["error"],
+        error=error,
         output="\n".join(printed),
         cwd=Path(store.meta["cwd"] or Path.cwd()),
         own_tmp=launch is None or launch.confiner.own_tmp,
-        refused=launch.network_refusals(cell_began(record, store)) if launch else (),
+        refused=refused,
     )
 
 
