@@ -4,7 +4,7 @@ marker: tests that start processes get it automatically, so `-m "not process"` r
 from __future__ import annotations
 
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,6 +14,7 @@ import pytest
 
 from tests.support import (
     browser,
+    contention,
     gateways,
     imports,
     jupyter_lab,
@@ -32,6 +33,7 @@ PROCESS_FIXTURES = frozenset({"gateway", "fresh_gateway", "confined_gateway", "l
 SPAWNING_MODULES = (
     subprocess,
     browser,
+    contention,
     gateways,
     imports,
     jupyter_lab,
@@ -54,6 +56,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "process: starts processes (gateways, kernels, translators); set automatically"
     )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Show, under a failing test, the end of the log of each gateway that logged during it."""
+    report = yield
+    if report.failed:
+        for path, tail in gateways.logs_since(call.start).items():
+            report.sections.append((f"gateway log {path.name} ({call.when})", tail))
+    return report
 
 
 def parameter_names(item: pytest.Item) -> set[str]:

@@ -12,7 +12,12 @@ from jupyter_client.session import Session
 
 from loomgate.gateway.kernels import kernel_channels
 from loomgate.gateway.kernels.kernel_channels import Channel, KernelChannels, Message
-from loomgate.gateway.kernels.zmq_channels import RECONNECT_INTERVAL_MS, ZmqChannels
+from loomgate.gateway.kernels.zmq_channels import (
+    IOPUB_RCVHWM,
+    RECONNECT_INTERVAL_MS,
+    ZmqChannels,
+    channel_url,
+)
 
 
 class LateSubscriber(KernelChannels):
@@ -79,6 +84,39 @@ async def test_the_gateways_sockets_try_a_refused_connect_again_soon(tmp_path: P
         intervals = [stream.socket.getsockopt(zmq.RECONNECT_IVL) for stream in sockets]
         assert intervals == [RECONNECT_INTERVAL_MS] * 4
         assert RECONNECT_INTERVAL_MS < 100  # ZMQ's default, which starts no kernel sooner
+        assert channels.iopub.socket.rcvhwm == IOPUB_RCVHWM == 0  # no IOPub message dropped
     finally:
         channels.close()
+        km.cleanup_connection_file()
+
+
+async def test_a_message_whose_handling_fails_leaves_the_next_ones_handled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    km = AsyncIOLoopKernelManager(transport="ipc", ip=str(tmp_path / "kernel"))
+    km.write_connection_file()
+    seen: list[int] = []
+    last = asyncio.get_running_loop().create_future()
+
+    def on_iopub(msg: Message) -> None:
+        seen.append(msg["content"]["n"])
+        if msg["content"]["n"] == 0:
+            raise RuntimeError("a bug in handling one message")
+        if msg["content"]["n"] == 9:
+            last.set_result(None)
+
+    kernel_iopub: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.XPUB)  # as ipykernel
+    kernel_iopub.bind(channel_url(km.get_connection_info(), "iopub"))
+    channels = ZmqChannels(km, on_iopub=on_iopub, on_stdin=lambda msg: None)
+    try:
+        assert kernel_iopub.poll(10_000), "the gateway did not subscribe"
+        kernel_iopub.recv()  # its subscription
+        for n in range(10):
+            km.session.send(kernel_iopub, "stream", {"n": n})
+        await asyncio.wait_for(last, 10)
+        assert seen == list(range(10))
+        assert "handling the kernel's stream message failed" in caplog.text
+    finally:
+        channels.close()
+        kernel_iopub.close(linger=0)
         km.cleanup_connection_file()

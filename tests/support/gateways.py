@@ -28,6 +28,7 @@ from loomgate.translator.client.local_gateway import UPSTREAMS_DIR, gateway_comm
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
+LOG_LINES_ON_FAILURE = 60  # the last lines (DEBUG left out) of a gateway's log a failure shows
 
 
 class Served(Protocol):
@@ -151,8 +152,14 @@ class GatewayProcess:
             [*self.launcher, *command], env=env, stdout=log, stderr=log, cwd=self.cwd
         )
 
+    @property
+    def log_path(self) -> Path:
+        """Return the file the gateway's stdout and stderr (its log, at DEBUG) go to."""
+        return self.state_dir.parent / f"{self.state_dir.name}.stderr"
+
     def start(self) -> GatewayProcess:
         """Start the gateway and wait until it answers /api/loomgate/info."""
+        STARTED.append(self)
         info_file = self.seen(self.state_dir / GATEWAY_FILE)
         if info_file.exists():
             info_file.unlink()
@@ -160,7 +167,7 @@ class GatewayProcess:
         # Kernels under pytest's variable stop forwarding their subprocesses' output (ipykernel
         # turns its fd capture off); the gateway's kernels behave as in a person's use.
         env.pop("PYTEST_CURRENT_TEST", None)
-        with (self.state_dir.parent / f"{self.state_dir.name}.stderr").open("ab") as log:
+        with self.log_path.open("ab") as log:
             self.proc = self._spawn(env, log)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -260,6 +267,27 @@ class GatewayProcess:
         except httpx.HTTPError:
             return False
         return r.status_code == 202
+
+
+# Every gateway this test process started, for the logs a failing test shows (conftest.py).
+STARTED: list[GatewayProcess] = []
+
+
+def logs_since(since: float) -> dict[Path, str]:
+    """Return the end of the log of each gateway started here that wrote to it after `since`
+    (DEBUG lines left out): what a failing test shows of the gateways it used."""
+    tails: dict[Path, str] = {}
+    for gateway in STARTED:
+        path = gateway.log_path
+        try:
+            if path.stat().st_mtime < since:
+                continue
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        kept = [line for line in lines if not line.startswith("[D ")]
+        tails.setdefault(path, "\n".join(kept[-LOG_LINES_ON_FAILURE:]))
+    return tails
 
 
 async def prewarmed(http: httpx.AsyncClient, timeout: float = 60.0) -> list[dict[str, object]]:

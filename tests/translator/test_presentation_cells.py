@@ -56,8 +56,14 @@ HEADERS = [
         "died: killed by signal 9; the kernel is dead",
     ),
     ("died, nothing known", {"state": "died"}, "died: the kernel process died; the kernel is dead"),
-    ("an error is no end state", {"state": "error", "note": "x"}, ""),
-    ("a completed cell with a note", {"note": "ignored"}, ""),
+    ("an error", {"state": "error"}, ""),
+    ("an error with a note on how its end was seen", {"state": "error", "note": "x"}, "x"),
+    ("a completed cell", {}, ""),
+    (
+        "a completed cell whose end was missed",
+        {"note": "the gateway missed the cell's end"},
+        "the gateway missed the cell's end",
+    ),
 ]
 
 

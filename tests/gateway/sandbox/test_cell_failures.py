@@ -278,3 +278,19 @@ async def test_a_records_refusals_are_its_proxys_since_the_cell_began(tmp_path: 
     found = record_failure(record, store, None, launch)  # type: ignore[arg-type]
     assert found == {"rule": "network", "profile": "workspace", "path": "127.0.0.1:9"}
     assert launch.asked == [cell_began(record, store)]
+
+
+async def test_a_programs_name_written_apart_is_read_with_its_message(tmp_path: Path) -> None:
+    # coreutils writes "rm: " before its message, and a subprocess's stderr may reach IOPub in
+    # two parts: the cell's traceback between them.
+    store = store_of(tmp_path / "k", "bubblewrap")
+    record = store.new_record(number=1, msg_id="m", code="!x", source="loomgate", client=None)
+    program, message = "rm:", "cannot remove '/etc/hostname': Read-only file system"
+    record.write_stream("stderr", program + " ")
+    record.write_error("CalledProcessError", "exit status 1", ["Traceback", "CalledProcessError"])
+    record.write_stream("stderr", message + "\n")
+    record.flush()
+    printed = [line.text for line in record.log("combined").tail(10)]
+    assert printed[0] == program + " " and printed[-1] == message  # as they came
+    found = record_failure(record, store, None, None)
+    assert found == {"rule": "read_only", "profile": "workspace", "path": "/etc/hostname"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
+from loomgate.gateway.kernels.execution_events import ExecutionEvents
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message, replied_ok
 from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.setup import KernelSetup
@@ -31,11 +33,18 @@ from loomgate.gateway.records.store import RecordStore
 from loomgate.shared import wire
 from loomgate.shared.wire import Death, ExecutionState, InputRequest
 
-OUTPUT_EVENT_INTERVAL = 0.1
 RECENT_RECORDS = 16  # finished records still matched to late IOPub output by msg_id
 # How long a cell's idle status (IOPub) may wait for its execute_reply (shell), which ipykernel
 # sends first but which travels on another socket.
 REPLY_GRACE = 0.5
+# How long a cell's idle may trail its execute_reply before the gateway asks whether it was lost
+# (the kernel dropped IOPub messages while the gateway could not read them: it was stopped).
+END_AFTER_REPLY = 0.5
+# The note of a cell ended by its reply: the messages before its idle may be missing too.
+MISSED_END = (
+    "the gateway missed the cell's end (it could not read the kernel's messages for a while); "
+    "its reply ended it, and output may be missing"
+)
 # How long a cell may take to start: the kernel may be finishing a request of another client.
 CELL_START_TIMEOUT = 30.0
 # How long another client's running cell may take to end: its idle reaches that client first.
@@ -103,7 +112,7 @@ class ExecutionTracker:
         self.process = process
         self.store = store
         self.setup = setup
-        self.events = events
+        self.news = ExecutionEvents(events, store.kernel_id)
         self.log = log
         self.current: ExecutionRecord | None = None
         self.last_activity = time.time()
@@ -112,7 +121,6 @@ class ExecutionTracker:
         self._replies: dict[str, asyncio.Future[Message]] = {}  # our cells' execute_replies
         self._background: set[asyncio.Task[None]] = set()
         self._input_requests: dict[int, Message] = {}
-        self._output_events: dict[int, asyncio.TimerHandle] = {}
         self._early_input: dict[str, Message] = {}
         self._reseed_after: int | None = None
         self._died: ExecutionRecord | None = None  # ran when the process died; told of a restart
@@ -187,6 +195,7 @@ class ExecutionTracker:
         self.store.journal_sent(msg_id, code, client)
         reply = channels.send_cell(msg)
         self._replies[msg_id] = reply
+        reply.add_done_callback(functools.partial(self._replied, msg_id))
         future: asyncio.Future[ExecutionRecord] = asyncio.get_running_loop().create_future()
         self._submissions[msg_id] = Submission(future, client, code)
         try:
@@ -234,7 +243,7 @@ class ExecutionTracker:
         if waited and self._input_requests.get(record.number) is request:
             self._input_requests.pop(record.number, None)
             record.set_state("running", input=None)
-            self.publish_execution(record)
+            self.news.execution(record)
         # A cell in input() takes the signal where ipykernel waits for the answer: once is
         # enough, and a repeat would break its traceback's printing.
         early = record.meta["interrupt_requested"] - record.meta["started"] < EARLY_INTERRUPT
@@ -273,7 +282,7 @@ class ExecutionTracker:
             )
         channels.send_stdin("input_reply", {"value": value}, parent=request)
         record.set_state("running", input=None)
-        self.publish_execution(record)
+        self.news.execution(record)
 
     # -- when the process stops, dies, is left, or is taken back ------------------------------
 
@@ -386,7 +395,7 @@ class ExecutionTracker:
             prompt=content.get("prompt", ""), password=bool(content.get("password"))
         )
         record.set_state("awaiting_input", input=info)
-        self.publish_execution(record)
+        self.news.execution(record)
 
     def on_iopub(self, msg: Message) -> None:
         """Turn an IOPub message into its record: a start, output, or the end (idle)."""
@@ -399,15 +408,7 @@ class ExecutionTracker:
             record = self._recent.get(parent_id)
             idle = content.get("execution_state") == "idle"
             if idle and record is not None and not record.final:
-                error = record.meta["error"]
-                if error is None and record.meta.get("interrupt_requested"):
-                    self._settle_interrupted(record)
-                elif error is None:
-                    self.finish(record, "completed")
-                elif error["name"] == "KeyboardInterrupt":
-                    self.finish(record, "interrupted")
-                else:
-                    self.finish(record, "error")
+                self._end(record)
             return
         if msg_type == "execute_input":
             self._start_record(parent_id, content)
@@ -434,7 +435,64 @@ class ExecutionTracker:
             )
         else:
             return
-        self._schedule_output_event(record)
+        self.news.output(record)
+
+    def _end(self, record: ExecutionRecord, **details: Any) -> None:
+        """End `record` as its error says (the kernel is idle after it)."""
+        error = record.meta["error"]
+        if error is None and record.meta.get("interrupt_requested"):
+            self._settle_interrupted(record)
+        elif error is None:
+            self.finish(record, "completed", **details)
+        elif error["name"] == "KeyboardInterrupt":
+            self.finish(record, "interrupted", **details)
+        else:
+            self.finish(record, "error", **details)
+
+    def _replied(self, msg_id: str, reply: asyncio.Future[Message]) -> None:
+        """Check, a moment after one of our cells' execute_reply, that its end was seen."""
+        if reply.cancelled() or reply.exception() is not None:
+            return
+        record = self._recent.get(msg_id)
+        if record is None or not record.final:
+            asyncio.get_running_loop().call_later(END_AFTER_REPLY, self._check_end, msg_id, reply)
+
+    def _check_end(self, msg_id: str, reply: asyncio.Future[Message]) -> None:
+        record = self._recent.get(msg_id)
+        started = record is not None or msg_id in self._submissions
+        if started and (record is None or not record.final):
+            self._spawn(self._end_if_missed(msg_id, reply.result()))
+
+    async def _end_if_missed(self, msg_id: str, reply: Message) -> None:
+        """End our cell `msg_id` as its `reply` says if its idle (or even its start) was lost.
+
+        A silent execute sent now is answered after the cell: once its idle has come, every
+        IOPub message the cell caused has come, or was dropped by the kernel.
+        """
+        channels = self.process.channels
+        if channels is None:
+            return
+        drained = asyncio.ensure_future(channels.drain())
+        try:
+            await asyncio.wait([drained])
+        finally:
+            drained.cancel()
+        if drained.cancelled() or drained.exception() is not None:
+            return  # the channels closed: the kernel died, restarts or stops
+        record = self._recent.get(msg_id)
+        submission = self._submissions.get(msg_id)
+        if record is None and submission is not None:
+            count = reply["content"].get("execution_count")
+            self._start_record(msg_id, {"execution_count": count, "code": submission.code})
+            record = self._recent.get(msg_id)
+        if record is None or record.final:
+            return
+        content = reply["content"]
+        if content.get("status") == "error" and record.meta["error"] is None:
+            record.write_error(
+                content.get("ename", ""), content.get("evalue", ""), content.get("traceback", [])
+            )
+        self._end(record, note=MISSED_END)
 
     def _start_record(self, msg_id: str, content: dict[str, Any]) -> None:
         if self.current is not None and not self.current.final:
@@ -463,7 +521,7 @@ class ExecutionTracker:
         if submission is not None and not submission.record.done():
             submission.record.set_result(record)
         record.save_soon()  # after the waiting submitter has been woken
-        self.publish_execution(record)
+        self.news.execution(record)
         early_input = self._early_input.pop(msg_id, None)
         if early_input is not None:
             self._await_input(record, early_input)
@@ -508,42 +566,9 @@ class ExecutionTracker:
         if self.current is record:
             self.current = None
         self.last_activity = time.time()
-        pending_output = self._output_events.pop(record.number, None)
-        if pending_output is not None:
-            pending_output.cancel()
-        if self.events.has_subscribers(self.kernel_id):
-            # After the waiting reply, which the wake-up in set_state has queued first.
-            asyncio.get_running_loop().call_soon(self._publish_end, record, pending_output)
+        self.news.ended(record)
         channels = self.process.channels
         if self._reseed_after == record.number and channels is not None and state != "died":
             self._reseed_after = None
             # Sent at once on our shell socket, so the kernel runs it before any later cell.
             channels.send_shell("execute_request", seed_content(record.number + 1))
-
-    def _publish_end(
-        self, record: ExecutionRecord, pending_output: asyncio.TimerHandle | None
-    ) -> None:
-        if pending_output is not None:
-            self._publish_output(record)
-        self.publish_execution(record)
-
-    def publish_execution(self, record: ExecutionRecord) -> None:
-        """Tell event listeners of the execution's new state."""
-        if self.events.has_subscribers(self.kernel_id):
-            self.events.execution(self.kernel_id, record.summary())
-
-    def _schedule_output_event(self, record: ExecutionRecord) -> None:
-        if not self.events.has_subscribers(self.kernel_id) or record.number in self._output_events:
-            return
-
-        def publish() -> None:
-            self._output_events.pop(record.number, None)
-            self._publish_output(record)
-
-        loop = asyncio.get_running_loop()
-        self._output_events[record.number] = loop.call_later(OUTPUT_EVENT_INTERVAL, publish)
-
-    def _publish_output(self, record: ExecutionRecord) -> None:
-        log = record.log("combined")
-        tail = log.tail(1)
-        self.events.output(self.kernel_id, record.number, log.total, tail[0].text if tail else "")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
+from loomgate.gateway.kernels.iopub_queue import queue_every_message
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.messages import seed_content
@@ -178,6 +179,8 @@ class LoomKernel:
         reply = await channels.confirm(timeout, alive=self._process_running)
         implementation = str(reply["content"].get("implementation", ""))
         self.implementation = self.store.meta["implementation"] = implementation
+        if implementation == "ipython" and channels.local:
+            queue_every_message(channels, self.log, self.id)
         language_info = reply["content"].get("language_info")
         if isinstance(language_info, dict):
             self.store.meta["language_info"] = language_info  # the notebook export's

@@ -30,6 +30,8 @@ class KernelChannels:
     `confirm()` proves IOPub live before anything is executed: a late subscriber misses messages.
     """
 
+    local = False  # to a process on this machine, over ZMQ (its IOPub socket can be told more)
+
     def __init__(self, session: Session, *, on_iopub: Handler, on_stdin: Handler) -> None:
         self.session = session
         self._on_iopub = on_iopub

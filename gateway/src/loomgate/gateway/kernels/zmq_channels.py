@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from hmac import compare_digest
@@ -20,6 +21,13 @@ from loomgate.gateway.kernels.kernel_channels import Channel, Handler, KernelCha
 # start waits up to 200 ms after its sockets are bound. Each try costs well under a millisecond
 # of CPU, paid while a kernel starts and until the channels of one that died are closed.
 RECONNECT_INTERVAL_MS = 10
+log = logging.getLogger(__name__)
+
+# ZMQ's default high-water mark, 1,000 messages, lets a kernel's PUB socket drop IOPub messages
+# silently once the gateway's loop falls that far behind: lines of a fast loop, or a cell's idle
+# (and the cell then never ends). Unbounded here, the gateway's ZMQ thread takes every message
+# off the wire as it comes; a cell's output waits in the gateway's memory until the loop reads it.
+IOPUB_RCVHWM = 0
 
 
 def channel_url(info: Mapping[str, object], channel: str) -> str:
@@ -30,6 +38,29 @@ def channel_url(info: Mapping[str, object], channel: str) -> str:
     return f"{info['transport']}://{info['ip']}-{port}"
 
 
+def _socket(km: AsyncIOLoopKernelManager, kind: int) -> zmq.Socket[bytes]:
+    """Return a socket as jupyter_client makes its channels' (on the manager's context, shadowed
+    for the plain sockets ZMQStream needs; with the kernel's CurveZMQ keys when transport
+    encryption is on), not yet connected, so options that apply to connections can be set."""
+    socket: zmq.Socket[bytes] = zmq.Context.shadow(km.context).socket(kind)
+    socket.linger = 1000
+    socket.reconnect_ivl = RECONNECT_INTERVAL_MS  # a shadow has none of the context's options
+    if km.curve_publickey is not None:
+        socket.curve_secretkey = km.curve_secretkey
+        socket.curve_publickey = km.curve_publickey
+        socket.curve_serverkey = km.curve_publickey
+    return socket
+
+
+def _iopub(km: AsyncIOLoopKernelManager) -> zmq.Socket[bytes]:
+    """Return the IOPub subscriber of `km`'s kernel: every message, none dropped here."""
+    socket = _socket(km, zmq.SUB)
+    socket.rcvhwm = IOPUB_RCVHWM
+    socket.subscribe(b"")
+    socket.connect(channel_url(km.get_connection_info(), "iopub"))
+    return socket
+
+
 class ZmqChannels(KernelChannels):
     """IOPub subscriber, a shell/stdin pair sharing one identity (so input_request finds us),
     and a control socket for the requests a busy kernel must still answer.
@@ -37,13 +68,15 @@ class ZmqChannels(KernelChannels):
     The IOPub socket is opened as soon as the kernel process is launched.
     """
 
+    local = True
+
     def __init__(
         self, km: AsyncIOLoopKernelManager, *, on_iopub: Handler, on_stdin: Handler
     ) -> None:
         super().__init__(km.session, on_iopub=on_iopub, on_stdin=on_stdin)
         km.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_INTERVAL_MS)  # for the sockets below
         identity = uuid.uuid4().hex.encode()
-        self.iopub: ZMQStream = km.connect_iopub()
+        self.iopub = ZMQStream(_iopub(km))
         self.shell: ZMQStream = km.connect_shell(identity=identity)
         self.control: ZMQStream = km.connect_control()
         self.stdin, self._stdin_monitor = self._monitored_stdin(km, identity)
@@ -68,17 +101,8 @@ class ZmqChannels(KernelChannels):
         The kernel's stdin ROUTER drops an input_request addressed to a peer whose handshake is
         not done, and the cell then waits for ever: `confirm()` waits for this handshake.
         """
-        # Made as jupyter_client makes the other channels' sockets: on the manager's context
-        # (shadowed, for the plain sockets ZMQStream needs), with the kernel's CurveZMQ keys
-        # when transport encryption is on.
-        socket: zmq.Socket[bytes] = zmq.Context.shadow(km.context).socket(zmq.DEALER)
-        socket.linger = 1000
-        socket.reconnect_ivl = RECONNECT_INTERVAL_MS  # a shadow has none of the context's options
+        socket = _socket(km, zmq.DEALER)
         socket.identity = identity
-        if km.curve_publickey is not None:
-            socket.curve_secretkey = km.curve_secretkey
-            socket.curve_publickey = km.curve_publickey
-            socket.curve_serverkey = km.curve_publickey
         monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         socket.connect(channel_url(km.get_connection_info(), "stdin"))
         return ZMQStream(socket), ZMQStream(monitor)
@@ -101,14 +125,17 @@ class ZmqChannels(KernelChannels):
                 return
             if session.auth is not None and not compare_digest(parts[0], session.sign(parts[1:5])):
                 return
-            handler(
-                {
-                    "header": unpack(parts[1]),
-                    "parent_header": unpack(parts[2]),
-                    "metadata": unpack(parts[3]),
-                    "content": unpack(parts[4]),
-                }
-            )
+            msg = {
+                "header": unpack(parts[1]),
+                "parent_header": unpack(parts[2]),
+                "metadata": unpack(parts[3]),
+                "content": unpack(parts[4]),
+            }
+            try:
+                handler(msg)
+            except Exception:
+                # Raised into ZMQStream, it would leave the socket's later messages unread.
+                log.exception("handling the kernel's %s message failed", msg["header"]["msg_type"])
 
         return receive
 

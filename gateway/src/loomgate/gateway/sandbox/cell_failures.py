@@ -5,15 +5,15 @@ cell's end, and again when output comes after it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from loomgate.gateway.records.output_log import OutputKind
+from loomgate.gateway.records.output_log import Line, OutputKind
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.sandbox.launch import MEMORY_KILL, SandboxLaunch, rules_from_wire
 from loomgate.gateway.sandbox.network_rules import NetworkRefusal
-from loomgate.gateway.sandbox.rule_failures import command_errors, failure_of
+from loomgate.gateway.sandbox.rule_failures import PROGRAM_LINE, command_errors, failure_of
 from loomgate.shared import wire
 from loomgate.shared.wire import SandboxFailure
 
@@ -39,8 +39,7 @@ def record_failure(
     sandbox = store.meta.get("sandbox")
     if not sandbox or not sandbox["mechanism"]:
         return None
-    output = record.log("combined").tail(OUTPUT_LINES)
-    printed = [line.text for line in output if line.tag in PRINTED][-FAILURE_LINES:]
+    printed = printed_lines(record.log("combined").tail(OUTPUT_LINES))[-FAILURE_LINES:]
     error = record.meta["error"]
     refused: Sequence[NetworkRefusal] = ()
     if launch is not None and (error is not None or printed):  # else no refusal can count
@@ -54,6 +53,23 @@ def record_failure(
         own_tmp=launch is None or launch.confiner.own_tmp,
         refused=refused,
     )
+
+
+def printed_lines(lines: Iterable[Line]) -> list[str]:
+    """Return the stdout and stderr lines among `lines`; one that is only a program's name
+    ("rm: ", which coreutils writes apart from its message) is joined to the printed line after
+    it, which may have come after the cell's traceback."""
+    printed: list[str] = []
+    cut = False
+    for line in lines:
+        if line.tag not in PRINTED:
+            continue
+        if cut:
+            printed[-1] += line.text
+        else:
+            printed.append(line.text)
+        cut = PROGRAM_LINE.fullmatch(printed[-1]) is not None
+    return printed
 
 
 def cell_began(record: ExecutionRecord, store: RecordStore) -> float:

@@ -52,7 +52,7 @@ def state_note(execution: wire.Execution) -> str:
         return f"died: {reason}; {restarted}"
     if state == "lost":
         return f"lost: {note}" if note else "lost"
-    return ""
+    return note or ""  # how an ended cell's end was seen, when not from the kernel's idle
 
 
 def unstored_note(execution: wire.Execution) -> str:
