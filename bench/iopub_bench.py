@@ -109,6 +109,11 @@ def ratio_cell(ours: list[float], other: list[float]) -> str:
     return f"{statistics.median(values):.3f}× ({min(values):.3f}–{max(values):.3f})"
 
 
+def counted(values: list[float]) -> str:
+    """Return a median count with the range."""
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+
+
 def report(figures: dict[str, dict[str, list[float]]], rounds: int, loads: str) -> list[str]:
     """Return the Markdown report."""
     shipped, dropping = figures["shipped"], figures["dropping"]
@@ -134,8 +139,8 @@ def report(figures: dict[str, dict[str, list[float]]], rounds: int, loads: str) 
     for load_name in ("quiet", "slowed"):
         key = f"lines {load_name}"
         lines.append(
-            f"| lines kept of {LINES:,}, {load_name} | {spread(dropping[key], '', 0)} | "
-            f"{spread(shipped[key], '', 0)} | |"
+            f"| lines kept of {LINES:,}, {load_name} | {counted(dropping[key])} | "
+            f"{counted(shipped[key])} | |"
         )
     return lines
 

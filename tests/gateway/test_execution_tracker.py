@@ -1,7 +1,7 @@
 """A cell's life in the execution tracker, against the gateway's own view of IOPub: the busy rule
 (`admit`: a cell another client ran counts as running only until the idle the gateway has
 received, handled or not; a process that is not ready refuses; a cell just sent is named once it
-starts) and the repeated early interrupt."""
+starts), the repeated early interrupt, and an end that a failing note never holds up."""
 
 from __future__ import annotations
 
@@ -197,3 +197,18 @@ async def test_nothing_running_cannot_be_interrupted(tracker: ExecutionTracker) 
     with pytest.raises(Conflict, match="nothing is running"):
         await tracker.interrupt()
     assert process_of(tracker).interrupts == 0
+
+
+async def test_a_cell_ends_when_reading_its_sandbox_rule_fails(
+    tracker: ExecutionTracker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(record: object, died: object) -> None:
+        raise OSError("a rule that cannot be read")
+
+    monkeypatch.setattr(tracker.process, "sandbox_failure", broken)
+    record = tracker.current
+    assert record is not None
+    tracker.on_iopub(iopub("status", execution_state="idle"))
+    assert record.state == "completed"
+    assert tracker.current is None
+    assert "execution 1's sandbox rule not read" in caplog.text

@@ -26,8 +26,6 @@ FLOOD_WHEN_TOLD = (
     f"{FLOOD}\n"
     "open('ended', 'w').close()"
 )
-
-
 # ZMQ's default limit back on the kernel's IOPub socket, set on its own thread.
 DROPPING = (
     "import zmq\n"
@@ -37,14 +35,15 @@ DROPPING = (
 
 
 async def new_kernel(http: httpx.AsyncClient) -> str:
+    """Start a kernel of the gateway's default profile; return its id."""
     r = await http.post(API, json={})
     assert r.status_code == 201, r.text
     return str(r.json()["kernel"]["id"])
 
 
 async def test_a_flood_of_messages_loses_none(confined_gateway: GatewayProcess) -> None:
-    # ZMQ's default high-water mark let the kernel drop a sixth of these (the cell's idle too,
-    # at times: then the cell never ended).
+    # With ZMQ's default high-water mark, a gateway on a busy CPU lost over a third of these
+    # (bench/results/iopub.md), and at times the cell's idle: then the cell never ended.
     gateway = confined_gateway.start()
     async with client(gateway) as http:
         kernel = await new_kernel(http)

@@ -38,7 +38,8 @@ RECENT_RECORDS = 16  # finished records still matched to late IOPub output by ms
 # sends first but which travels on another socket.
 REPLY_GRACE = 0.5
 # How long a cell's idle may trail its execute_reply before the gateway asks whether it was lost
-# (the kernel dropped IOPub messages while the gateway could not read them: it was stopped).
+# (by a kernel that drops IOPub messages the gateway has not read yet: an ipykernel one queues
+# them, kernels/iopub_queue.py).
 END_AFTER_REPLY = 0.5
 # The note of a cell ended by its reply: the messages before its idle may be missing too.
 MISSED_END = (
@@ -459,8 +460,8 @@ class ExecutionTracker:
 
     def _check_end(self, msg_id: str, reply: asyncio.Future[Message]) -> None:
         record = self._recent.get(msg_id)
-        started = record is not None or msg_id in self._submissions
-        if started and (record is None or not record.final):
+        known = record is not None or msg_id in self._submissions
+        if known and (record is None or not record.final):
             self._spawn(self._end_if_missed(msg_id, reply.result()))
 
     async def _end_if_missed(self, msg_id: str, reply: Message) -> None:
@@ -558,7 +559,13 @@ class ExecutionTracker:
     def finish(self, record: ExecutionRecord, state: ExecutionState, **details: Any) -> None:
         """End `record` in `state`, publish it, and put IPython's counter back if needed."""
         self._replies.pop(record.msg_id, None)
-        failure = self.process.sandbox_failure(record, details.get("died"))
+        try:
+            failure = self.process.sandbox_failure(record, details.get("died"))
+        except Exception:  # the rule a cell ran into is a note: it never keeps the cell running
+            self.log.exception(
+                "Kernel %s: execution %s's sandbox rule not read", self.kernel_id, record.number
+            )
+            failure = None
         if failure is not None:
             details["sandbox_failure"] = failure
         record.set_state(state, **details)
