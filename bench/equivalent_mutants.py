@@ -991,6 +991,11 @@ RULES = (
         "ended or 1.0",
         "a record's start is a time.time() of today, so max() takes it over 0.0 and 1.0 alike",
     ),
+    Rule(
+        "sandbox.cell_failures.x_printed_lines_",
+        "cut = None",
+        "None is false, as False is, where the flag is read (`if cut:`)",
+    ),
     # launch markers: a sandbox killed before bwrap named its init (issue 42)
     Rule(
         "launches.x_end_launch_",

@@ -280,6 +280,19 @@ async def test_a_records_refusals_are_its_proxys_since_the_cell_began(tmp_path: 
     assert launch.asked == [cell_began(record, store)]
 
 
+async def test_the_proxy_is_asked_for_a_cell_that_raised_or_printed_only(tmp_path: Path) -> None:
+    store, raised_silently = record_printing(tmp_path / "a")
+    raised_silently.meta["error"] = {"name": "ConnectionError", "value": "refused"}
+    launch = Launch(own_tmp=True, refused=[REFUSAL])
+    found = record_failure(raised_silently, store, None, launch)  # type: ignore[arg-type]
+    assert found == {"rule": "network", "profile": "workspace", "path": "127.0.0.1:9"}
+    assert launch.asked == [cell_began(raised_silently, store)]
+    store, quiet = record_printing(tmp_path / "b")  # neither raised nor printed: most cells
+    launch = Launch(own_tmp=True, refused=[REFUSAL])
+    assert record_failure(quiet, store, None, launch) is None  # type: ignore[arg-type]
+    assert launch.asked == []
+
+
 async def test_a_programs_name_written_apart_is_read_with_its_message(tmp_path: Path) -> None:
     # coreutils writes "rm: " before its message, and a subprocess's stderr may reach IOPub in
     # two parts: the cell's traceback between them.
