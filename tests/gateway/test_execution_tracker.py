@@ -123,6 +123,21 @@ async def test_a_cell_is_refused_only_while_the_kernel_runs_another(
         assert tracker.store.get(1) is not None and tracker.store.get(1).state == "completed"
 
 
+async def test_a_cell_another_client_saw_start_is_running_here_too(
+    tracker: ExecutionTracker,
+) -> None:
+    # That client saw the start (and the cell's first output) on its own socket; ours has
+    # received it and not yet handled it.
+    tracker.on_iopub(iopub("status", execution_state="idle"))
+    assert tracker.current is None
+    started = iopub("execute_input", parent="next-cell", code="slow()", execution_count=2)
+    process_of(tracker).channels = channels = HeldBack([started])
+    channels.deliver = tracker.on_iopub
+    with pytest.raises(Busy, match="busy running execution 2"):
+        await tracker.admit()
+    assert channels.sent == []  # nothing was sent to queue behind it
+
+
 async def test_another_clients_cell_ending_a_moment_later_is_not_a_refusal(
     tracker: ExecutionTracker,
 ) -> None:

@@ -142,8 +142,9 @@ class ExecutionTracker:
         3. a setup still running refuses: Busy, naming its parts (`setup`, no `running`);
         4. a cell another client just sent, which has no number until the kernel starts it, is
            waited for (a few ms, at most CELL_START_TIMEOUT) so that the refusal can name it;
-        5. IOPub already received is handled first (an idle another client saw ends the running
-           cell), and another client's running cell gets OTHER_END_GRACE to end;
+        5. IOPub already received is handled first (another client's cell that client saw
+           start, or end, has on ours), and another client's running cell gets
+           OTHER_END_GRACE to end;
         6. a running cell refuses: Busy, naming its number (`running`);
         7. a cell sent and not yet started refuses: Busy (`running` None);
         8. records that cannot be kept refuse (StorageFailed): no cell runs unrecorded;
@@ -163,7 +164,7 @@ class ExecutionTracker:
             starting = next(iter(self._submissions.values())).record
             with contextlib.suppress(Exception):  # it never started: refused without a number
                 await asyncio.wait_for(asyncio.shield(starting), CELL_START_TIMEOUT)
-        if self.current is not None and self.process.channels is not None:
+        if self.process.channels is not None:
             self.process.channels.catch_up()
         if self.current is not None and self.current.meta["source"] == "other":
             await self.current.wait(OTHER_END_GRACE)
