@@ -27,6 +27,11 @@ LEFT_OUT = (
 )
 
 
+# ipykernel's words for a SIGINT that lands while it waits for the answer; one that lands in the
+# instant between its sending the request and that wait (a loaded machine) raises a bare one.
+INTERRUPTED_INPUT = ("KeyboardInterrupt: Interrupted by user", "KeyboardInterrupt: ")
+
+
 async def test_run_answers_input_from_piped_stdin(
     gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
 ) -> None:
@@ -189,7 +194,7 @@ async def test_interrupt_waits_for_the_cell_to_end_and_shows_how_it_ended(
         status, out, _ = await loomgate(env, "wait", *k, "1")
         lines = out.strip().split("\n")
         assert "----> 1 name = input('Name? ')" in lines
-        assert lines[-2:] == ["", "KeyboardInterrupt: Interrupted by user"]
+        assert lines[-2] == "" and lines[-1] in INTERRUPTED_INPUT
         assert re.fullmatch(LEFT_OUT, lines[-3]), lines
         caught = "try:\n    input('q? ')\nexcept KeyboardInterrupt:\n    print('caught')"
         r = await http.post(
@@ -211,7 +216,7 @@ async def test_run_shows_an_interrupted_input_without_ipykernels_frames(
         lines = out.split("\n")
         assert status == 1 and lines[:2] == ["In [1]:", "Name? "]
         assert "----> 1 name = input('Name? ')" in lines
-        assert lines[-4:-2] == ["", "KeyboardInterrupt: Interrupted by user"]
+        assert lines[-4] == "" and lines[-3] in INTERRUPTED_INPUT
         assert re.fullmatch(LEFT_OUT, lines[-5]), lines
         assert re.fullmatch(r"\[interrupted after .+\]", lines[-2])
         assert "kernelbase.py:" not in out
