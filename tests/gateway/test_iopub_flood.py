@@ -19,12 +19,19 @@ from tests.support.gateways import GatewayProcess, client
 API = "/api/loomgate/kernels"
 LINES = 20_000
 FLOOD = f"for i in range({LINES}):\n    print(i, flush=True)"  # one IOPub message per line
-# A cell that floods once the test has stopped the gateway, and leaves a file when it has ended.
-FLOOD_WHEN_TOLD = (
-    "import os, time\n"
-    "while not os.path.exists('go'):\n    time.sleep(0.01)\n"
-    f"{FLOOD}\n"
-    "open('ended', 'w').close()"
+# A cell that floods once the test has stopped the gateway.
+FLOOD_WHEN_TOLD = f"import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.01)\n{FLOOD}"
+# The kernel leaves a file once it has handed the idle after that cell to ZMQ (its IOPub thread
+# writes it next): the test's sign that the cell's end was published, or dropped.
+IDLE_TOLD = (
+    "import os\n"
+    "kernel = get_ipython().kernel\n"
+    "publish = kernel._publish_status\n"
+    "def told(status, channel, parent=None):\n"
+    "    publish(status, channel, parent)\n"
+    "    if status == 'idle' and os.path.exists('go'):\n"
+    "        kernel.iopub_thread.schedule(lambda: open('ended', 'w').close())\n"
+    "kernel._publish_status = told"
 )
 # ZMQ's default limit back on the kernel's IOPub socket, set on its own thread.
 DROPPING = (
@@ -81,6 +88,8 @@ async def flooded_while_stopped(
 ) -> dict[str, Any]:
     """Run a cell that floods and ends while `gateway` is stopped; return its execution, read
     once the gateway runs again."""
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": IDLE_TOLD, "wait": 30})
+    assert r.json()["execution"]["state"] == "completed", r.text
     r = await http.post(f"{API}/{kernel}/executions", json={"code": FLOOD_WHEN_TOLD})
     number = r.json()["execution"]["number"]
     assert gateway.proc is not None
@@ -89,7 +98,7 @@ async def flooded_while_stopped(
         (project / "go").touch()
         deadline = time.monotonic() + 60
         while not (project / "ended").exists():  # the kernel's own sign: no event reaches here
-            assert time.monotonic() < deadline, "the cell did not end"
+            assert time.monotonic() < deadline, "the cell's end was not published"
             await asyncio.sleep(0.05)
     finally:
         gateway.proc.send_signal(signal.SIGCONT)

@@ -87,6 +87,7 @@ async def test_the_gateways_sockets_try_a_refused_connect_again_soon(tmp_path: P
         assert channels.iopub.socket.rcvhwm == IOPUB_RCVHWM == 0  # no IOPub message dropped
     finally:
         channels.close()
+        km.context.destroy(linger=0)  # its sockets' fds are closed now, not at a later collection
         km.cleanup_connection_file()
 
 
@@ -119,4 +120,5 @@ async def test_a_message_whose_handling_fails_leaves_the_next_ones_handled(
     finally:
         channels.close()
         kernel_iopub.close(linger=0)
+        km.context.destroy(linger=0)
         km.cleanup_connection_file()

@@ -5,6 +5,7 @@ under /var/tmp its unix sockets live in (a socket's path must fit in 107 bytes);
 
 from __future__ import annotations
 
+import gc
 import re
 import shutil
 import socket
@@ -64,7 +65,9 @@ def hand_over(socket_path: Path, fds: Sequence[int], data: bytes = b"\0") -> soc
 
 
 def open_fds() -> set[str]:
-    """Return this process's open file descriptors."""
+    """Return this process's open file descriptors, once garbage (an earlier test's, whose
+    collection would close some later) is collected."""
+    gc.collect()
     return {entry.name for entry in Path("/proc/self/fd").iterdir()}
 
 
