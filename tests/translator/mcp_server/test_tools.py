@@ -211,12 +211,15 @@ async def test_interrupt_of_a_cell_waiting_for_input_answers_once_it_ended(
         lines = text(stopped).split("\n")
         assert re.fullmatch(r"In \[1\] \(.+, interrupted\):", lines[0])
         assert "----> 1 name = input('who? ')" in lines
-        assert re.fullmatch(
-            r"… 2 frames inside ipykernel \(kernelbase\.py\) left out; "
-            r'read_output\(execution=1, lines="\d+:\d+"\) shows them …',
-            lines[-3],
-        )
         assert lines[-1].startswith("KeyboardInterrupt")
+        if lines[-1] == "KeyboardInterrupt: Interrupted by user":  # in ipykernel's wait, as a rule
+            assert re.fullmatch(
+                r"… 2 frames inside ipykernel \(kernelbase\.py\) left out; "
+                r'read_output\(execution=1, lines="\d+:\d+"\) shows them …',
+                lines[-3],
+            )
+        # else the SIGINT landed the instant before that wait (a loaded machine): elsewhere in
+        # ipykernel, with other frames; the cell has ended all the same.
         assert "send_input" not in text(stopped) and "kernelbase.py:" not in text(stopped)
         after = await run(mcp, "'free'")  # not refused as busy: the cell has ended
         assert text(after).endswith("Out[2]: 'free'"), text(after)
