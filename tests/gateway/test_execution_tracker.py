@@ -18,7 +18,7 @@ from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.execution_tracker import OTHER_END_GRACE, ExecutionTracker
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.setup import KernelSetup
-from loomgate.gateway.records.store import RecordStore
+from tests.support.records import kernel_store
 
 PARENT = "cell-from-the-notebook"
 
@@ -80,17 +80,7 @@ class ReadyProcess:
 @pytest.fixture
 async def tracker(tmp_path: Path) -> ExecutionTracker:
     """Return a tracker whose kernel runs the notebook's cell (In [1])."""
-    store = RecordStore.create(
-        tmp_path / "k",
-        {
-            "id": "k",
-            "name": None,
-            "lifetime": "persistent",
-            "kernel_spec": None,
-            "cwd": None,
-            "attached": None,
-        },
-    )
+    store = kernel_store(tmp_path / "k")
     process = ReadyProcess()
     tracker = ExecutionTracker(
         process, store, KernelSetup(store), EventBus(), logging.getLogger("test")

@@ -14,6 +14,7 @@ import pytest
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.wire import Death
+from tests.support.records import kernel_store
 
 DATA = Path(__file__).parent.parent / "data"
 # Written by `write_kernel_records` with the gateway of b7c750d, whose record and kernel
@@ -27,16 +28,8 @@ TIMES = {"started", "finished", "last_output", "interrupt_requested", "created",
 async def write_kernel_records(directory: Path) -> None:
     """Write a gone kernel's records: a completed cell with a rich output, an interrupted one,
     one that died while waiting for input (with a gap), and one left running."""
-    store = RecordStore.create(
-        directory,
-        {
-            "id": KERNEL_ID,
-            "name": "fixture",
-            "lifetime": "persistent",
-            "kernel_spec": "python3",
-            "cwd": "/tmp",
-            "attached": None,
-        },
+    store = kernel_store(
+        directory, kernel_id=KERNEL_ID, name="fixture", kernel_spec="python3", cwd="/tmp"
     )
     store.meta["implementation"] = "ipython"
     store.meta["setup"] = {

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.residency.unseen_cells import UNSEEN_RUN, account_for_unseen
+from tests.support.records import kernel_store
 
 
 class IdleKernel:
@@ -63,17 +63,7 @@ async def test_every_number_used_unseen_gets_a_lost_record(
     sent: list[tuple[str, str, str]],
     expected: dict[int, tuple[str, str, str | None]],
 ) -> None:
-    store = RecordStore.create(
-        tmp_path / "k",
-        {
-            "id": "k",
-            "name": None,
-            "lifetime": "persistent",
-            "kernel_spec": None,
-            "cwd": None,
-            "attached": None,
-        },
-    )
+    store = kernel_store(tmp_path / "k")
     for number in range(1, seen + 1):
         store.new_record(number=number, msg_id=f"s{number}", code="", source="other", client=None)
     for msg_id, code, client in sent:

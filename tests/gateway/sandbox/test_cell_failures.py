@@ -20,7 +20,9 @@ from loomgate.gateway.sandbox.cell_failures import (
 )
 from loomgate.gateway.sandbox.launch import MEMORY_KILL, sandbox_wire
 from loomgate.gateway.sandbox.network_rules import NetworkRefusal
+from loomgate.shared.wire import SandboxFailure
 from tests.gateway.sandbox.test_rule_failures import EROFS, WS, H, P
+from tests.support.records import kernel_store
 
 REFUSAL = NetworkRefusal(
     "127.0.0.1 is a loopback address, which profile 'workspace' does not name",
@@ -31,6 +33,21 @@ REFUSAL = NetworkRefusal(
 )
 OOM = {"reason": f"{MEMORY_KILL} 4 GiB reached", "restarted": True}
 DENIED = f"cat: {H}/.ssh/k: Permission denied"
+
+
+def failure_of_cell(
+    error: tuple[str, str] | None, output: str, refused: list[NetworkRefusal], died: Any
+) -> SandboxFailure | None:
+    """Return the rule a cell of a bubblewrap kernel under WS, working in P, ran into."""
+    return cell_failure(
+        sandbox_wire(WS, "bubblewrap"),
+        died=died,
+        error={"name": error[0], "value": error[1]} if error else None,
+        output=output,
+        cwd=Path(P),
+        own_tmp=True,
+        refused=refused,
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,15 +85,7 @@ def test_cell_failure_notes_only_failures(
     died: Any,
     rule: str | None,
 ) -> None:
-    found = cell_failure(
-        sandbox_wire(WS, "bubblewrap"),
-        died=died,
-        error={"name": error[0], "value": error[1]} if error else None,
-        output=output,
-        cwd=Path(P),
-        own_tmp=True,
-        refused=refused,
-    )
+    found = failure_of_cell(error, output, refused, died)
     assert (found["rule"] if found else None) == rule, case
     if rule == "network":
         assert found is not None and found["path"] == "127.0.0.1:9"
@@ -85,18 +94,8 @@ def test_cell_failure_notes_only_failures(
 def store_of(directory: Path, mechanism: str | None) -> RecordStore:
     """Return the records of a kernel under profile WS, confined by `mechanism` ("": by none;
     None: a kernel whose sandbox loomgate did not choose)."""
-    return RecordStore.create(
-        directory,
-        {
-            "id": "k",
-            "name": None,
-            "lifetime": "persistent",
-            "kernel_spec": None,
-            "cwd": P,
-            "attached": None,
-            "sandbox": sandbox_wire(WS, mechanism) if mechanism is not None else None,
-        },
-    )
+    sandbox = sandbox_wire(WS, mechanism) if mechanism is not None else None
+    return kernel_store(directory, cwd=P, sandbox=sandbox)
 
 
 @pytest.mark.parametrize(
@@ -183,15 +182,7 @@ def test_the_whole_failure_of_a_cell(
     died: Any,
     failure: dict[str, str | None],
 ) -> None:
-    found = cell_failure(
-        sandbox_wire(WS, "bubblewrap"),
-        died=died,
-        error={"name": error[0], "value": error[1]} if error else None,
-        output=output,
-        cwd=Path(P),
-        own_tmp=True,
-        refused=refused,
-    )
+    found = failure_of_cell(error, output, refused, died)
     assert found == failure, case
 
 
