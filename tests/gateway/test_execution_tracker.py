@@ -17,6 +17,7 @@ from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.execution_tracker import OTHER_END_GRACE, ExecutionTracker
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
+from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.kernels.setup import KernelSetup
 from tests.support.records import kernel_store
 
@@ -60,7 +61,7 @@ class ReadyProcess:
     def __init__(self) -> None:
         self.phase = "ready"
         self.channels: KernelChannels | None = None
-        self.implementation = "ipython"
+        self.kind = KernelKind("python", "ipython", ".py")
         self.interrupts = 0
         self.interrupted_again = asyncio.Event()
 

@@ -22,22 +22,24 @@ from loomgate.gateway.kernels.zmq_channels import (
 
 class LateSubscriber(KernelChannels):
     """A kernel that answers every kernel_info at once, while its IOPub carries nothing of the
-    first `missed` requests (the gateway's subscription was not through yet)."""
+    first `missed` requests (the gateway's subscription was not through yet), and nothing of a
+    request on a channel of `silent_on` (ipymini and Deno publish no status for control)."""
 
-    def __init__(self, missed: int) -> None:
+    def __init__(self, missed: int, silent_on: tuple[Channel, ...] = ()) -> None:
         super().__init__(Session(), on_iopub=lambda msg: None, on_stdin=lambda msg: None)
         self.missed = missed
+        self.silent_on = silent_on
         self.sent: list[tuple[Channel, Message]] = []
 
     def _send(self, channel: Channel, msg: Message) -> None:
         self.sent.append((channel, msg))
-        asyncio.get_running_loop().call_soon(self._answer, msg)
+        asyncio.get_running_loop().call_soon(self._answer, channel, msg)
 
-    def _answer(self, request: Message) -> None:
+    def _answer(self, channel: Channel, request: Message) -> None:
         parent = {"msg_id": request["header"]["msg_id"], "msg_type": "kernel_info_request"}
         reply = {"header": {"msg_type": "kernel_info_reply"}, "parent_header": parent}
         self._reply({**reply, "metadata": {}, "content": {"implementation": "ipython"}})
-        if len(self.sent) > self.missed:
+        if len(self.sent) > self.missed and channel not in self.silent_on:
             status = {"header": {"msg_type": "status"}, "parent_header": parent}
             self._iopub_message({**status, "metadata": {}, "content": {"execution_state": "idle"}})
 
@@ -61,8 +63,63 @@ async def test_a_reply_with_nothing_on_iopub_yet_is_asked_again_at_once(
     channels = LateSubscriber(missed=3)
     reply = await asyncio.wait_for(channels.confirm(120.0, alive=lambda: True), 5.0)
     assert reply["content"]["implementation"] == "ipython"
-    assert [channel for channel, _ in channels.sent] == ["control"] * 4
+    # Once the kernel has answered with nothing on IOPub, each request goes on shell too.
+    sent = [channel for channel, _ in channels.sent]
+    assert sent == ["control", "control", "shell", "control", "shell"]
     assert {msg["header"]["msg_type"] for _, msg in channels.sent} == {"kernel_info_request"}
+
+
+async def test_a_kernel_that_publishes_no_status_for_control_is_proved_on_shell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kernel_channels, "NUDGE_INTERVAL", 60.0)
+    monkeypatch.setattr(kernel_channels, "REPLY_ENOUGH", 60.0)
+    channels = LateSubscriber(missed=0, silent_on=("control",))
+    await asyncio.wait_for(channels.confirm(120.0, alive=lambda: True), 5.0)
+    assert [channel for channel, _ in channels.sent] == ["control", "control", "shell"]
+
+
+async def test_a_kernel_that_answers_and_publishes_nothing_is_ready_after_its_reply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A kernel taken back mid-cell: its shell requests wait behind the cell, and control's
+    # cause nothing on IOPub. Its reply alone makes it ready, not the whole timeout.
+    monkeypatch.setattr(kernel_channels, "NUDGE_INTERVAL", 0.05)
+    monkeypatch.setattr(kernel_channels, "REPLY_ENOUGH", 0.3)
+    channels = LateSubscriber(missed=0, silent_on=("control", "shell"))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.wait_for(channels.confirm(120.0, alive=lambda: True), 5.0)
+    assert 0.3 <= loop.time() - began < 2.0
+
+
+async def test_what_shell_probes_cause_after_the_proof_is_not_the_kernels_activity() -> None:
+    seen: list[Message] = []
+    channels = LateSubscriber(missed=0, silent_on=("control",))
+    channels._on_iopub = seen.append
+    await asyncio.wait_for(channels.confirm(120.0, alive=lambda: True), 5.0)
+    probes = [msg for channel, msg in channels.sent if channel == "shell"]
+    late = {"msg_id": probes[-1]["header"]["msg_id"], "msg_type": "kernel_info_request"}
+    for state in ("busy", "idle"):
+        status = {"header": {"msg_type": "status"}, "parent_header": late, "metadata": {}}
+        channels._iopub_message({**status, "content": {"execution_state": state}})
+    assert seen == []
+
+
+async def test_the_welcome_a_kernel_sends_a_new_subscriber_proves_iopub() -> None:
+    channels = LateSubscriber(missed=10**6)  # no status ever comes
+
+    async def welcome() -> None:
+        await asyncio.sleep(0.05)
+        header = {"msg_type": "iopub_welcome"}
+        channels._iopub_message(
+            {"header": header, "parent_header": {}, "metadata": {}, "content": {}}
+        )
+
+    asyncio.get_running_loop().create_task(welcome())
+    began = asyncio.get_running_loop().time()
+    await asyncio.wait_for(channels.confirm(120.0, alive=lambda: True), 5.0)
+    assert asyncio.get_running_loop().time() - began < kernel_channels.REPLY_ENOUGH
 
 
 async def test_a_kernel_that_never_answers_is_asked_once_per_interval(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
-from loomgate.gateway.residency.launches import (
+from loomgate.gateway.residency.launch_markers import (
     LAUNCHING_DIR,
     LaunchMarkers,
     end_launch,
@@ -69,12 +69,14 @@ def test_a_marker_is_written_before_the_launch_and_completed_after(tmp_path: Pat
     assert (directory / "k.json").stat().st_mode & 0o777 == 0o600
     first = marker(directory, "k")
     assert first["connection_file"] == "/run/kernel-k.json"
+    assert first["named"] == "/run/kernel-k.json"  # what its command line names
     assert first["identity"] is None
     assert before <= float(first["since"]) <= time.time()  # type: ignore[arg-type]
     identity = ProcessIdentity(123, "456", "boot")
     markers.launched("k", "/run/kernel-k.json", identity, 99, None)
     assert marker(directory, "k") == {
         "connection_file": "/run/kernel-k.json",
+        "named": "/run/kernel-k.json",
         "since": first["since"],  # when the launch began, not when it was noted
         "identity": {"pid": 123, "started": "456", "boot": "boot"},
         "pgid": 99,

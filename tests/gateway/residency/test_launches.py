@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
-from loomgate.gateway.residency.launches import LaunchMarkers
+from loomgate.gateway.residency.launch_markers import LaunchMarkers, end_launch
 from loomgate.gateway.sandbox.launch import SandboxLaunch
 from loomgate.gateway.sandbox.limits import KernelLimits
 from loomgate.gateway.sandbox.network_rules import NO_NETWORK
@@ -28,8 +28,16 @@ SLEEPER = "import sys, time; time.sleep(600)"
 
 
 def sleeper(connection_file: Path) -> subprocess.Popen[bytes]:
-    """Start a process whose command line names `connection_file`, as a kernel's does."""
-    return subprocess.Popen([sys.executable, "-c", SLEEPER, "-f", str(connection_file)])
+    """Start a process whose command line names `connection_file`, as a kernel's does; return
+    once its command line shows (Popen returns once the exec has begun, and for a moment after
+    a vfork /proc still shows none: no event says when it does)."""
+    process = subprocess.Popen([sys.executable, "-c", SLEEPER, "-f", str(connection_file)])
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while str(connection_file).encode() not in cmdline.read_bytes().split(b"\0"):
+        assert time.monotonic() < deadline, "the sleeper's command line never showed"
+        time.sleep(0.001)
+    return process
 
 
 def stop(*processes: subprocess.Popen[bytes]) -> None:
@@ -177,3 +185,19 @@ def test_a_sandbox_killed_before_its_init_was_noted_is_ended_whole(tmp_path: Pat
             assert sandboxes.wait_gone(box.init_pid, box.init_start, 10), "the init was left"
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_launch_is_found_by_the_connection_file_its_command_line_names(tmp_path: Path) -> None:
+    """A relayed kernel's command line names its own connection file, not the gateway's: the
+    marker's `named` finds it."""
+    named = tmp_path / "connection.json"
+    began = time.time()
+    child = sleeper(named)
+    try:
+        gateway_side = str(tmp_path / "kernel-k.json")
+        data = {"connection_file": gateway_side, "since": began, "identity": None}
+        assert end_launch(dict(data), gateway_side) is False  # nothing names the gateway's file
+        assert end_launch({**data, "named": str(named)}, gateway_side) is True
+        assert child.wait(10) == -9
+    finally:
+        stop(child)

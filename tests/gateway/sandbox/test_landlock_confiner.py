@@ -62,6 +62,8 @@ class Kernel:
     ready_fd: int | None = None
     proxy_port: int | None = 40123  # where its proxy would listen
     made: list[str] = field(default_factory=list)
+    tcp_ports: tuple[int, ...] = ()  # a kernel that takes only TCP: its own ports
+    relay: list[tuple[Path, int]] = field(default_factory=list)
 
 
 @pytest.mark.parametrize(
@@ -159,6 +161,16 @@ def kernel_in(place: Path, limits: KernelLimits, **rules: object) -> Kernel:
     return Kernel(confined, directory, limits)
 
 
+def test_a_kernel_that_takes_only_tcp_may_bind_its_own_ports_and_no_other(place: Path) -> None:
+    kernel = kernel_in(place, KernelLimits("k1", "none"), network=False)
+    kernel.tcp_ports = (40001, 40002, 40003, 40004, 40005)
+    connection = place / "kernel.json"
+    connection.write_text("{}")
+    ruleset = LandlockConfiner(7).ruleset(kernel, ["/usr/bin/python3"], connection)
+    assert ruleset.tcp_ports == ()  # it connects nowhere
+    assert ruleset.bind_ports == kernel.tcp_ports
+
+
 def test_the_ruleset_of_a_kernel(place: Path) -> None:
     kernel = kernel_in(place, KernelLimits("k1", "none"), network=False)
     connection = place / "home" / ".ssh" / "kernel.json"  # inside a hidden dir
@@ -166,6 +178,7 @@ def test_the_ruleset_of_a_kernel(place: Path) -> None:
     confiner = LandlockConfiner(7)
     ruleset = confiner.ruleset(kernel, ["/usr/bin/python3"], connection)
     assert (ruleset.abi, ruleset.tcp_ports, ruleset.scopes) == (7, (), True)
+    assert ruleset.bind_ports == ()  # an ipc kernel binds no port at all
     rules = dict(ruleset.paths)
     read, write = landlock.READ, landlock.READ | landlock.WRITE
     assert rules[place / "project"] == write

@@ -30,7 +30,7 @@ from loomgate.gateway.kernels.registry import (
 from loomgate.gateway.records.record import os_error_reason
 from loomgate.gateway.records.store import probe_writable
 from loomgate.gateway.request_log import log_request
-from loomgate.gateway.residency.provisioner import PROVISIONER_NAME
+from loomgate.gateway.residency.launch_arguments import PROVISIONER_NAME
 from loomgate.gateway.upstream import options as upstream
 from loomgate.shared.hosts import is_loopback
 from loomgate.shared.paths import (

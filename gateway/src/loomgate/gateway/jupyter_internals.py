@@ -139,9 +139,24 @@ class HookedKernelManager(ServerKernelManager):
     def process_gone(self) -> None:
         """Run once the process has been shut down for good."""
 
+    _starting = False  # between the launch and the end of `process_started`
+
+    def start_restarter(self) -> None:
+        """Start jupyter_client's restarter, only once the process has started: a kernel
+        that dies while it starts failed to start, and is not started again and again. While
+        it starts, the restarter is made but not watching, so that callbacks can be added."""
+        super().start_restarter()
+        if self._starting:
+            super().stop_restarter()
+
     async def _async_post_start_kernel(self, **kw: Any) -> None:
-        await super()._async_post_start_kernel(**kw)
-        await self.process_started()
+        self._starting = True
+        try:
+            await super()._async_post_start_kernel(**kw)
+            await self.process_started()
+        finally:
+            self._starting = False
+        self.start_restarter()
 
     async def _async_shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
         self.process_stopping(restart=restart)

@@ -251,23 +251,32 @@ class SearchReply(TypedDict):
 # -- kernels ----------------------------------------------------------------------------------
 
 
-SetupState = Literal["ok", "failed", "unfinished"]
+# skipped: the kernel cannot run the part (another language, or not an IPython shell)
+SetupState = Literal["ok", "failed", "unfinished", "skipped"]
 
 
-class SetupPart(TypedDict):
-    """Code a kernel runs silently after every start (no number, no record): startup.py,
-    inspectors. A part that catches its own failure reports it by setting
-    `get_ipython()._loomgate_setup_failure` to the text to show."""
-
+class _NamedCode(TypedDict):
     name: str
     code: str
+
+
+class SetupPart(_NamedCode, total=False):
+    """Code a kernel runs silently after every start (no number, no record): startup.py,
+    inspectors, `startup.sh`. A part that catches its own failure reports it by setting
+    `get_ipython()._loomgate_setup_failure` to the text to show. `runs_in` says which kernels
+    run it: "ipython" (IPython shells; the default) or a file extension (".sh": kernels whose
+    language_info has it); the others skip it."""
+
+    runs_in: str
 
 
 class SetupResult(TypedDict):
     """How one setup part ran in the kernel's current process."""
 
     name: str
-    state: SetupState  # unfinished: still running when the wait ended (cells queue behind it)
+    # unfinished: still running when the wait ended (cells queue behind it); skipped: the
+    # kernel cannot run it (`failure` says why)
+    state: SetupState
     output: str  # what it printed, clipped
     failure: str | None  # its traceback, when it failed
 
@@ -319,6 +328,8 @@ class Kernel(TypedDict):
     # upstream): its earlier cells have no records. None for a kernel loomgate started.
     attached: float | None
     implementation: str
+    # Its language_info's name ("python", "bash", "typescript"); "" until it has answered.
+    language: str
     setup: Setup
     # The sandbox profile it runs under, fixed for its life; None for a kernel loomgate did not
     # start (attached to, on an upstream, or started before sandboxes existed).

@@ -26,6 +26,8 @@ from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.execution_events import ExecutionEvents
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message, replied_ok
+from loomgate.gateway.kernels.kernel_kind import KernelKind
+from loomgate.gateway.kernels.late_output import SETTLE_LIMIT, LateOutput
 from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
@@ -64,7 +66,7 @@ UNSEEN_START = "the kernel died before the cell was seen to start; it may have b
 
 class KernelProcess(Protocol):
     """What the tracker asks of its kernel's process (a LoomKernel): where it is in its life,
-    its channels while they are open, its implementation, SIGINT, and its sandbox's facts."""
+    its channels while they are open, its kind, SIGINT, and its sandbox's facts."""
 
     @property
     def phase(self) -> str:
@@ -75,8 +77,8 @@ class KernelProcess(Protocol):
         """Return the open channels to the process (None while there are none)."""
 
     @property
-    def implementation(self) -> str:
-        """Return the kernel's implementation (`ipython`), from its kernel_info."""
+    def kind(self) -> KernelKind:
+        """Return the kernel's language and implementation, from its kernel_info."""
 
     async def settle(self) -> None:
         """Return once a start or restart in progress has ended (or it took too long)."""
@@ -114,6 +116,7 @@ class ExecutionTracker:
         self.store = store
         self.setup = setup
         self.news = ExecutionEvents(events, store.kernel_id)
+        self.late = LateOutput(store, log)  # cells whose output comes after their idle
         self.log = log
         self.current: ExecutionRecord | None = None
         self.last_activity = time.time()
@@ -168,6 +171,8 @@ class ExecutionTracker:
             self.process.channels.catch_up()
         if self.current is not None and self.current.meta["source"] == "other":
             await self.current.wait(OTHER_END_GRACE)
+        if self.current is not None and self.late.settling(self.current):
+            await self.current.wait(SETTLE_LIMIT)  # idle: the rest of its output comes
         if self.current is not None:
             number = self.current.number
             raise Busy(
@@ -238,6 +243,12 @@ class ExecutionTracker:
             )
         if record is None:
             raise Conflict("nothing is running on this kernel", running=None)
+        if not self.process.kind.interrupts:
+            raise Conflict(
+                f"this kernel ({self.process.kind.describe()}) cannot interrupt a running cell: "
+                "an interrupt would end it; reset restarts it (its variables are lost)",
+                running=record.number,
+            )
         record.meta["interrupt_requested"] = time.time()
         request = self._input_requests.get(record.number)
         await self.process.signal_interrupt()
@@ -410,7 +421,10 @@ class ExecutionTracker:
             record = self._recent.get(parent_id)
             idle = content.get("execution_state") == "idle"
             if idle and record is not None and not record.final:
-                self._end(record)
+                if self.late.expected(self.process.kind):
+                    self.late.settle(record, functools.partial(self._end, record))
+                else:
+                    self._end(record)
             return
         if msg_type == "execute_input":
             self._start_record(parent_id, content)
@@ -437,6 +451,8 @@ class ExecutionTracker:
             )
         else:
             return
+        if record.final or self.late.settling(record):
+            self.late.output(record, self.process.kind, functools.partial(self._end, record))
         self.news.output(record)
 
     def _end(self, record: ExecutionRecord, **details: Any) -> None:
@@ -462,7 +478,7 @@ class ExecutionTracker:
     def _check_end(self, msg_id: str, reply: asyncio.Future[Message]) -> None:
         record = self._recent.get(msg_id)
         known = record is not None or msg_id in self._submissions
-        if known and (record is None or not record.final):
+        if known and (record is None or not (record.final or self.late.settling(record))):
             self._spawn(self._end_if_missed(msg_id, reply.result()))
 
     async def _end_if_missed(self, msg_id: str, reply: Message) -> None:
@@ -509,9 +525,7 @@ class ExecutionTracker:
             source="loomgate" if submission is not None else "other",
             client=submission.client if submission is not None else None,
         )
-        if self.process.implementation == "ipython" and (
-            record.number != reported or not code.strip()
-        ):
+        if self.process.kind.ipykernel and (record.number != reported or not code.strip()):
             # IPython does not count a blank cell (nor another client's store_history=False
             # one, seen here as a number it reports twice): put its counter back in step
             # with ours once this cell ends.
@@ -560,6 +574,7 @@ class ExecutionTracker:
     def finish(self, record: ExecutionRecord, state: ExecutionState, **details: Any) -> None:
         """End `record` in `state`, publish it, and put IPython's counter back if needed."""
         self._replies.pop(record.msg_id, None)
+        self.late.forget(record)
         try:
             failure = self.process.sandbox_failure(record, details.get("died"))
         except Exception:  # the rule a cell ran into is a note: it never keeps the cell running

@@ -13,9 +13,10 @@ from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
 from loomgate.gateway.kernels.iopub_queue import queue_every_message
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
+from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.messages import seed_content
-from loomgate.gateway.kernels.setup import KernelSetup
+from loomgate.gateway.kernels.setup import KernelSetup, clean
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.residency import resident
@@ -39,7 +40,9 @@ if TYPE_CHECKING:
 Phase = Literal["ready", ProcessState]
 CONFIRM_TIMEOUT = 60.0
 START_TIMEOUT = 30.0
-START_OUTPUT_LINES = 10  # of a kernel that failed to start, shown with the reason
+START_OUTPUT_LINES = 10  # of a kernel that failed to start, read for its last words
+START_OUTPUT_SHOWN = 3  # of them, the non-empty ones shown with the reason, on one line
+START_OUTPUT_CHARS = 400
 STOPPED_WHILE_STARTING = "the kernel was stopped while it was starting"
 
 
@@ -63,7 +66,7 @@ class LoomKernel:
         self.log = log
         self.phase: Phase = "starting"
         self.channels: KernelChannels | None = None
-        self.implementation = ""  # from its kernel_info (`ipython`)
+        self.kind = KernelKind()  # its language and implementation, from its kernel_info
         self.setup = KernelSetup(store)
         self.executions = ExecutionTracker(self, store, self.setup, events, log)
         self.held_by: list[str] = []  # who holds it (translators' open connections), one each
@@ -120,11 +123,11 @@ class LoomKernel:
                 await self._prepare(prepare)
         except (RuntimeError, TimeoutError) as e:
             raise Unavailable(self.start_failure(e)) from None
-        if self.implementation == "ipython" and self.store.last_number > 0:
+        if self.kind.ipykernel and self.store.last_number > 0:
             await self._seed_counter(self.store.last_number + 1)
         self.executions.process_restarted()
         assert self.channels is not None
-        await self.setup.run(self.channels)
+        await self.setup.run(self.channels, self.kind)
         self._ready()
 
     def start_failure(self, error: Exception) -> str:
@@ -134,9 +137,15 @@ class LoomKernel:
             reason = str(error)
         else:
             reason = f"the kernel did not start: {process_ending(self.km)}"
-        log_path = getattr(self.km.provisioner, "log_path", None)
-        tail = last_lines(log_path, START_OUTPUT_LINES) if log_path is not None else ""
-        return reason + (f"; its last output:\n{tail}" if tail else "")
+        provisioner = self.km.provisioner
+        log_path = provisioner.log_path if isinstance(provisioner, ResidentProvisioner) else None
+        since = provisioner.log_start if isinstance(provisioner, ResidentProvisioner) else 0
+        tail = last_lines(log_path, START_OUTPUT_LINES, since) if log_path is not None else ""
+        said = [line.strip() for line in clean(tail).splitlines() if line.strip()]
+        last = " / ".join(said[-START_OUTPUT_SHOWN:])
+        if len(last) > START_OUTPUT_CHARS:
+            last = "…" + last[-START_OUTPUT_CHARS:]
+        return reason + (f"; its last output: {last}" if last else "")
 
     async def take_back(self, running: ExecutionRecord | None, timeout: float) -> None:
         """Take back a running process (an earlier gateway's, or one whose channels dropped):
@@ -149,7 +158,7 @@ class LoomKernel:
         await self._attach(timeout)
         if running is not None:
             self.executions.follow_after_gap(running)
-        elif self.implementation == "ipython" and self.channels is not None:
+        elif self.kind.ipykernel and self.channels is not None:
             try:
                 await account_for_unseen(self.channels, self.store, self.log)
             except (RuntimeError, TimeoutError) as e:
@@ -177,9 +186,9 @@ class LoomKernel:
             on_iopub=self._on_iopub, on_stdin=self.executions.on_stdin
         )
         reply = await channels.confirm(timeout, alive=self._process_running)
-        implementation = str(reply["content"].get("implementation", ""))
-        self.implementation = self.store.meta["implementation"] = implementation
-        if implementation == "ipython" and channels.local:
+        self.kind = KernelKind.of(reply["content"])
+        self.store.meta["implementation"] = self.kind.implementation
+        if self.kind.ipykernel and channels.local:
             queue_every_message(channels, self.log, self.id)
         language_info = reply["content"].get("language_info")
         if isinstance(language_info, dict):
@@ -269,7 +278,7 @@ class LoomKernel:
         await self.settle()
         if self.phase != "ready" or self.channels is None:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
-        return await self.setup.register(parts, self.channels, timeout)
+        return await self.setup.register(parts, self.channels, self.kind, timeout)
 
     async def settle(self) -> None:
         """Return once a start or restart in progress has ended (or START_TIMEOUT passed)."""

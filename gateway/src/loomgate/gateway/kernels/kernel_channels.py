@@ -15,6 +15,10 @@ Handler = Callable[[Message], None]
 Channel = Literal["shell", "control", "stdin"]
 
 NUDGE_INTERVAL = 0.2
+# A kernel that answered kernel_info but published nothing for it (a busy kernel taken back,
+# whose shell requests wait behind its cell) is ready this long after its first reply.
+REPLY_ENOUGH = 2.0
+WELCOME = "iopub_welcome"  # what a kernel with an XPUB socket sends each new subscriber
 
 
 def replied_ok(reply: asyncio.Future[Message]) -> bool:
@@ -59,7 +63,7 @@ class KernelChannels:
 
     def _iopub_message(self, msg: Message) -> None:
         parent_id = msg["parent_header"].get("msg_id")
-        if self._probes and parent_id in self._probes:
+        if parent_id in self._probes or msg["header"]["msg_type"] == WELCOME:
             if self._iopub_seen is not None and not self._iopub_seen.done():
                 self._iopub_seen.set_result(None)
             return
@@ -114,11 +118,15 @@ class KernelChannels:
             self._replies = {k: f for k, f in self._replies.items() if f is not future}
 
     async def confirm(self, timeout: float, alive: Callable[[], bool]) -> Message:
-        """Return a kernel_info reply once IOPub is proven subscribed (messages reach us).
+        """Return a kernel_info reply once IOPub is proven subscribed (messages reach us), or,
+        for a kernel that publishes nothing a probe could cause, REPLY_ENOUGH seconds after
+        its first reply.
 
-        Like jupyter_server's nudge: keep sending kernel_info requests until one reply has come
-        back and IOPub has delivered a message caused by one of them. They go on the control
-        channel, which a kernel answers even while a cell runs (a kernel taken back mid-cell).
+        Like jupyter_server's nudge: keep sending kernel_info requests until a reply has come
+        back and IOPub has delivered a message caused by one of them (or the kernel's welcome
+        to a new subscriber). They go on the control channel, which a kernel answers even while
+        a cell runs (a kernel taken back mid-cell); once it has answered there with nothing on
+        IOPub, on shell too, for a kernel that publishes no status for control (ipymini, Deno).
         The next request goes after NUDGE_INTERVAL, or as soon as a reply comes with nothing on
         IOPub yet: the kernel is up and only its IOPub subscription is still on the way.
         """
@@ -128,6 +136,8 @@ class KernelChannels:
         deadline = loop.time() + timeout
         await self._open(timeout)
         replies: list[asyncio.Future[Message]] = []
+        on_shell: list[str] = []
+        answered_at: float | None = None
         try:
             while loop.time() < deadline:
                 if not alive():
@@ -135,6 +145,11 @@ class KernelChannels:
                 msg_id, future = self._send_expecting_reply("kernel_info_request", {}, "control")
                 self._probes.add(msg_id)
                 replies.append(future)
+                if answered_at is not None:
+                    shell_id, shell_reply = self._send_expecting_reply("kernel_info_request", {})
+                    self._probes.add(shell_id)
+                    on_shell.append(shell_id)
+                    replies.append(shell_reply)
                 nudge_at = min(loop.time() + NUDGE_INTERVAL, deadline)
                 while True:
                     pending: list[asyncio.Future[Any]] = [*replies, iopub_seen]
@@ -144,8 +159,11 @@ class KernelChannels:
                         timeout=max(0.0, nudge_at - loop.time()),
                         return_when=asyncio.FIRST_COMPLETED,
                     )
-                    answered = [f.result() for f in replies if f.done()]
-                    if answered and iopub_seen.done():
+                    answered = [f.result() for f in replies if f.done() and not f.cancelled()]
+                    if answered and answered_at is None:
+                        answered_at = loop.time()
+                    enough = answered_at is not None and loop.time() - answered_at >= REPLY_ENOUGH
+                    if answered and (iopub_seen.done() or enough):
                         await self._connected(max(0.0, deadline - loop.time()))
                         return answered[0]
                     if not done or future.done():
@@ -154,6 +172,7 @@ class KernelChannels:
             for future in replies:
                 future.cancel()
             self._probes.clear()
+            self._asked.update(on_shell)  # what they still cause on IOPub is not news
         raise TimeoutError(f"the kernel did not answer kernel_info within {timeout:.0f} s")
 
     async def drain(self) -> None:

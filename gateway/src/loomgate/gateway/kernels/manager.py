@@ -22,6 +22,11 @@ from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Me
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 from loomgate.gateway.residency.kernel_files import remove_kernel_files
+from loomgate.gateway.residency.launch_arguments import (
+    LAUNCH_ARGUMENT,
+    LaunchArguments,
+    provisioned_by_resident,
+)
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry
@@ -92,9 +97,14 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
 
     @async_override
     async def start_kernel(self, **kwargs: Any) -> str:
-        """Start a kernel; a start that fails is an HTTP error saying why (jupyter_server's own
-        endpoint would answer 500 "Unhandled error")."""
+        """Start a kernel with its launch arguments (a start through the standard Jupyter API
+        gets the `jupyter_api` profile of sandbox.toml); a start that fails is an HTTP error
+        saying why (jupyter_server's own endpoint would answer 500 "Unhandled error")."""
         try:
+            if not self._provisioned_here(kwargs.get("kernel_name")):
+                kwargs.pop(LAUNCH_ARGUMENT, None)  # another provisioner launches it as it is
+            elif LAUNCH_ARGUMENT not in kwargs:
+                kwargs[LAUNCH_ARGUMENT] = self._jupyter_api_launch(kwargs)
             kernel_id: str = await super().start_kernel(**kwargs)
         except Refusal as e:
             # jupyter_server answers with `log_message` as it is (never formatted with args).
@@ -104,6 +114,26 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         if session and store is not None:
             store.note_paths([session])  # a notebook's kernel is known by its path at once
         return kernel_id
+
+    def _provisioned_here(self, kernel_name: str | None) -> bool:
+        """Return whether loomgate's provisioner launches kernels of spec `kernel_name` (in a
+        person's Jupyter with loomgate enabled, Jupyter's own does, unless configured)."""
+        assert self.kernel_spec_manager is not None
+        try:
+            spec = self.kernel_spec_manager.get_kernel_spec(kernel_name or self.default_kernel_name)
+        except Exception:  # an unknown spec: jupyter_client's start says so
+            return False
+        return provisioned_by_resident(spec, self)
+
+    def _jupyter_api_launch(self, kwargs: dict[str, Any]) -> LaunchArguments:
+        """Return the launch arguments of a kernel started through the standard Jupyter API, in
+        the directory its start asks for (its `path`, or the gateway's own)."""
+        cwd = kwargs.get("cwd")
+        if cwd is None and kwargs.get("path") is not None:
+            cwd = self.cwd_for_path(kwargs["path"], env=kwargs.get("env") or {})
+        registry = self.loom_registry
+        rules = registry.sandboxes.for_jupyter_api(Path(cwd) if cwd else Path.cwd())
+        return LaunchArguments(rules, by_loomgate=False, markers=registry.launches)
 
     @async_override
     async def shutdown_kernel(

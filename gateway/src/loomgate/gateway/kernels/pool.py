@@ -17,15 +17,18 @@ import shutil
 import signal
 import uuid
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import Literal, NamedTuple, cast
 
 from loomgate.gateway.errors import Refusal
 from loomgate.gateway.kernels.kernel_channels import Message
+from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.kernels.manager_protocol import KernelMap, ManagedKernel, start_ended
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency import resident
 from loomgate.gateway.residency.kernel_files import remove_kernel_files
 from loomgate.gateway.residency.kernel_process import own_pid, rss_bytes
+from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchArguments
+from loomgate.gateway.residency.launch_markers import LaunchMarkers
 from loomgate.gateway.residency.provisioner import launch_markers
 from loomgate.gateway.residency.resident import ResidentError, ResidentLaunch
 from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
@@ -37,6 +40,8 @@ POOL_DIR = "pool"  # in the state dir: a directory per pool kernel, its resident
 DEFAULT_PREWARM = 1
 # At a gateway's start, how long the sandbox of a leftover pool kernel killed may take to empty.
 LEFTOVER_REMOVE_TIMEOUT = 0.5
+# Why a key is prewarmed no more: its kernel did not start, or a claim cannot move it.
+Refused = Literal["failed", "unclaimable"]
 WARM_TIMEOUT = 60.0  # how long a pool kernel may take to answer kernel_info once launched
 
 
@@ -59,8 +64,16 @@ def pool_key(spec: str, rules: SandboxRules | None, cwd: str | None) -> PoolKey:
 class KernelPool:
     """Up to `size` started, idle kernels of each key asked for (the default one at start)."""
 
-    def __init__(self, mkm: KernelMap, state_dir: Path, size: int, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        mkm: KernelMap,
+        state_dir: Path,
+        size: int,
+        log: logging.Logger,
+        markers: LaunchMarkers | None = None,
+    ) -> None:
         self.mkm = mkm
+        self.markers = markers  # where its kernels' launches are marked
         self.root = state_dir / POOL_DIR
         self.size = size
         self.log = log
@@ -72,6 +85,10 @@ class KernelPool:
         self._stopping: set[asyncio.Task[None]] = set()
         self._warming: set[asyncio.Task[bool]] = set()
         self._closing = False
+        # Keys not prewarmed again: their kernel did not start, or cannot be claimed (a claim
+        # moves a kernel into its directory by running Python). A start of the key outside the
+        # pool that succeeds (`started`) clears a failed one.
+        self.refused: dict[PoolKey, tuple[Refused, str]] = {}  # why (a cause, a sentence)
 
     def is_pooled(self, kernel_id: str) -> bool:
         """Return whether `kernel_id` is a pool kernel (not yet anyone's)."""
@@ -125,8 +142,9 @@ class KernelPool:
         self.fill(pool_key(self.mkm.default_kernel_name, rules, None))
 
     def fill(self, key: PoolKey) -> None:
-        """Start kernels of `key` in the background until the pool holds `size` of them."""
-        if self.size <= 0 or self._closing:
+        """Start kernels of `key` in the background until the pool holds `size` of them (none
+        of a key whose kernel did not start, or cannot be claimed)."""
+        if self.size <= 0 or self._closing or key in self.refused:
             return
         task = self._fills.get(key)
         if task is None or task.done():
@@ -135,9 +153,10 @@ class KernelPool:
     async def _fill(self, key: PoolKey) -> None:
         # A start that fails is not retried until the next claim: a broken kernel spec must
         # not keep the CPU busy starting kernels that die.
-        launch: dict[str, object] = {"kernel_name": key.kernel_spec}
-        if key.sandbox is not None:
-            launch["loom_sandbox"] = key.sandbox
+        launch: dict[str, object] = {
+            "kernel_name": key.kernel_spec,
+            LAUNCH_ARGUMENT: LaunchArguments(key.sandbox, markers=self.markers),
+        }
         if key.cwd is not None:
             launch["cwd"] = key.cwd
         while not self._closing and len(self.idle.get(key, [])) < self.size:
@@ -148,7 +167,7 @@ class KernelPool:
                 await start_ended(self.mkm, kernel_id)
             except Exception as e:
                 self.members.pop(kernel_id, None)
-                self.log.warning("A prewarmed %s kernel did not start: %s", key.kernel_spec, e)
+                self._refuse(key, "failed", f"its kernel did not start: {e}")
                 return
             if kernel_id not in self.members:  # stopped meanwhile
                 continue
@@ -159,6 +178,10 @@ class KernelPool:
             warm.add_done_callback(self._warming.discard)
             with contextlib.suppress(asyncio.CancelledError):  # stop_all: it stops the kernel
                 if not await warm:
+                    self.members.pop(kernel_id, None)
+                    await self._stop(kernel_id)
+                    return
+                if key in self.refused:  # warmed, and found to be of another language
                     self.members.pop(kernel_id, None)
                     await self._stop(kernel_id)
                     return
@@ -173,13 +196,31 @@ class KernelPool:
         has finished starting, so that a claim costs the claim alone."""
         channels = km.open_channels(on_iopub=ignore, on_stdin=ignore)
         try:
-            await channels.confirm(WARM_TIMEOUT, alive=lambda: has_process(km))
+            reply = await channels.confirm(WARM_TIMEOUT, alive=lambda: has_process(km))
         except (RuntimeError, TimeoutError) as e:
-            self.log.warning("A prewarmed %s kernel did not start: %s", km.kernel_name, e)
+            key = self.members.get(str(km.kernel_id))
+            self._refuse(key, "failed", f"its kernel did not start: {e}")
             return False
         finally:
             channels.close()
+        kind = KernelKind.of(reply["content"])
+        if not kind.python:
+            reason = f"a claim runs Python, and this kernel is {kind.describe()}"
+            self._refuse(self.members.get(str(km.kernel_id)), "unclaimable", reason)
         return True
+
+    def _refuse(self, key: PoolKey | None, cause: Refused, reason: str) -> None:
+        """Prewarm no more kernels of `key`, saying why once."""
+        if key is None or key in self.refused:
+            return
+        self.refused[key] = (cause, reason)
+        self.log.warning("Not prewarming %s kernels: %s", key.kernel_spec, reason)
+
+    def started(self, key: PoolKey) -> None:
+        """Note that a kernel of `key` started outside the pool: one whose kernel did not start
+        in the pool is prewarmed again (what failed may have been passing)."""
+        if key in self.refused and self.refused[key][0] == "failed":
+            del self.refused[key]
 
     async def process_started(self, km: ManagedKernel) -> None:
         """Note a pool kernel's process, so that a later gateway can end it if this one dies."""

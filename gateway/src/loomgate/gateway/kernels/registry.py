@@ -33,13 +33,6 @@ from loomgate.gateway.kernels.kernel import (
     STOPPED_WHILE_STARTING,
     LoomKernel,
 )
-from loomgate.gateway.kernels.launch_options import (
-    KernelIntent,
-    check_existing,
-    check_name_and_lifetime,
-    kernel_environment,
-    validated_cwd,
-)
 from loomgate.gateway.kernels.manager_protocol import (
     KernelMap,
     ManagedKernel,
@@ -49,11 +42,19 @@ from loomgate.gateway.kernels.manager_protocol import (
 from loomgate.gateway.kernels.messages import claim_content
 from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
 from loomgate.gateway.kernels.references import find_store, gone
+from loomgate.gateway.kernels.start_options import (
+    KernelIntent,
+    check_existing,
+    check_name_and_lifetime,
+    kernel_environment,
+    validated_cwd,
+)
 from loomgate.gateway.records.last_seen import Heartbeat, read_last_seen
 from loomgate.gateway.records.store import RecordStore, probe_writable
 from loomgate.gateway.residency import resident
 from loomgate.gateway.residency.kernel_files import remove_kernel_files
-from loomgate.gateway.residency.launches import LAUNCHING_DIR, LaunchMarkers
+from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchArguments
+from loomgate.gateway.residency.launch_markers import LAUNCHING_DIR, LaunchMarkers
 from loomgate.gateway.residency.provisioner import process_ending, sandbox_of
 from loomgate.gateway.residency.resident import ResidentLaunch
 from loomgate.gateway.residency.take_back import TakeBack
@@ -93,6 +94,7 @@ class KernelRegistry:
         self.stores: dict[str, RecordStore] = {}
         self._intents: dict[str, KernelIntent] = {}
         self._stop_asked: set[str] = set()  # kernels stopped while still being launched
+        self._discarding: set[asyncio.Task[None]] = set()  # processes of failed restarts
         self.holders = Holders(
             events,
             grace_seconds,
@@ -102,6 +104,7 @@ class KernelRegistry:
             idle_cap=idle_cap,
         )
         self._left_running: list[RecordStore] = []
+        self.launches = LaunchMarkers(state_dir / LAUNCHING_DIR)
         self.taking_back = TakeBack(
             mkm,
             self.live,
@@ -109,14 +112,14 @@ class KernelRegistry:
             log,
             lambda km, store, launch: LoomKernel(km, store, events, log, launch),
             self.wire_up,
+            self.launches,
         )
         # `loomgate gateway stop` sets this; any other exit leaves the kernels running.
         self.stop_kernels_on_exit = False
         # Set once the kernels an earlier gateway left running have been taken back (or not).
         self.ready = asyncio.Event()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.pool = KernelPool(mkm, state_dir, prewarm, log)
-        self.launches = LaunchMarkers(state_dir / LAUNCHING_DIR)
+        self.pool = KernelPool(mkm, state_dir, prewarm, log, self.launches)
         self.sandboxes = SandboxCatalog(state_dir)
         self._left_seen = read_last_seen(state_dir)  # before this gateway's own beat
         self.heartbeat = Heartbeat(state_dir, lambda: list(self.live), log)
@@ -203,10 +206,11 @@ class KernelRegistry:
             try:
                 await kernel.process_started()
             except Exception as e:
-                # Raising here would reset jupyter_client's restart counter and loop for ever;
-                # the restarter sees the dead process and gives up after its restart limit.
+                # Raised, so that jupyter_client starts no restarter for a process that did not
+                # start (it would start it again and again); the kernel is gone.
                 if not (isinstance(e, Unavailable) and e.message == STOPPED_WHILE_STARTING):
-                    self.log.exception("Kernel %s did not come back after a restart", kernel.id)
+                    self._restart_failed(kernel, e)
+                raise
             return
         if intent is None:
             intent = self._intents.pop(kernel_id_of(km), {})
@@ -254,11 +258,31 @@ class KernelRegistry:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
             stopped = isinstance(e, Unavailable) and e.message == STOPPED_WHILE_STARTING
-            kernel.store.mark_ended(STOPPED_WHILE_STARTING if stopped else "its start failed")
+            if stopped or taken_back:
+                kernel.store.mark_ended(STOPPED_WHILE_STARTING if stopped else "its start failed")
+            else:  # it never ran a cell: nothing to list
+                self.stores.pop(kernel.id, None)
+                shutil.rmtree(kernel.store.directory, ignore_errors=True)
             await self._discard_process(km)
             kernel.process_gone()  # whoever waits for the start to settle goes on
             raise
         self.wire_up(kernel)
+
+    def _restart_failed(self, kernel: LoomKernel, error: Exception) -> None:
+        """End a kernel whose process did not start again (a reset, or a restart after a death):
+        its records say why, its process is ended and it leaves jupyter_server's map."""
+        said = error.message if isinstance(error, Refusal) else str(error)
+        self.log.warning("Kernel %s did not start again: %s", kernel.id, said)
+        self._process_dead(kernel, f"it did not start again: {said}")
+
+        async def discard() -> None:
+            await self._discard_process(kernel.km)
+            with contextlib.suppress(Exception):  # its failed start: jupyter_client forgets it
+                await self.mkm.shutdown_kernel(kernel.id, now=True)
+
+        task = asyncio.get_running_loop().create_task(discard())
+        self._discarding.add(task)
+        task.add_done_callback(self._discarding.discard)
 
     def wire_up(self, kernel: LoomKernel) -> None:
         """Follow a live kernel's deaths and restarts, and start a lone conversation's grace."""
@@ -301,9 +325,9 @@ class KernelRegistry:
         kernel.process_gone()
         self.events.kernel(kernel.id, "stopped", kernel.model(), reason)
 
-    def _process_dead(self, kernel: LoomKernel) -> None:
+    def _process_dead(self, kernel: LoomKernel, reason: str | None = None) -> None:
         kernel.process_died(restarting=False)
-        self.process_gone(kernel.km, process_ending(kernel.km))
+        self.process_gone(kernel.km, reason or process_ending(kernel.km))
         remove_kernel_files(kernel.km.connection_file, keep_log_in=kernel.store.directory)
 
     # -- lookup -------------------------------------------------------------------------------
@@ -357,8 +381,8 @@ class KernelRegistry:
         rules = self.sandboxes.for_kernel(
             sandbox, stricter_only, kwargs.get("cwd"), upstream=self.mkm.upstream
         )
-        if rules is not None:
-            kwargs["loom_sandbox"] = rules
+        if not self.mkm.upstream:  # a local process: what its provisioner launches it with
+            kwargs[LAUNCH_ARGUMENT] = LaunchArguments(rules, markers=self.launches)
         probe_writable(self.root)
         intent = KernelIntent(name=name, lifetime=checked, cwd=kwargs.get("cwd"), env=env or {})
         claimed = await self._claim(pool_key(spec, rules, kwargs.get("cwd")), intent, kwargs)
@@ -383,6 +407,7 @@ class KernelRegistry:
         kernel = self.live.get(kernel_id)
         if kernel is None:
             raise Unavailable("the kernel failed to start; see the gateway log")
+        self.pool.started(pool_key(spec, rules, kwargs.get("cwd")))
         return kernel, True
 
     async def kernel_specs(self) -> list[str]:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
+from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.records.terminal_text import TerminalText
 from loomgate.shared import wire
 
@@ -32,52 +33,72 @@ class KernelSetup:
         self.parts: list[wire.SetupPart] = list(kept.get("parts", []))
         self.results: list[wire.SetupResult] = list(kept.get("results", []))
         self._lock = asyncio.Lock()
-        self._runs: list[SilentRun] = []
+        self._runs: list[SilentRun | None] = []  # None: a part this kernel skipped
         self._late: set[asyncio.Task[None]] = set()  # parts still running after the wait
 
     @property
     def running(self) -> bool:
         """Return whether a part is still running (a cell sent now would wait behind it)."""
-        return any(not run.idle.done() for run in self._runs)
+        return any(run is not None and not run.idle.done() for run in self._runs)
 
     def model(self) -> wire.Setup:
         """Return the setup as the kernel's wire form shows it."""
         return wire.Setup(parts=[p["name"] for p in self.parts], results=list(self.results))
 
     async def register(
-        self, parts: list[wire.SetupPart], channels: KernelChannels, timeout: float
+        self,
+        parts: list[wire.SetupPart],
+        channels: KernelChannels,
+        kind: KernelKind,
+        timeout: float,
     ) -> bool:
         """Make `parts` the kernel's setup and run them now unless they already ran in this
-        process; return whether they ran. Sent at once, they run before any later cell."""
+        process; return whether they ran. Sent at once, they run before any later cell; a part
+        a kernel of this `kind` cannot run is skipped."""
         async with self._lock:
             if self._late:  # a part of an earlier run has not ended yet: let it, within `timeout`
                 await asyncio.wait(self._late, timeout=timeout)
             if parts == self.parts and len(self.results) == len(parts):
                 return False
             self.parts = list(parts)
-            await self._run(channels, timeout)
+            await self._run(channels, kind, timeout)
             return True
 
-    async def run(self, channels: KernelChannels, timeout: float = SETUP_TIMEOUT) -> None:
+    async def run(
+        self, channels: KernelChannels, kind: KernelKind, timeout: float = SETUP_TIMEOUT
+    ) -> None:
         """Run the parts in a just-started process (nothing to do without parts)."""
         async with self._lock:
             for task in self._late:
                 task.cancel()  # of the process before: their results are void
             self.results = []
             if self.parts:
-                await self._run(channels, timeout)
+                await self._run(channels, kind, timeout)
             else:
                 self._save()
 
-    async def _run(self, channels: KernelChannels, timeout: float) -> None:
+    async def _run(self, channels: KernelChannels, kind: KernelKind, timeout: float) -> None:
+        # IPython shells report a part's own failure through FAILURE_EXPRESSION; a part in
+        # another language fails by its reply alone.
         self._runs = [
-            channels.send_silently(part["code"], {"failure": FAILURE_EXPRESSION})
+            channels.send_silently(
+                part["code"], {"failure": FAILURE_EXPRESSION} if kind.ipython else {}
+            )
+            if kind.runs(part)
+            else None
             for part in self.parts
         ]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         self.results = []
         for index, (part, run) in enumerate(zip(self.parts, self._runs, strict=True)):
+            if run is None:
+                self.results.append(
+                    wire.SetupResult(
+                        name=part["name"], state="skipped", output="", failure=kind.skipped(part)
+                    )
+                )
+                continue
             result = await outcome(part["name"], run, deadline - loop.time(), timeout)
             self.results.append(result)
             if result["state"] == "unfinished":

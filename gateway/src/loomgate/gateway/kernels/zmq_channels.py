@@ -127,7 +127,7 @@ class ZmqChannels(KernelChannels):
                 return
             msg = {
                 "header": unpack(parts[1]),
-                "parent_header": unpack(parts[2]),
+                "parent_header": unpack(parts[2]) or {},  # null from some kernels
                 "metadata": unpack(parts[3]),
                 "content": unpack(parts[4]),
             }

@@ -320,6 +320,7 @@ class RecordStore:
             end_reason=meta.get("end_reason"),
             attached=meta.get("attached"),
             implementation=meta.get("implementation", ""),
+            language=str((meta.get("language_info") or {}).get("name") or "").lower(),
             setup=kept_setup(meta),
             sandbox=meta.get("sandbox"),
         )

@@ -86,6 +86,7 @@ class KernelMeta(_KernelMetaBase, total=False):
     sandbox: Sandbox | None  # the profile it runs under; absent: from before sandboxes
     language_info: dict[str, object]  # as its kernel_info reply gave it, once it answered
     restarts: list[Restart]  # absent: none yet, or from before restarts were noted
+    late_output: bool  # it publishes a cell's output after the cell's idle (seen once)
 
 
 def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:

@@ -1,11 +1,10 @@
-"""How loomgate shapes a local kernel's launch: an ipykernel command recognised, its IPython
-history kept in memory (no SQLite file shared between kernels), and its ZMQ sockets made ipc
-files in a dir of its own rather than TCP ports."""
+"""What a kernel spec's command says of the kernel: whether it runs ipykernel, and the flag that
+keeps ipykernel's IPython history in memory (no SQLite file shared between kernels)."""
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Sequence
 
 # IPython's history database is one SQLite file shared by every kernel of the user: under many
 # kernels a lock times out, IPython moves the file aside, and every other kernel's saving thread
@@ -14,15 +13,7 @@ IPYTHON_HISTORY_IN_MEMORY = "--HistoryManager.hist_file=:memory:"
 IPYKERNEL_MODULES = frozenset({"ipykernel_launcher", "ipykernel"})
 
 
-def use_ipc(km: Any, prefix: str) -> None:
-    """Make kernel manager `km` give its kernel ZMQ ipc sockets at `prefix`: files, no ports,
-    so none another process can take between their choice and the kernel's bind."""
-    km.transport = "ipc"
-    km.ip = prefix
-    km.cache_ports = False
-
-
-def runs_ipykernel(argv: list[str]) -> bool:
+def runs_ipykernel(argv: Sequence[str]) -> bool:
     """Return whether a kernel spec's command runs ipykernel (`python -m ipykernel_launcher`)."""
     return any(
         flag == "-m" and module in IPYKERNEL_MODULES for flag, module in itertools.pairwise(argv)

@@ -60,11 +60,12 @@ def connection_info_in(connection: Path) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def last_lines(path: Path, count: int) -> str:
-    """Return the last `count` lines of a file ("" when it is missing)."""
+def last_lines(path: Path, count: int, since: int = 0) -> str:
+    """Return the last `count` lines of a file written after its first `since` bytes ("" when
+    it is missing)."""
     try:
         with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - 8192))
+            f.seek(max(since, path.stat().st_size - 8192))
             text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""

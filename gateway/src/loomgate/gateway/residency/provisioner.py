@@ -20,21 +20,21 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from loomgate.gateway.errors import Unavailable
-from loomgate.gateway.jupyter_internals import update_launch_arguments
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.residency.kernel_command import (
-    IPYTHON_HISTORY_IN_MEMORY,
-    runs_ipykernel,
-    use_ipc,
-)
+from loomgate.gateway.residency import kernel_transport
+from loomgate.gateway.residency.kernel_command import IPYTHON_HISTORY_IN_MEMORY, runs_ipykernel
 from loomgate.gateway.residency.kernel_files import output_log_of, remove_sockets
-from loomgate.gateway.residency.launches import LaunchMarkers
+from loomgate.gateway.residency.kernel_transport import Transport
+from loomgate.gateway.residency.launch_arguments import launch_arguments
+from loomgate.gateway.residency.launch_markers import LaunchMarkers
 from loomgate.gateway.sandbox.bubblewrap import command_status
 from loomgate.gateway.sandbox.environment import confined_environment
 from loomgate.gateway.sandbox.kernel_homes import homes_environment
 from loomgate.gateway.sandbox.launch import (
     SandboxLaunch,
     ipc_prefix,
+    rules_from_json,
+    rules_to_json,
     sandbox_wire,
     unconfined_kernel_dir,
 )
@@ -43,10 +43,8 @@ from loomgate.gateway.sandbox.packages import KernelPackages
 from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.shared import wire
 
-PROVISIONER_NAME = "loomgate-resident"
 # ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.
 PARENT_VARIABLE = "JPY_PARENT_PID"
-SANDBOX_ARGUMENT = "loom_sandbox"  # the start argument that carries a kernel's SandboxRules
 
 
 class ResidentProvisioner(LocalProvisioner):
@@ -54,10 +52,14 @@ class ResidentProvisioner(LocalProvisioner):
 
     identity: ProcessIdentity | None = None
     log_path: Path | None = None
+    log_start = 0  # where the current launch's output begins in the log
     rules: SandboxRules | None = None  # None: a kernel whose sandbox loomgate did not choose
     sandbox: SandboxLaunch | None = None  # the sandbox of a confined kernel
     packages: KernelPackages | None = None  # its own dir for pip; None: pip left as it is
     own_packages: bool | None = None  # whether it has one (its first start decides)
+    markers: LaunchMarkers | None = None  # where its launch is marked (its launch arguments')
+    transport: Transport = "ipc"  # how the gateway reaches it (chosen at each launch)
+    kernel_connection_file: Path | None = None  # the one the kernel reads (a relayed kernel's own)
 
     @property
     def taken_back(self) -> bool:
@@ -70,32 +72,57 @@ class ResidentProvisioner(LocalProvisioner):
         return self.process is not None or (self.taken_back and self._is_ours())
 
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
-        """Prepare the launch: no parent-death watch, no pipes shared with the gateway, a
-        confined kernel's sandbox (Unavailable where it cannot be enforced), its packages dir."""
+        """Prepare the launch as its launch arguments say: no parent-death watch, no pipes
+        shared with the gateway, a confined kernel's sandbox (Unavailable where it cannot be
+        enforced), the transport its kernel takes, its packages dir."""
+        arguments = launch_arguments(kwargs)
+        self.markers = arguments.markers
+        self.rules = arguments.rules
         env = dict(kwargs.get("env") or os.environ)
         env.pop(PARENT_VARIABLE, None)
-        asked = kwargs.get(SANDBOX_ARGUMENT) is not None  # loomgate's start, not Jupyter's
-        self.rules = kwargs.pop(SANDBOX_ARGUMENT, None) or self._jupyter_api_rules(kwargs)
         if self.rules is not None and self.rules.confined:
             env = confined_environment(env, ())
             self._prepare_sandbox(self.rules)
             assert self.sandbox is not None
             await self.sandbox.open_network()  # before its start: the kernel may connect at once
             env.update(self.sandbox.proxy_variables())
+        argv = self.kernel_spec.argv if self.kernel_spec is not None else []
+        own_network = self.sandbox is not None and self.sandbox.confiner.own_network
+        self.transport = kernel_transport.choose(argv, own_network=own_network)
+        assert self.parent is not None
+        if self.transport == "tcp":
+            kernel_transport.prepare(self.parent, "tcp", "")
         else:
-            self._use_own_sockets()
-        env = self._with_packages(env, asked, Path(kwargs.get("cwd") or Path.cwd()))
+            kernel_transport.prepare(self.parent, self.transport, self._ipc_prefix())
+        env = self._with_packages(env, arguments.by_loomgate, Path(kwargs.get("cwd") or Path.cwd()))
         if self.sandbox is not None and self.rules is not None:  # after pip chose its cache
             env = homes_environment(env, self.rules, self.sandbox.directory)
         kwargs["env"] = env
         kwargs["independent"] = True
-        if self.kernel_spec is not None and runs_ipykernel(self.kernel_spec.argv):
+        if runs_ipykernel(argv):
             kwargs["extra_arguments"] = [
                 *kwargs.get("extra_arguments", ()),
                 IPYTHON_HISTORY_IN_MEMORY,
             ]
         launch: dict[str, Any] = await super().pre_launch(**kwargs)
+        self._kernel_side(launch)
         return launch
+
+    def _kernel_side(self, launch: dict[str, Any]) -> None:
+        """Give a relayed kernel its own connection file (its ports inside its namespace) and
+        the sandbox the relay's routes; tell a confined TCP kernel's sandbox its ports."""
+        km = self.parent
+        assert km is not None
+        self.kernel_connection_file = Path(km.connection_file)
+        if self.sandbox is None:
+            return
+        if self.transport == "relayed":
+            own = kernel_transport.write_relayed_connection(km, self.sandbox.directory)
+            launch["cmd"] = [arg.replace(km.connection_file, str(own)) for arg in launch["cmd"]]
+            self.kernel_connection_file = own
+            self.sandbox.relay = kernel_transport.relay_routes(km)
+        elif self.transport == "tcp":
+            self.sandbox.tcp_ports = kernel_transport.kernel_ports(km)
 
     def _with_packages(self, env: dict[str, str], asked: bool, cwd: Path) -> dict[str, str]:
         """Return `env` with the kernel's own packages dir for pip: a Python kernel loomgate
@@ -109,18 +136,6 @@ class ResidentProvisioner(LocalProvisioner):
         self.packages = KernelPackages.for_kernel(directory, spec.argv[0], env, cwd)
         return self.packages.environment(env, rules)
 
-    def _jupyter_api_rules(self, kwargs: dict[str, Any]) -> SandboxRules | None:
-        """Return the rules of a kernel started through the stock Jupyter API (the config's
-        `jupyter_api` profile), kept for its restarts; None where no registry chooses."""
-        km = self.parent
-        registry = getattr(km, "registry", None)
-        if km is None or registry is None:
-            return None
-        cwd = Path(kwargs.get("cwd") or Path.cwd())
-        rules: SandboxRules = registry.sandboxes.for_jupyter_api(cwd)
-        update_launch_arguments(km, {SANDBOX_ARGUMENT: rules})
-        return rules
-
     def _prepare_sandbox(self, rules: SandboxRules) -> None:
         km = self.parent
         assert km is not None
@@ -128,16 +143,13 @@ class ResidentProvisioner(LocalProvisioner):
             self.sandbox = SandboxLaunch.prepare(rules, km.kernel_id, self.sandbox)
         except SandboxUnavailable as e:
             raise Unavailable(str(e)) from None
-        use_ipc(km, self.sandbox.ipc_prefix)
 
-    def _use_own_sockets(self) -> None:
-        """Give an unconfined local kernel ipc sockets in a dir of its own (once: restarts
-        reuse them, as a client's connection expects)."""
-        km = self.parent
-        assert km is not None
-        if km.transport != "tcp" or km.shell_port:
-            return  # chosen already (a restart, or a kernel an earlier gateway started)
-        use_ipc(km, ipc_prefix(self._unconfined_dir()))
+    def _ipc_prefix(self) -> str:
+        """Return where the kernel's ipc sockets go: its sandbox's ipc dir, or an unconfined
+        kernel's own dir's (kept across restarts, as a client's connection expects)."""
+        if self.sandbox is not None:
+            return self.sandbox.ipc_prefix
+        return ipc_prefix(self._unconfined_dir())
 
     def _unconfined_dir(self) -> Path:
         """Return an unconfined kernel's own dir (Unavailable when the root is not private)."""
@@ -151,11 +163,13 @@ class ResidentProvisioner(LocalProvisioner):
         """Launch the kernel with stdin on /dev/null and its output in a log of its own."""
         self.log_path = self._output_log()
         assert self.parent is not None
-        markers, kernel_id = launch_markers(self.parent), str(self.kernel_id)
+        markers, kernel_id = self.markers, str(self.kernel_id)
         connection_file = self.parent.connection_file
+        named = str(self.kernel_connection_file or connection_file)  # on the command line
         if markers is not None:  # a gateway killed from here on leaves a trace
-            markers.launching(kernel_id, connection_file)
+            markers.launching(kernel_id, connection_file, named)
         with self.log_path.open("ab") as output:
+            self.log_start = output.tell()  # this launch's output follows the earlier ones
             kwargs.update(stdin=subprocess.DEVNULL, stdout=output, stderr=output)
             if self.sandbox is None:
                 info = await super().launch_kernel(cmd, **kwargs)  # Popen; nothing awaited after
@@ -165,7 +179,7 @@ class ResidentProvisioner(LocalProvisioner):
                     cmd,
                     lambda argv, fds: asyncio.run(launch(argv, **kwargs, pass_fds=fds)),
                     cwd=Path(kwargs.get("cwd") or Path.cwd()),
-                    connection_file=Path(connection_file),
+                    connection_file=Path(named),
                     unset_env=(PARENT_VARIABLE,),
                 )
         self.identity = ProcessIdentity.of(self.pid)
@@ -212,6 +226,8 @@ class ResidentProvisioner(LocalProvisioner):
         info["sandbox"] = self.sandbox.to_json() if self.sandbox is not None else None
         info["sandbox_model"] = self.sandbox_model
         info["own_packages"] = self.own_packages
+        # An unconfined kernel's too (a confined one's are its sandbox's): its restarts keep them.
+        info["rules"] = rules_to_json(self.rules) if self.rules is not None else None
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
@@ -225,6 +241,8 @@ class ResidentProvisioner(LocalProvisioner):
         self.sandbox = SandboxLaunch.from_json(sandbox) if sandbox else None
         if self.sandbox is not None:
             self.rules = self.sandbox.rules
+        elif provisioner_info.get("rules"):
+            self.rules = rules_from_json(provisioner_info["rules"])
         self.own_packages = provisioner_info.get("own_packages")  # None: its next start decides
 
     def _is_ours(self) -> bool:
@@ -312,9 +330,8 @@ class ResidentProvisioner(LocalProvisioner):
     async def cleanup(self, restart: bool = False) -> None:
         """Forget the process once it is gone (a restart launches a new one)."""
         await super().cleanup(restart=restart)
-        markers = launch_markers(self.parent)
-        if markers is not None:
-            markers.forget(str(self.kernel_id))
+        if self.markers is not None:
+            self.markers.forget(str(self.kernel_id))
         if self.taken_back and not self._is_ours():
             self.identity = None
         if not restart:
@@ -325,10 +342,10 @@ class ResidentProvisioner(LocalProvisioner):
 
 
 def launch_markers(km: object) -> LaunchMarkers | None:
-    """Return the launch markers of the gateway whose kernel manager `km` is (None for a
-    kernel manager of no gateway)."""
-    markers = getattr(getattr(km, "registry", None), "launches", None)
-    return markers if isinstance(markers, LaunchMarkers) else None
+    """Return where the launch of kernel manager `km`'s process was marked (None: nowhere, as
+    for a kernel manager of no gateway)."""
+    provisioner = getattr(km, "provisioner", None)
+    return provisioner.markers if isinstance(provisioner, ResidentProvisioner) else None
 
 
 def exit_reason(returncode: int | None) -> str:

@@ -24,7 +24,9 @@ from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.residency import resident
 from loomgate.gateway.residency.kernel_files import remove_kernel_files
-from loomgate.gateway.residency.provisioner import SANDBOX_ARGUMENT, ResidentProvisioner
+from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchArguments
+from loomgate.gateway.residency.launch_markers import LaunchMarkers
+from loomgate.gateway.residency.provisioner import ResidentProvisioner
 from loomgate.gateway.residency.resident import ResidentError, ResidentLaunch, ResidentState
 from loomgate.shared.wire import Death
 
@@ -81,8 +83,10 @@ class TakeBack(Generic[Kernel]):
         log: logging.Logger,
         make: MakeKernel[Kernel],
         wire_up: Callable[[Kernel], None],
+        markers: LaunchMarkers | None = None,
     ) -> None:
         self.mkm = mkm  # the server's kernel map: a MappingKernelManager (its kernels are local)
+        self.markers = markers  # where the restarts of kernels taken back mark their launches
         self.live = live
         self.events = events
         self.log = log
@@ -103,7 +107,7 @@ class TakeBack(Generic[Kernel]):
             self.log.warning("Not taking back kernel %s: %s", store.kernel_id, e)
             return
         try:
-            provisioner = await provisioner_for(self.mkm, state)
+            provisioner = await provisioner_for(self.mkm, state, self.markers)
         except Exception as e:
             self.log.warning("Not taking back kernel %s: %s", store.kernel_id, e)
             return
@@ -182,8 +186,11 @@ def describe(error: Exception) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-async def provisioner_for(mkm: object, state: ResidentState) -> ResidentProvisioner:
-    """Return a kernel manager's provisioner loaded with the process `state` describes."""
+async def provisioner_for(
+    mkm: object, state: ResidentState, markers: LaunchMarkers | None = None
+) -> ResidentProvisioner:
+    """Return a kernel manager's provisioner loaded with the process `state` describes (its
+    restarts marked in `markers`)."""
     assert isinstance(mkm, MappingKernelManager)  # kernels taken back are local processes
     km = mkm.kernel_manager_factory(
         parent=mkm,
@@ -205,7 +212,8 @@ async def provisioner_for(mkm: object, state: ResidentState) -> ResidentProvisio
     km.provisioner = provisioner
     launch = state["launch"]
     arguments: dict[str, object] = {"cwd": launch["cwd"], "env": {**os.environ, **launch["env"]}}
-    if provisioner.rules is not None:  # its restarts start it under the same sandbox
-        arguments[SANDBOX_ARGUMENT] = provisioner.rules
+    # Its restarts start it under the same sandbox.
+    arguments[LAUNCH_ARGUMENT] = LaunchArguments(provisioner.rules, markers=markers)
+    provisioner.markers = markers
     restore_launch_arguments(km, arguments)
     return provisioner

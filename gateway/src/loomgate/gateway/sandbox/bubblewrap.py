@@ -19,6 +19,7 @@ from loomgate.gateway.sandbox.kernel_network import (
     net_dir,
     proxy_environment,
     proxy_socket,
+    relayed,
 )
 from loomgate.gateway.sandbox.placeholders import Kind
 from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside
@@ -119,10 +120,13 @@ def command(
     connection_file: Path | None,
     unset_env: Iterable[str] = (),
     info_fd: int | None = None,
+    relay: Sequence[tuple[Path, int]] = (),
 ) -> list[str]:
     """Return the argv (starting with `bwrap`) that runs `kernel_cmd` under `rules` (writing
     the sandbox init's host pid into `info_fd`, when given), after making the placeholders its
-    protected paths that do not exist yet need (placeholders.py; recorded beside `kernel_dir`).
+    protected paths that do not exist yet need (placeholders.py; recorded beside `kernel_dir`);
+    a kernel that takes only TCP is reached from its ipc dir through the `relay` routes (each
+    unix socket there joined to a port on its own loopback).
 
     Later mounts lie over earlier ones: the read-only root, then /tmp (with the interpreter's
     prefixes that lie under the host's /tmp, read-only), then the writable paths, what stays
@@ -145,8 +149,8 @@ def command(
     # read-only where it lies in a writable path, and visible where it lies under the host's /tmp.
     installed = existing([*rules.read_only, *installation_roots()])
     proxied = rules.network.proxied
-    # The bridge to the kernel's proxy runs on the gateway's own Python.
-    runs = [kernel_cmd, *([[sys.executable]] if proxied else [])]
+    # The bridge to the kernel's proxy and the relay to its ports run on the gateway's Python.
+    runs = [kernel_cmd, *([[sys.executable]] if proxied or relay else [])]
     interpreter = existing([r for cmd in runs for r in interpreter_roots(cmd, cwd=cwd)])
     environment = existing([*installed, *interpreter])
     writable = [w for w in existing(rules.writable) if not any(within(w, e) for e in installed)]
@@ -199,6 +203,8 @@ def command(
         for name, value in proxy_environment(BRIDGE_PORT).items():
             argv += ["--setenv", name, value]
         kernel_cmd = bridged(kernel_cmd, python=sys.executable, socket=proxy_socket(kernel_dir))
+    if relay:
+        kernel_cmd = relayed(kernel_cmd, python=sys.executable, routes=relay)
     for name in dict.fromkeys([*unset_env, *(UNSET if proxied else ())]):
         argv += ["--unsetenv", name]
     argv += ["--chdir", str(cwd), "--", *kernel_cmd]

@@ -142,6 +142,7 @@ class BubblewrapConfiner(Confiner):
             connection_file=connection_file,
             unset_env=unset_env,
             info_fd=info_fd,
+            relay=sandbox.relay,
         )
         return [*sandbox.limits.prefix, *entry.command(self.plan(sandbox), bwrap)]
 

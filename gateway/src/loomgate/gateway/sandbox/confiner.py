@@ -39,6 +39,8 @@ class KernelSandbox(Protocol):
     # through (see LandlockConfiner), closed by `started()` or when the sandbox is removed.
     ready_fd: int | None
     proxy_port: int | None  # its proxy's loopback port, where it shares the host's network
+    tcp_ports: tuple[int, ...]  # a TCP kernel's own ports, where it shares the host's network
+    relay: list[tuple[Path, int]]  # into a namespace of its own: (the gateway's socket, port)
 
 
 class Confiner(ABC):

@@ -1,6 +1,8 @@
-"""A confined kernel's way out: where its proxy listens (a unix socket in the kernel's own net
-dir, bound into its sandbox; a loopback port where it shares the host's network), the bridge that
-its clients reach inside its network namespace, and the variables that point them there."""
+"""A confined kernel's network, both ways across its border: its way out (where its proxy
+listens: a unix socket in the kernel's own net dir, bound into its sandbox, or a loopback port
+where it shares the host's network; the bridge its clients reach inside its network namespace,
+and the variables that point them there) and the way in to a kernel that takes only TCP (the
+relay inside from the gateway's unix sockets to its ports)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ __all__ = [
     "net_dir",
     "proxy_environment",
     "proxy_socket",
+    "relay_script",
+    "relayed",
 ]
 
 # Inside the kernel's own network namespace nothing else listens: any port would do.
@@ -25,6 +29,8 @@ NAME = "loomgate network bridge"  # the shell's $0: begins its own error lines
 # ignores SIGINT: an interrupt of the kernel's group leaves it); it serves while this shell's
 # process ($$), which then becomes the kernel, lives: the sandbox ends with its last process.
 SCRIPT = '( "$1" -I -S "$2" "$3" "$4" --while $$ & ); shift 4; exec "$@"'
+# The relay, started the same way, with its routes after the script (relay_shell()).
+RELAY_NAME = "loomgate port relay"
 # A proxy exception list from the gateway's environment would send a named local service
 # ("127.0.0.1:8080") past the proxy, into a namespace where nothing listens.
 UNSET = ("NO_PROXY", "no_proxy")
@@ -62,3 +68,26 @@ def bridge_script() -> str:
     """Return the path of the bridge's script, run by path: it imports nothing of loomgate,
     whose packages the sandbox's Python (-I -S) need not see."""
     return str(Path(__file__).with_name("bridge.py"))
+
+
+def relayed(
+    kernel_cmd: Sequence[str], *, python: str, routes: Sequence[tuple[Path, int]]
+) -> list[str]:
+    """Return the command that starts the relay from each unix socket of `routes` to its TCP
+    port on the namespace's loopback in the background, with `python`, and then runs
+    `kernel_cmd` in its place."""
+    pairs = [f"{path}={port}" for path, port in routes]
+    relay = [python, relay_script(), *pairs]
+    return ["/bin/sh", "-c", relay_shell(len(pairs)), RELAY_NAME, *relay, *kernel_cmd]
+
+
+def relay_shell(routes: int) -> str:
+    """Return the shell script that starts the relay with its `routes` arguments (after its
+    Python and script) and then execs the rest: only numbers are written into it."""
+    args = " ".join(f'"${{{index}}}"' for index in range(3, 3 + routes))
+    return f'( "$1" -I -S "$2" --while $$ {args} & ); shift {2 + routes}; exec "$@"'
+
+
+def relay_script() -> str:
+    """Return the path of the relay's script (standalone, as the bridge's)."""
+    return str(Path(__file__).with_name("port_relay.py"))

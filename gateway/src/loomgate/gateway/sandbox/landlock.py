@@ -108,12 +108,13 @@ class LandlockUnavailable(OSError):
 class Ruleset:
     """A whole Landlock domain: every file-system right of `abi` handled, and allowed only
     beneath `paths`; TCP handled when `tcp_ports` is given (connect only to those ports, bind
-    nowhere); abstract unix sockets and signals scoped when `scopes`."""
+    only to `bind_ports`); abstract unix sockets and signals scoped when `scopes`."""
 
     abi: int
     paths: tuple[tuple[Path, int], ...]  # (path, rights allowed beneath it)
     tcp_ports: tuple[int, ...] | None = None  # None: TCP is not handled (the network is open)
     scopes: bool = False
+    bind_ports: tuple[int, ...] = ()  # a kernel's own ports (one that takes only TCP)
 
 
 def libc() -> ctypes.CDLL:
@@ -180,7 +181,7 @@ def restrict(ruleset: Ruleset) -> None:
         SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if scoped else 0,
     )
     ports = ruleset.tcp_ports if tcp and ruleset.tcp_ports else ()
-    apply(attr, ruleset.abi, ruleset.paths, ports)
+    apply(attr, ruleset.abi, ruleset.paths, ports, ruleset.bind_ports if tcp else ())
 
 
 def attr_size(abi: int) -> int:
@@ -195,9 +196,10 @@ def apply(
     abi: int,
     paths: Sequence[tuple[Path, int]],
     ports: Sequence[int] = (),
+    bind_ports: Sequence[int] = (),
 ) -> None:
-    """Create a ruleset handling what `attr` says, allow `paths` and TCP `ports` in it and
-    restrict the calling thread to it."""
+    """Create a ruleset handling what `attr` says, allow `paths`, connecting to TCP `ports` and
+    binding `bind_ports` in it, and restrict the calling thread to it."""
     number = create_ruleset_number()
     if number is None:
         raise LandlockUnavailable("Landlock is a Linux interface; this system has none")
@@ -213,6 +215,9 @@ def apply(
         for port in ports:
             rule = NetPortAttr(CONNECT_TCP, port)
             add_rule(c, number, ruleset, RULE_NET_PORT, ctypes.byref(rule), f"TCP port {port}")
+        for port in bind_ports:
+            rule = NetPortAttr(BIND_TCP, port)
+            add_rule(c, number, ruleset, RULE_NET_PORT, ctypes.byref(rule), f"TCP bind {port}")
         if c.syscall(number + RESTRICT_SELF_OFFSET, ruleset, ctypes.c_uint32(0)) != 0:
             raise failure("landlock_restrict_self")
     finally:

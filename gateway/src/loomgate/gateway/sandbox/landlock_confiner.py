@@ -204,6 +204,7 @@ class LandlockConfiner(Confiner):
             tuple(sorted(allowed.items())),
             tcp_ports=self.tcp_ports(sandbox),
             scopes=self.abi >= landlock.SCOPES_ABI,
+            bind_ports=tuple(sandbox.tcp_ports),
         )
 
     def command(

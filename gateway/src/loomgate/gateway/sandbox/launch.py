@@ -95,6 +95,10 @@ class SandboxLaunch:
         # Where the proxy listens for a kernel on the host's network (Landlock alone): the
         # variables inside name it, so a gateway taking the kernel back listens there again.
         self.proxy_port = proxy_port
+        # A kernel that takes only TCP: the ports it listens on where it shares the host's
+        # network, or the relay's routes (ipc socket, port) into a namespace of its own.
+        self.tcp_ports: tuple[int, ...] = ()
+        self.relay: list[tuple[Path, int]] = []
 
     @classmethod
     def prepare(

@@ -64,12 +64,14 @@ def sbpl_profile(
     temp_dir: Path,
     kernel_dir: Path,
     readable: Sequence[Path] = (),
+    tcp_ports: Sequence[int] = (),
 ) -> str:
     """Return the SBPL profile text that confines a kernel to `rules`.
 
     `temp_dir`: the kernel's own temp dir; `kernel_dir`: its own dir (connection and ipc
     sockets), both readable and writable even inside a hidden path; `readable`: files inside
-    hidden paths it still reads (its connection file). Paths are used as given: pass them
+    hidden paths it still reads (its connection file); `tcp_ports`: the loopback ports a kernel
+    that takes only TCP listens on (allowed without network too). Paths are used as given: pass them
     resolved (macOS's `/tmp` and `/var` are `/private/…`), as rules() makes its own.
     """
     if not rules.confined:
@@ -113,7 +115,8 @@ def sbpl_profile(
             *rule(
                 "allow",
                 "network-bind network-inbound",
-                [f"  (local unix-socket (subpath {sbpl_string(str(kernel_dir))}))"],
+                [f"  (local unix-socket (subpath {sbpl_string(str(kernel_dir))}))"]
+                + [f'  (local ip "localhost:{int(port)}")' for port in tcp_ports],
             ),
             *rule(
                 "allow",

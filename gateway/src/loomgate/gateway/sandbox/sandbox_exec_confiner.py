@@ -84,7 +84,11 @@ class SandboxExecConfiner(Confiner):
         temp = sandbox.directory / "tmp"
         temp.mkdir(mode=0o700, exist_ok=True)
         text = macos.sbpl_profile(
-            sandbox.rules, temp_dir=temp, kernel_dir=sandbox.directory, readable=[connection_file]
+            sandbox.rules,
+            temp_dir=temp,
+            kernel_dir=sandbox.directory,
+            readable=[connection_file],
+            tcp_ports=sandbox.tcp_ports,
         )
         unset = [part for name in dict.fromkeys(unset_env) for part in ("-u", name)]
         environment = [f"TMPDIR={temp}", f"IPYTHONDIR={temp / bubblewrap.IPYTHON_DIR.name}"]

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from tornado import web
 
 from loomgate.gateway.errors import Ambiguous, NotFound, Refusal, Unavailable
-from loomgate.gateway.kernels.launch_options import KernelIntent
 from loomgate.gateway.kernels.references import MIN_PREFIX
+from loomgate.gateway.kernels.start_options import KernelIntent
 from loomgate.gateway.records.store import RecordStore
 from loomgate.shared.echo import echo
 

@@ -23,9 +23,9 @@ from traitlets import Unicode
 from loomgate.gateway.errors import NotFound, Refusal
 from loomgate.gateway.jupyter_internals import async_override
 from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
-from loomgate.gateway.kernels.launch_options import KernelIntent
 from loomgate.gateway.kernels.manager import note_activity
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
+from loomgate.gateway.kernels.start_options import KernelIntent
 from loomgate.gateway.upstream.failures import describe
 from loomgate.gateway.upstream.websocket_channels import WebsocketChannels
 

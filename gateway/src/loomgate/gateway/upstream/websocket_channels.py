@@ -117,6 +117,7 @@ class WebsocketChannels(KernelChannels):
         msg: Message = (
             json.loads(frame) if isinstance(frame, str) else deserialize_binary_message(frame)
         )
+        msg["parent_header"] = msg.get("parent_header") or {}  # null from some kernels
         channel = msg.get("channel")
         if channel == "iopub":
             msg_type = msg["header"].get("msg_type")

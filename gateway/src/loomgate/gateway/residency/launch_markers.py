@@ -38,10 +38,17 @@ class LaunchMarkers:
     def _marker(self, kernel_id: str) -> Path:
         return self.directory / f"{kernel_id}.json"
 
-    def launching(self, kernel_id: str, connection_file: str) -> None:
-        """Note, before its process starts, that kernel `kernel_id` is being launched."""
+    def launching(self, kernel_id: str, connection_file: str, named: str | None = None) -> None:
+        """Note, before its process starts, that kernel `kernel_id` is being launched, with the
+        connection file its command line names (`named`; a relayed kernel's own, else the
+        gateway's `connection_file`)."""
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = {"connection_file": connection_file, "since": time.time(), "identity": None}
+        data = {
+            "connection_file": connection_file,
+            "named": named or connection_file,
+            "since": time.time(),
+            "identity": None,
+        }
         write_json_atomic(self._marker(kernel_id), data)
 
     def launched(
@@ -56,7 +63,9 @@ class LaunchMarkers:
         marker = self._marker(kernel_id)
         data: dict[str, Any] = {"connection_file": connection_file, "since": time.time()}
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            data["since"] = json.loads(marker.read_text())["since"]
+            written = json.loads(marker.read_text())
+            data["since"] = written["since"]
+            data["named"] = written.get("named", connection_file)
         data.update(
             identity=identity.to_json() if identity is not None else None,
             pgid=pgid,
@@ -93,6 +102,7 @@ class LaunchMarkers:
 
 def end_launch(data: dict[str, Any], connection_file: str) -> bool:
     """SIGKILL the process a marker names; return whether one was running."""
+    named = str(data.get("named") or connection_file)  # what its command line names
     sandbox = SandboxLaunch.from_json(data["sandbox"]) if data.get("sandbox") else None
     since = float(data.get("since") or 0.0)
     if data.get("identity"):
@@ -102,9 +112,9 @@ def end_launch(data: dict[str, Any], connection_file: str) -> bool:
             # Killed before bwrap named its init: the init is in a session of its own (bwrap's
             # --new-session), so ending bwrap leaves it and the kernel running. Both name the
             # connection file on their command line.
-            pids += [pid for pid in started_with(connection_file, since) if pid not in pids]
+            pids += [pid for pid in started_with(named, since) if pid not in pids]
     else:
-        pids = started_with(connection_file, since)
+        pids = started_with(named, since)
     for pid in pids:
         if sandbox is not None:  # its init ends everything in the sandbox
             sandbox.signal(signal.SIGKILL)

@@ -1,0 +1,45 @@
+"""What the gateway hands its provisioner with every start of a kernel, as a start argument
+(`loom_launch`, the way jupyter_client hands a provisioner `cwd` and `env`): the kernel's sandbox
+rules, whether loomgate itself asked for the kernel, and where launches are marked; and which
+kernel specs that provisioner launches (no other is handed them). jupyter_client keeps a start's
+arguments for the kernel's restarts, so a restart gets them again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jupyter_client.kernelspec import KernelSpec
+from jupyter_client.provisioning.factory import KernelProvisionerFactory
+from traitlets.config import Configurable
+
+from loomgate.gateway.residency.launch_markers import LaunchMarkers
+from loomgate.gateway.sandbox.profiles import SandboxRules
+
+LAUNCH_ARGUMENT = "loom_launch"
+PROVISIONER_NAME = "loomgate-resident"  # the provisioner's entry point: the gateway's default
+
+
+@dataclass(frozen=True)
+class LaunchArguments:
+    """A kernel's launch as the gateway decided it."""
+
+    # The kernel's sandbox (None: not loomgate's to choose, as for a kernel manager of no gateway)
+    rules: SandboxRules | None = None
+    # Started through loomgate's own API (False: the standard Jupyter API's)
+    by_loomgate: bool = True
+    markers: LaunchMarkers | None = None  # where a launch is noted until resident.json takes over
+
+
+def launch_arguments(kwargs: dict[str, Any]) -> LaunchArguments:
+    """Return (and take out of a start's `kwargs`) the launch arguments it carries, or none."""
+    found = kwargs.pop(LAUNCH_ARGUMENT, None)
+    return found if isinstance(found, LaunchArguments) else LaunchArguments()
+
+
+def provisioned_by_resident(spec: KernelSpec, parent: Configurable) -> bool:
+    """Return whether kernels of `spec` are launched by loomgate's provisioner (the spec's own
+    choice, else the default of jupyter_client's provisioner factory under `parent`)."""
+    factory = KernelProvisionerFactory.instance(parent=parent)
+    chosen = spec.metadata.get("kernel_provisioner", {}).get("provisioner_name")
+    return bool((chosen or factory.default_provisioner_name) == PROVISIONER_NAME)
