@@ -434,6 +434,14 @@ def test_a_looser_profile_is_the_persons_to_choose(
     assert looser_sandbox_refusal(profile, default, "lab") == sentence
 
 
+def test_the_persons_command_starts_the_kernel_spec_the_model_asked_for() -> None:
+    assert looser_sandbox_refusal("none", "workspace", "sh", "bash") == (
+        "The sandbox profile none is looser than this gateway's default (workspace); only "
+        "the person can widen a kernel's sandbox (`loomgate run --kernel sh --kernel-spec bash "
+        "--sandbox none`, or sandbox.toml)."
+    )
+
+
 MISMATCHES = [
     (
         kernel(sandbox=sandbox()),

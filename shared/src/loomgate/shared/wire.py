@@ -265,9 +265,10 @@ class SetupPart(_NamedCode, total=False):
     inspectors, `startup.sh`. A part that catches its own failure reports it by setting
     `get_ipython()._loomgate_setup_failure` to the text to show. `runs_in` says which kernels
     run it: "ipython" (IPython shells; the default) or a file extension (".sh": kernels whose
-    language_info has it); the others skip it."""
+    language_info has it); the others skip it, or, for a `required` part, refuse the setup."""
 
     runs_in: str
+    required: bool
 
 
 class SetupResult(TypedDict):

@@ -34,9 +34,12 @@ def failure(error: Exception, call: str) -> Answer:
     )
 
 
-async def answered(call: Call, endpoint: Endpoint) -> Answer:
-    """Return `endpoint`'s answer to `call` once the gateway is ready, or its failure's."""
+async def answered(call: Call, endpoint: Endpoint, takes: frozenset[str] | None = None) -> Answer:
+    """Return `endpoint`'s answer to `call` once the gateway is ready, or its failure's; a body
+    with a field outside `takes` (the fields its method's body takes) is refused first."""
     try:
+        if takes is not None:
+            call.refuse_unknown(takes)
         ready = call.registry.ready
         if not ready.is_set():
             await ready.wait()  # kernels left running are being taken back

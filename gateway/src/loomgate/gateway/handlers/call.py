@@ -116,6 +116,20 @@ class Call:
             raise BadRequest("the request body must be a JSON object")
         return data
 
+    def refuse_unknown(self, takes: frozenset[str]) -> None:
+        """Refuse (BadRequest) a body that carries a field the endpoint does not take: a
+        misspelt field must not start something other than what was asked."""
+        if self.method not in BODY_METHODS:
+            return
+        unknown = sorted(set(self.body) - takes)
+        if unknown:
+            fields = ", ".join(echo(name) for name in unknown)
+            known = ", ".join(sorted(takes)) or "no fields"
+            raise BadRequest(
+                f"unknown field{'s' if len(unknown) > 1 else ''} {fields} in the request; "
+                f"it takes {known}"
+            )
+
     def arg(self, name: str) -> object:
         """Return argument `name`: from the body if the method has one and it is there, else
         from the query (None when absent)."""

@@ -33,6 +33,10 @@ async def list_executions(call: Call) -> Answer:
     return 200, wire.ExecutionList(executions=executions)
 
 
+# The cell, the wait and the output it answers with, and who sends it.
+SUBMIT_FIELDS = frozenset({"code", "wait", "until_silent", "head", "tail", "max_chars", "client"})
+
+
 async def submit(call: Call) -> Answer:
     """POST kernels/{ref}/executions {code}: 201 with the record (after an optional wait), 409
     when busy."""

@@ -75,7 +75,8 @@ def http_method(route: Route, endpoint: Endpoint) -> object:
     token auth and kernel authorization (the action from the HTTP method)."""
 
     async def handle(self: LoomHandler, **path: str) -> None:
-        status, body = await answered(self.call(route.name, path), endpoint)
+        call = self.call(route.name, path)
+        status, body = await answered(call, endpoint, route.takes.get(call.method))
         code = wire.refusal_code(body)
         if status >= 400 and code is not None and code != "internal":
             self.refusal = code

@@ -121,6 +121,11 @@ async def unattached(call: Call) -> list[wire.UpstreamKernel]:
     ]
 
 
+CREATE_FIELDS = frozenset(
+    {"name", "kernel_spec", "lifetime", "cwd", "env", "sandbox", "stricter_only"}
+)
+
+
 async def create_kernel(call: Call) -> Answer:
     """POST kernels {name, kernel_spec, lifetime, cwd, env, sandbox, stricter_only}: create a
     kernel, or return the live one with the requested name (201 vs 200)."""
@@ -197,22 +202,33 @@ async def reset(call: Call) -> Answer:
     return 200, wire.ResetReply(kernel=kernel.model(), killed=killed)
 
 
+SETUP_PART_KEYS = frozenset({"name", "code", "runs_in", "required"})
+
+
 async def setup(call: Call) -> Answer:
-    """PUT kernels/{ref}/setup {"parts": [{name, code}], "wait": s}: register the kernel's
-    setup and run it now unless it already ran unchanged."""
+    """PUT kernels/{ref}/setup {"parts": [{name, code, runs_in?, required?}], "wait": s}:
+    register the kernel's setup and run it now unless it already ran unchanged (Conflict when a
+    required part cannot run in this kernel)."""
     parts = call.body.get("parts")
-    if not isinstance(parts, list) or not all(
-        isinstance(p, dict)
-        and set(p) == {"name", "code"}
-        and all(isinstance(v, str) for v in p.values())
-        for p in parts
-    ):
-        raise BadRequest('parts must be a list of {"name": str, "code": str} objects')
+    if not isinstance(parts, list) or not all(setup_part(p) for p in parts):
+        raise BadRequest(
+            'parts must be a list of {"name": str, "code": str, "runs_in": str, '
+            '"required": bool} objects (runs_in and required optional)'
+        )
     wait = call.float_arg("wait", 60.0, lo=0, hi=3600)
     kernel = call.registry.resolve(call.path["ref"])
-    parts_given = [wire.SetupPart(name=p["name"], code=p["code"]) for p in parts]
-    ran = await kernel.register_setup(parts_given, wait)
+    ran = await kernel.register_setup(list(parts), wait)
     return 200, wire.SetupReply(setup=kernel.setup.model(), ran=ran)
+
+
+def setup_part(part: object) -> bool:
+    """Return whether `part` is a setup part as the wire writes one (nothing more)."""
+    if not isinstance(part, dict) or not {"name", "code"} <= set(part) <= SETUP_PART_KEYS:
+        return False
+    texts = [part[key] for key in ("name", "code", "runs_in") if key in part]
+    return all(isinstance(text, str) for text in texts) and isinstance(
+        part.get("required", False), bool
+    )
 
 
 async def shutdown(call: Call) -> Answer:

@@ -173,7 +173,7 @@ class RpcHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
                 request.query,
                 body=request.body,
             )
-            answer = await answered(call, request.endpoint)
+            answer = await answered(call, request.endpoint, request.route.takes.get(call.method))
         # A client that went away misses the answer; the cell runs on and its record keeps it.
         with contextlib.suppress(WebSocketClosedError):
             status, body = answer

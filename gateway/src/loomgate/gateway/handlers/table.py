@@ -16,6 +16,7 @@ from loomgate.gateway.handlers import executions, kernels, monitor, notebook
 from loomgate.gateway.handlers.answers import Endpoint
 
 SEGMENT = re.compile(r"\{(\w+)\}")  # a path argument in a route's name: {ref}
+NONE: frozenset[str] = frozenset()  # a body that takes no field
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Route:
     handler: str
     endpoints: Mapping[str, Endpoint]
     monitor_readable: bool = False  # whether the monitor credential may GET it (monitor/access)
+    # The fields the body of each of its POST and PUT methods takes (any other is refused).
+    takes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     file: FileAnswer | None = None  # over HTTP, its answer is that file; refusals stay JSON
     pattern: str = field(init=False)  # the name as tornado's regex, `[^/]+` per argument
     segments: tuple[str | None, ...] = field(init=False, repr=False)  # None: an argument
@@ -73,6 +76,7 @@ ROUTES: tuple[Route, ...] = (
         "KernelsHandler",
         {"GET": kernels.list_kernels, "POST": kernels.create_kernel},
         monitor_readable=True,
+        takes={"POST": kernels.CREATE_FIELDS},
     ),
     Route(
         "kernels/{ref}",
@@ -80,14 +84,25 @@ ROUTES: tuple[Route, ...] = (
         {"GET": kernels.get_kernel, "DELETE": kernels.stop_kernel},
         monitor_readable=True,
     ),
-    Route("kernels/{ref}/interrupt", "InterruptHandler", {"POST": kernels.interrupt}),
-    Route("kernels/{ref}/reset", "ResetHandler", {"POST": kernels.reset}),
-    Route("kernels/{ref}/setup", "SetupHandler", {"PUT": kernels.setup}),
+    Route(
+        "kernels/{ref}/interrupt",
+        "InterruptHandler",
+        {"POST": kernels.interrupt},
+        takes={"POST": frozenset({"execution"})},
+    ),
+    Route("kernels/{ref}/reset", "ResetHandler", {"POST": kernels.reset}, takes={"POST": NONE}),
+    Route(
+        "kernels/{ref}/setup",
+        "SetupHandler",
+        {"PUT": kernels.setup},
+        takes={"PUT": frozenset({"parts", "wait"})},
+    ),
     Route(
         "kernels/{ref}/executions",
         "ExecutionsHandler",
         {"GET": executions.list_executions, "POST": executions.submit},
         monitor_readable=True,
+        takes={"POST": executions.SUBMIT_FIELDS},
     ),
     Route(
         "kernels/{ref}/executions/{selector}",
@@ -117,6 +132,7 @@ ROUTES: tuple[Route, ...] = (
         "kernels/{ref}/executions/{selector}/input",
         "InputHandler",
         {"POST": executions.answer_input},
+        takes={"POST": frozenset({"value"})},
     ),
     Route(
         "kernels/{ref}/search", "SearchHandler", {"GET": executions.search}, monitor_readable=True
@@ -133,10 +149,16 @@ ROUTES: tuple[Route, ...] = (
         "ToolCallsHandler",
         {"GET": monitor.list_tool_calls, "POST": monitor.report_tool_calls},
         monitor_readable=True,
+        takes={"POST": frozenset({"tool_calls"})},
     ),
     # The monitor token, to the full token only (not monitor-readable).
     Route("monitor", "MonitorAccessHandler", {"GET": monitor.monitor_access}),
-    Route("shutdown", "ShutdownHandler", {"POST": kernels.shutdown}),
+    Route(
+        "shutdown",
+        "ShutdownHandler",
+        {"POST": kernels.shutdown},
+        takes={"POST": frozenset({"kernels"})},
+    ),
 )
 BY_NAME: dict[str, Route] = {route.name: route for route in ROUTES}
 # The routes a path may be, by its number of segments and its last one (None: an argument).

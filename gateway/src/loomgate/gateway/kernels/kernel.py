@@ -9,7 +9,7 @@ import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from loomgate.gateway.errors import Unavailable
+from loomgate.gateway.errors import Conflict, Unavailable
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
 from loomgate.gateway.kernels.iopub_queue import queue_every_message
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
@@ -278,6 +278,9 @@ class LoomKernel:
         await self.settle()
         if self.phase != "ready" or self.channels is None:
             raise Unavailable(f"the kernel is {self.phase}; try again when it is ready")
+        for part in parts:
+            if part.get("required") and not self.kind.runs(part):
+                raise Conflict(f"{part['name']} is required, and {self.kind.skipped(part)}")
         return await self.setup.register(parts, self.channels, self.kind, timeout)
 
     async def settle(self) -> None:

@@ -14,7 +14,7 @@ import sys
 from loomgate.shared import wire
 from loomgate.shared.wire import FINAL_STATES
 from loomgate.translator.cli.errors import UsageError
-from loomgate.translator.client.errors import Conflict
+from loomgate.translator.client.errors import Conflict, Uninspected
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.startup_files import StartupFiles
 from loomgate.translator.output_view import OutputLimits
@@ -29,6 +29,7 @@ from loomgate.translator.presentation import (
     render_search,
     render_setup,
     render_unattached,
+    uninspected_refusal,
 )
 
 DEFAULT_KERNEL = "default"
@@ -41,12 +42,20 @@ async def existing_kernel(client: GatewayClient, name: str | None) -> str:
     return (await client.get_kernel(name or DEFAULT_KERNEL))["id"]
 
 
-async def set_up(client: GatewayClient, kernel_id: str, *, theirs: bool = False) -> None:
+async def set_up(
+    client: GatewayClient, kernel_id: str, *, theirs: bool = False, started: bool = False
+) -> None:
     """Give the kernel the user's startup.py and inspectors (they stay, and run again after
     every restart; only the inspectors in a kernel of someone's Jupyter, `theirs`), printing
-    to stderr what running them now printed or how it failed."""
+    to stderr what running them now printed or how it failed; a kernel refused for not
+    running inspectors.py is stopped when this command `started` it (Uninspected)."""
     setup = StartupFiles.from_config()
-    reply = await (setup.inspectors_only() if theirs else setup).install(client, kernel_id)
+    try:
+        reply = await (setup.inspectors_only() if theirs else setup).install(client, kernel_id)
+    except Uninspected as refused:
+        if started:
+            await client.stop_kernel(kernel_id)
+        raise Uninspected(uninspected_refusal(refused.message, stopped=started)) from None
     if reply is not None and reply["ran"]:
         report = render_setup(reply["setup"]["results"])
         if report:

@@ -22,6 +22,7 @@ from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.errors import GatewayConfigError, GatewayError
 from loomgate.translator.client.gateway import GatewayClient
 from loomgate.translator.client.selection import select_gateway
+from loomgate.translator.client.startup_files import UninspectedSetting
 
 Command = Callable[[GatewayClient, argparse.Namespace], Awaitable[int]]
 
@@ -69,6 +70,12 @@ def parser() -> argparse.ArgumentParser:
         "workspace, strict, or one of sandbox.toml; default: the gateway's); a kernel "
         "already running under another profile is refused",
     )
+    run.add_argument(
+        "--kernel-spec",
+        metavar="NAME",
+        help="the kernel spec --kernel starts with when this run creates it (bash, deno, …; "
+        "default: the gateway's); a kernel already running another spec is refused",
+    )
     run.add_argument("--json", action="store_true", help="print the record as JSON at the end")
     output = commands.add_parser("output", help="read lines of an execution's output")
     output.add_argument("execution", nargs="?", help="execution number (default: latest)")
@@ -104,6 +111,11 @@ def parser() -> argparse.ArgumentParser:
         "--kernel",
         help="kernel name or id prefix (default: a kernel of the session's own, stopped after "
         "the grace period once the session ends)",
+    )
+    stream.add_argument(
+        "--kernel-spec",
+        metavar="NAME",
+        help="the kernel spec of the session's own kernel (default: the gateway's)",
     )
     for name in ("interrupt", "reset"):
         commands.choices[name].add_argument("--kernel", help="kernel name or id prefix")
@@ -208,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return asyncio.run(jupyter_command(args))
         return asyncio.run(dispatch(args))
-    except (UsageError, GatewayError, GatewayConfigError) as e:
+    except (UsageError, GatewayError, GatewayConfigError, UninspectedSetting) as e:
         print(f"loomgate: {e}", file=sys.stderr)
         return 2
 
@@ -228,7 +240,7 @@ def attached_ranges(argv: list[str]) -> list[str]:
 
 async def stream(client: GatewayClient, args: argparse.Namespace) -> int:
     """Serve the stream protocol until its end."""
-    return await stream_session(client, args.kernel)
+    return await stream_session(client, args.kernel, args.kernel_spec)
 
 
 COMMANDS: dict[str, Command] = {

@@ -52,10 +52,15 @@ def cell_source(args: argparse.Namespace) -> str:
     return sys.stdin.read() if args.code == "-" else str(args.code)
 
 
-async def bound_kernel(client: GatewayClient, name: str | None, sandbox: str | None = None) -> str:
+async def bound_kernel(
+    client: GatewayClient,
+    name: str | None,
+    sandbox: str | None = None,
+    kernel_spec: str | None = None,
+) -> str:
     """Return the id of the kernel to run on (--kernel, else `default`), started as a named
-    persistent kernel (under the profile `sandbox`, when given) when none by that name runs;
-    either way it gets the user's setup."""
+    persistent kernel (under the profile `sandbox`, of `kernel_spec`, when given) when none by
+    that name runs; either way it gets the user's setup."""
     chosen = name or DEFAULT_KERNEL
     kernel: wire.Kernel | None = None
     try:
@@ -66,27 +71,34 @@ async def bound_kernel(client: GatewayClient, name: str | None, sandbox: str | N
     if kernel is not None and sandbox is not None and not runs_under(kernel, sandbox):
         if kernel["name"] != chosen:  # named by its id or notebook: no name to create it by
             raise UsageError(sandbox_mismatch(kernel, sandbox, "person"))
-        kernel = await created_kernel(client, chosen, sandbox)  # the gateway's 409 says why not
+        kernel = await created_kernel(client, chosen, sandbox, kernel_spec)  # its 409 says why not
     if kernel is None:
         if is_notebook_path(chosen):
             raise UsageError(no_notebook_kernel(chosen, client.label, "person"))
         print(f"starting kernel {chosen!r} on {client.label} …", file=sys.stderr, flush=True)
-        kernel = await created_kernel(client, chosen, sandbox)
+        kernel = await created_kernel(client, chosen, sandbox, kernel_spec)
         if kernel.get("sandbox") is not None:
             print(f"sandbox: {sandbox_summary(kernel.get('sandbox'))}", file=sys.stderr)
-        theirs = False
+        theirs, started = False, True
     else:
-        theirs = is_theirs(kernel, client.mode)
-    await set_up(client, kernel["id"], theirs=theirs)
+        if kernel_spec is not None and kernel["kernel_spec"] != kernel_spec:
+            # The gateway refuses it in one sentence, naming the spec the kernel runs.
+            await created_kernel(client, chosen, sandbox, kernel_spec)
+        theirs, started = is_theirs(kernel, client.mode), False
+    await set_up(client, kernel["id"], theirs=theirs, started=started)
     return kernel["id"]
 
 
-async def created_kernel(client: GatewayClient, name: str, sandbox: str | None) -> wire.Kernel:
+async def created_kernel(
+    client: GatewayClient, name: str, sandbox: str | None, kernel_spec: str | None = None
+) -> wire.Kernel:
     """Return the persistent kernel `name` as the gateway started (or found) it, under the
-    profile `sandbox` when given: the person may choose any, looser than the default too."""
+    profile `sandbox` and of `kernel_spec` when given: the person may choose any profile,
+    looser than the default too."""
     cwd = str(Path.cwd()) if client.on_this_host else None
     reply = await client.create_kernel(
         name=name,
+        kernel_spec=kernel_spec,
         lifetime="persistent",
         cwd=cwd,
         sandbox=sandbox,
@@ -106,7 +118,9 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
     """Run the cell, printing its lines as they arrive and answering its input() from stdin;
     Ctrl-C interrupts, twice detaches."""
     code = cell_source(args)
-    ref = await bound_kernel(client, args.kernel, getattr(args, "sandbox", None))
+    ref = await bound_kernel(
+        client, args.kernel, getattr(args, "sandbox", None), getattr(args, "kernel_spec", None)
+    )
     try:
         execution = (await client.submit(ref, code))["execution"]
     except Busy as e:

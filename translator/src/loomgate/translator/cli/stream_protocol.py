@@ -23,20 +23,25 @@ INTERRUPT = "--interrupt"  # interrupt the cell waiting for input
 STREAM_ANSWER = f"Answer with a line `{ANSWER}`, then the answer's line; or a line `{INTERRUPT}`."
 
 
-async def stream_session(client: GatewayClient, kernel_name: str | None) -> int:
-    """Serve the delimiter-framed protocol on stdin/stdout until `exit` or end of input."""
+async def stream_session(
+    client: GatewayClient, kernel_name: str | None, kernel_spec: str | None = None
+) -> int:
+    """Serve the delimiter-framed protocol on stdin/stdout until `exit` or end of input (the
+    session's own kernel of `kernel_spec`, when given)."""
     delimiter = f"@@loomgate-{secrets.token_hex(12)}@@"
     if kernel_name:
         ref = await existing_kernel(client, kernel_name)
         owned = False
     else:
         cwd = str(Path.cwd()) if client.on_this_host else None
-        created = await client.create_kernel(lifetime="conversation", cwd=cwd)
+        created = await client.create_kernel(
+            lifetime="conversation", cwd=cwd, kernel_spec=kernel_spec
+        )
         ref, owned = created["kernel"]["id"], True
     hold = Hold(client, ref) if owned else None
     if hold is not None:
         await hold.open()
-    await set_up(client, ref)
+    await set_up(client, ref, started=owned)
     write = sys.stdout.write
     write(
         "loomgate stream: one line is one cell. For a multi-line cell send a line `--`, the "

@@ -103,6 +103,12 @@ class Conflict(Refused):
     code = "conflict"
 
 
+class Uninspected(Conflict):
+    """A kernel refused the person's setup: it cannot run inspectors.py, which
+    LOOMGATE_UNINSPECTED=refuse makes a condition of every kernel (`details["stopped"]`: the
+    translator stopped the kernel it had just started for the request)."""
+
+
 class Forbidden(Refused):
     """A model's request to run less confined than the person decided (a looser sandbox)."""
 

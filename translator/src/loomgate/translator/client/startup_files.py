@@ -4,18 +4,24 @@ restart, each part on its own, in every kernel the translator or the CLI attache
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loomgate.shared import wire
 from loomgate.shared.paths import config_dir
+from loomgate.translator.client.errors import Conflict, Uninspected
 
 if TYPE_CHECKING:
     from loomgate.translator.client.gateway import GatewayClient
 
 STARTUP = "startup.py"
 INSPECTORS = "inspectors.py"
+# allow (the default): a kernel that cannot run inspectors.py runs uninspected, and says so;
+# refuse: such a kernel is refused its setup (the translator then stops one it made).
+UNINSPECTED = "LOOMGATE_UNINSPECTED"
 SETUP_WAIT = 120.0
 
 # Runs one file's code in the kernel. A failure is reported (not raised): its traceback shows
@@ -110,20 +116,34 @@ def __loomgate_install_inspectors(namespace, path, code):
 @dataclass(frozen=True)
 class StartupFiles:
     """The person's startup files every kernel gets: startup.py, then the inspectors (either may
-    be absent), sent as source."""
+    be absent), sent as source for IPython kernels; a `startup.EXT` for kernels of another
+    language, sent as it is to kernels whose files end in EXT (startup.sh for bash). With
+    `required_inspectors`, a kernel that cannot run inspectors.py is refused its setup."""
 
     startup: Path | None
     inspectors: Path | None
+    others: tuple[Path, ...] = ()
+    required_inspectors: bool = False
 
     @classmethod
-    def from_config(cls, directory: Path | None = None) -> StartupFiles:
-        """Return the setup found in the config dir."""
+    def from_config(
+        cls, directory: Path | None = None, environ: Mapping[str, str] | None = None
+    ) -> StartupFiles:
+        """Return the setup found in the config dir (UninspectedSetting when
+        LOOMGATE_UNINSPECTED in `environ` is neither allow nor refuse)."""
         directory = directory or config_dir()
         startup = directory / STARTUP
         inspectors = directory / INSPECTORS
+        others = sorted(
+            path
+            for path in directory.glob(f"{Path(STARTUP).stem}.*")
+            if path.suffix and path.name != STARTUP and path.is_file()
+        )
         return cls(
             startup if startup.is_file() else None,
             inspectors if inspectors.is_file() else None,
+            tuple(others),
+            uninspected_refused(os.environ if environ is None else environ),
         )
 
     def parts(self) -> list[wire.SetupPart]:
@@ -136,13 +156,19 @@ class StartupFiles:
         if self.inspectors is not None:
             path = repr(str(self.inspectors))
             call = f"__loomgate_install_inspectors(globals(), {path}, code)"
-            parts.append(file_part(INSPECTORS, self.inspectors, INSPECTOR_RUNTIME, call))
+            part = file_part(INSPECTORS, self.inspectors, INSPECTOR_RUNTIME, call)
+            if self.required_inspectors:
+                part["required"] = True
+            parts.append(part)
+        for other in self.others:
+            code = other.read_text(encoding="utf-8")
+            parts.append(wire.SetupPart(name=other.name, code=code, runs_in=other.suffix))
         return parts
 
     def inspectors_only(self) -> StartupFiles:
-        """Return the setup for a kernel someone else made (a notebook's): startup.py is theirs
-        to choose, the inspectors guard every cell the agent runs there."""
-        return StartupFiles(None, self.inspectors)
+        """Return the setup for a kernel someone else made (a notebook's): startup files are
+        theirs to choose, the inspectors guard every cell the agent runs there."""
+        return StartupFiles(None, self.inspectors, (), self.required_inspectors)
 
     async def install(self, client: GatewayClient, kernel_id: str) -> wire.SetupReply | None:
         """Register this setup as the kernel's (it runs now unless it already ran there
@@ -151,7 +177,12 @@ class StartupFiles:
         parts = self.parts()
         if not parts:
             return None
-        return await client.setup(kernel_id, parts, wait=SETUP_WAIT)
+        try:
+            return await client.setup(kernel_id, parts, wait=SETUP_WAIT)
+        except Conflict as refused:
+            if not self.required_inspectors:
+                raise
+            raise Uninspected(refused.message, status=refused.status) from None
 
 
 def is_theirs(kernel: wire.Kernel, mode: wire.GatewayMode) -> bool:
@@ -170,3 +201,15 @@ def file_part(name: str, path: Path, runtime: str, call: str) -> wire.SetupPart:
         f"lambda code: {call})\ndel __loomgate_setup_part, {helper}\n"
     )
     return wire.SetupPart(name=name, code=code)
+
+
+class UninspectedSetting(ValueError):
+    """LOOMGATE_UNINSPECTED names neither allow nor refuse."""
+
+
+def uninspected_refused(environ: Mapping[str, str]) -> bool:
+    """Return whether LOOMGATE_UNINSPECTED refuses kernels that cannot run inspectors.py."""
+    value = environ.get(UNINSPECTED, "allow").strip().lower() or "allow"
+    if value not in ("allow", "refuse"):
+        raise UninspectedSetting(f"{UNINSPECTED} must be allow or refuse, not {value!r}")
+    return value == "refuse"

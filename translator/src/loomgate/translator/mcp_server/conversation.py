@@ -18,6 +18,7 @@ from loomgate.translator.client.errors import (
     GatewayError,
     NotFound,
     Unavailable,
+    Uninspected,
     Unreachable,
 )
 from loomgate.translator.client.gateway import GatewayClient, runs_under
@@ -46,6 +47,7 @@ from loomgate.translator.presentation import (
     started_note,
     stopped_kernel_refusal,
     unconfined_refusal,
+    uninspected_refusal,
 )
 
 
@@ -67,7 +69,7 @@ class Conversation:
         # How the gateway (and the monitor) tells this conversation from others.
         self.label = f"conversation {secrets.token_hex(3)}"
         self.reports = ToolReports(self.label)
-        self.setup = StartupFiles.from_config()
+        self.setup = StartupFiles.from_config(environ=settings.env)
         self._clients: dict[str, GatewayClient] = {}
         self.client: GatewayClient | None = None
         self.kernel: wire.Kernel | None = None
@@ -207,9 +209,10 @@ class Conversation:
         # No sandbox: the gateway's default, which the person chose.
         reply = await client.create_kernel(lifetime="conversation", cwd=cwd, stricter_only=True)
         kernel = reply["kernel"]
+        startup = await self._set_up_or_stop(client, kernel, True)
         await self._bind(client, kernel)
         self.own = (client, kernel)
-        self.pending_startup = await self.set_up(client, kernel["id"])
+        self.pending_startup = startup
 
     async def set_up(self, client: GatewayClient, kernel_id: str, *, theirs: bool = False) -> str:
         """Give the kernel this user's startup.py and inspectors (they stay, and run again after
@@ -288,9 +291,21 @@ class Conversation:
         else:
             chosen, is_new = await self._create(client, ref, kernel_spec, sandbox)
         theirs = not is_new and is_theirs(chosen, client.mode)
-        startup = await self.set_up(client, chosen["id"], theirs=theirs)
+        startup = await self._set_up_or_stop(client, chosen, is_new, theirs=theirs)
         await self._bind(client, chosen)
         return chosen, is_new, startup
+
+    async def _set_up_or_stop(
+        self, client: GatewayClient, kernel: wire.Kernel, is_new: bool, *, theirs: bool = False
+    ) -> str:
+        """Return what setting `kernel` up said; a kernel refused for not running inspectors.py
+        is stopped when it was started for this request (Uninspected, saying so)."""
+        try:
+            return await self.set_up(client, kernel["id"], theirs=theirs)
+        except Uninspected as refused:
+            if is_new:
+                await client.stop_kernel(kernel["id"])
+            raise Uninspected(uninspected_refusal(refused.message, stopped=is_new)) from None
 
     async def _create(
         self, client: GatewayClient, name: str, kernel_spec: str | None, sandbox: str | None
@@ -310,7 +325,8 @@ class Conversation:
             if sandbox is None:
                 raise
             default = (await client.info()).get("sandbox_default")
-            raise Forbidden(looser_sandbox_refusal(sandbox, default, name)) from None
+            refusal = looser_sandbox_refusal(sandbox, default, name, kernel_spec)
+            raise Forbidden(refusal) from None
         chosen, created = reply["kernel"], reply["created"]
         if sandbox is not None and not runs_under(chosen, sandbox):
             if not created:  # it started under another profile between the look and the start

@@ -8,6 +8,7 @@ import sys
 from loomgate.translator.client.errors import GatewayConfigError
 from loomgate.translator.client.local_gateway import start_in_background
 from loomgate.translator.client.selection import select_gateway
+from loomgate.translator.client.startup_files import UninspectedSetting, uninspected_refused
 from loomgate.translator.mcp_server.bearer_token import bearer_token
 from loomgate.translator.mcp_server.settings import Settings, SettingsError
 
@@ -16,8 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the MCP server until the host closes it; return the exit status."""
     try:
         settings = Settings.from_args(argv)
+        uninspected_refused(settings.env)  # a bad LOOMGATE_UNINSPECTED stops it here
         token = bearer_token(settings) if settings.transport == "streamable-http" else None
-    except SettingsError as e:
+    except (SettingsError, UninspectedSetting) as e:
         print(f"loomgate-mcp: {e}", file=sys.stderr)
         return 2
     if settings.autostart:

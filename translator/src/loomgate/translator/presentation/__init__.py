@@ -49,6 +49,7 @@ from loomgate.translator.presentation.kernels import (
     shared_kernel_note,
     started_note,
     stopped_note,
+    uninspected_refusal,
 )
 from loomgate.translator.presentation.notebooks import (
     live_cells_line,
@@ -156,6 +157,7 @@ __all__ = [
     "stopped_note",
     "unconfined_refusal",
     "unexpected_failure",
+    "uninspected_refusal",
     "unknown_kernel_refusal",
     "unstored_note",
 ]

@@ -282,6 +282,9 @@ def back_to_own_note(stopped: wire.Kernel, own: wire.Kernel) -> str:
     )
 
 
+STARTUP = "startup.py"
+STARTUP_STEM = "startup."  # startup.py and a startup file of another language (startup.sh)
+INSPECTORS = "inspectors.py"
 # What a failed part means for the kernel, by part name.
 SETUP_FAILED = {
     "startup.py": "startup.py failed; the kernel is usable without it:",
@@ -290,9 +293,13 @@ SETUP_FAILED = {
 
 
 def render_setup(results: Sequence[wire.SetupResult], *, outputs: bool = True) -> str:
-    """Return what a kernel's setup printed (unless not `outputs`) and how a part failed ("" when
-    there is nothing to say)."""
+    """Return what a kernel's setup printed (unless not `outputs`), how a part failed, and that
+    a kernel of another language is not inspected ("" when there is nothing to say); a startup
+    file for another language that this kernel skipped is not news."""
     out: list[str] = []
+    ran_a_startup = any(
+        r["name"].startswith(STARTUP_STEM) and r["state"] != "skipped" for r in results
+    )
     for result in results:
         name = result["name"]
         if result["output"] and outputs:
@@ -301,7 +308,21 @@ def render_setup(results: Sequence[wire.SetupResult], *, outputs: bool = True) -
             out += [SETUP_FAILED.get(name, f"{name} failed:"), result["failure"] or ""]
         elif result["state"] == "unfinished":
             out.append(f"{name} is {result['failure']}")
+        elif result["state"] == "skipped" and name == INSPECTORS:
+            out.append(f"This kernel's cells are not inspected: {result['failure']}.")
+        elif result["state"] == "skipped" and name == STARTUP and not ran_a_startup:
+            out.append(f"startup.py did not run: {result['failure']}.")
     return "\n".join(out)
+
+
+def uninspected_refusal(refused: str, *, stopped: bool) -> str:
+    """Return why a kernel was refused: it cannot run inspectors.py (the gateway's `refused`),
+    and LOOMGATE_UNINSPECTED=refuse refuses such kernels (`stopped`: the one just started)."""
+    end = "; the kernel started for this was stopped" if stopped else ""
+    return (
+        f"{refused}: LOOMGATE_UNINSPECTED=refuse refuses kernels whose cells would not be "
+        f"inspected{end}"
+    )
 
 
 def installed_note(parts: Sequence[str]) -> str:

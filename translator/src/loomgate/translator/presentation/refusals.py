@@ -160,13 +160,17 @@ def unexpected_failure(error: BaseException) -> str:
     return f"loomgate-mcp failed unexpectedly ({type(error).__name__}: {error})."
 
 
-def looser_sandbox_refusal(profile: str, default: str | None, name: str) -> str:
-    """Return why the model's kernel `name` was not started under `profile`: it is looser than
-    the gateway's `default` (None: not known), and only the person widens a sandbox."""
+def looser_sandbox_refusal(
+    profile: str, default: str | None, name: str, kernel_spec: str | None = None
+) -> str:
+    """Return why the model's kernel `name` (of `kernel_spec`, when asked) was not started under
+    `profile`: it is looser than the gateway's `default` (None: not known), and only the person
+    widens a sandbox."""
     than = f"this gateway's default ({default})" if default else "this gateway's default"
+    spec = f" --kernel-spec {kernel_spec}" if kernel_spec else ""
     return (
         f"The sandbox profile {profile} is looser than {than}; only the person can widen a "
-        f"kernel's sandbox (`loomgate run --kernel {name} --sandbox {profile}`, or "
+        f"kernel's sandbox (`loomgate run --kernel {name}{spec} --sandbox {profile}`, or "
         "sandbox.toml)."
     )
 
