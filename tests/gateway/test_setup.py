@@ -33,6 +33,8 @@ async def put(http: httpx.AsyncClient, kernel: str, *parts: dict[str, str], wait
         {"parts": [{"name": "a"}]},
         {"parts": [{"name": "a", "code": 1}]},
         {"parts": [{"name": "a", "code": "", "extra": 1}]},
+        {"parts": [{"name": "a", "code": "", "runs_in": 1}]},
+        {"parts": [{"name": "a", "code": "", "required": "yes"}]},
     ],
 )
 async def test_a_malformed_setup_is_refused(
@@ -40,7 +42,10 @@ async def test_a_malformed_setup_is_refused(
 ) -> None:
     r = await http.put(f"{API}/{kernel}/setup", json=body)
     assert r.status_code == 400
-    assert r.json()["message"] == 'parts must be a list of {"name": str, "code": str} objects'
+    assert r.json()["message"] == (
+        'parts must be a list of {"name": str, "code": str, "runs_in": str, "required": bool} '
+        "objects (runs_in and required optional)"
+    )
 
 
 async def test_setup_runs_silently_once_and_reports_each_part(

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 # Where the process is in its life: ready, or the kernel's wire state while it is not.
 Phase = Literal["ready", ProcessState]
 CONFIRM_TIMEOUT = 60.0
+KERNEL_INFO_TIMEOUT = 10.0  # for the full kernel_info reply on shell, where control's was bare
 START_TIMEOUT = 30.0
 START_OUTPUT_LINES = 10  # of a kernel that failed to start, read for its last words
 START_OUTPUT_SHOWN = 3  # of them, the non-empty ones shown with the reason, on one line
@@ -186,7 +187,15 @@ class LoomKernel:
             on_iopub=self._on_iopub, on_stdin=self.executions.on_stdin
         )
         reply = await channels.confirm(timeout, alive=self._process_running)
-        self.kind = KernelKind.of(reply["content"])
+        if "language_info" not in reply["content"]:  # a bare reply on control: ask on shell
+            with contextlib.suppress(asyncio.TimeoutError):
+                reply = await channels.ask("kernel_info_request", {}, KERNEL_INFO_TIMEOUT)
+        if "language_info" in reply["content"]:
+            self.kind = KernelKind.of(reply["content"])
+        else:  # busy (taken back mid-cell): what it said when it started
+            self.kind = KernelKind.of(
+                {"implementation": self.store.meta.get("implementation"), **self.store.meta}
+            )
         self.store.meta["implementation"] = self.kind.implementation
         if self.kind.ipykernel and channels.local:
             queue_every_message(channels, self.log, self.id)

@@ -165,7 +165,9 @@ class KernelChannels:
                     enough = answered_at is not None and loop.time() - answered_at >= REPLY_ENOUGH
                     if answered and (iopub_seen.done() or enough):
                         await self._connected(max(0.0, deadline - loop.time()))
-                        return answered[0]
+                        # ipymini answers kernel_info on control with a bare status
+                        told = (a for a in answered if "language_info" in a["content"])
+                        return next(told, answered[0])
                     if not done or future.done():
                         break
         finally:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loomgate.gateway.records.markup_text import readable_text
 from loomgate.gateway.records.output_log import LineLog, OutputKind
 from loomgate.gateway.records.output_stream import OutputStream
 from loomgate.gateway.records.rich_outputs import RichOutputs, image_mime
@@ -56,6 +58,9 @@ STREAM_KIND = {"stdout": OutputKind.STDOUT, "stderr": OutputKind.STDERR}
 def os_error_reason(error: OSError) -> str:
     """Return what went wrong in a failed file operation, without the path."""
     return error.strerror or str(error)
+
+
+CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
 
 
 class ExecutionRecord:
@@ -195,7 +200,7 @@ class ExecutionRecord:
         self, data: Mapping[str, object], metadata: Mapping[str, object], *, result: bool
     ) -> None:
         """Append an execute_result (`result`) or display_data bundle in IOPub order."""
-        text = data.get("text/plain")
+        text = readable_text(data) or data.get("text/plain")
         image = image_mime(data)
         if not isinstance(text, str):
             text = f"<{image or next(iter(data), 'empty')} output>"
@@ -221,8 +226,9 @@ class ExecutionRecord:
 
     def write_error(self, name: str, value: str, traceback: list[str]) -> None:
         """Record an error: its name and value, and its traceback text in order."""
+        name = error_name(name)
         self.meta["error"] = ErrorInfo(name=name, value=value)
-        text = "\n".join(traceback) if traceback else f"{name}: {value}"
+        text = "\n".join(traceback) if traceback else error_line(name, value)
 
         def write() -> None:
             self._stream("combined").write_block(text, int(OutputKind.ERROR))
@@ -417,3 +423,22 @@ class ExecutionRecord:
         if "sandbox_failure" in meta:  # the rule the cell ran into in its kernel's sandbox
             summary["sandbox_failure"] = meta["sandbox_failure"]
         return summary
+
+
+def error_name(name: str) -> str:
+    """Return an error's name as a kernel should give it: xeus-python gives the class's repr
+    (`<class 'ZeroDivisionError'>`), read as the class's name."""
+    found = CLASS_REPR.fullmatch(name)
+    return found.group(1) if found else name
+
+
+def error_line(name: str, value: str) -> str:
+    """Return the line an error without a traceback shows: its name and value, and what the
+    kernel left out (bash_kernel names none: its value is the exit status)."""
+    if name and value:
+        return f"{name}: {value}"
+    if name:
+        return name
+    if value:
+        return f"error: {value} (the kernel named no error)"
+    return "error (the kernel gave no name and no value)"

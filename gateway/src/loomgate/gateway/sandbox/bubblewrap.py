@@ -316,3 +316,12 @@ def kill(init_pid: int) -> None:
     """End the whole sandbox: SIGKILL to its init ends its pid namespace (killing bwrap alone
     would leave the sandbox running)."""
     os.kill(init_pid, signal.SIGKILL)
+
+
+def children(pid: int) -> list[int]:
+    """Return the pids of process `pid`'s children (none when it has ended)."""
+    try:
+        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in listed.split()]

@@ -5,6 +5,7 @@ signalled and killed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Sequence
@@ -181,11 +182,17 @@ class BubblewrapConfiner(Confiner):
     def signal_init(self, init_pid: int, signum: int) -> None:
         """Send `signum` into the sandbox: SIGKILL to its init (which ends everything in it),
         any other signal to its init's process group (the kernel is in it, by --new-session;
-        bwrap's own group, which jupyter_client signals, does not hold it)."""
+        bwrap's own group, which jupyter_client signals, does not hold it) and to the group of
+        each of the init's children (a kernel that makes a group of its own: ipymini)."""
         if signum == signal.SIGKILL:
             bubblewrap.kill(init_pid)
-        else:
-            os.killpg(init_pid, signum)
+            return
+        os.killpg(init_pid, signum)  # ProcessLookupError: the sandbox is gone
+        for child in bubblewrap.children(init_pid):
+            with contextlib.suppress(ProcessLookupError):
+                group = os.getpgid(child)
+                if group != init_pid:
+                    os.killpg(group, signum)
 
     def to_json(self) -> dict[str, Any]:
         """Return this confiner's kind and facts."""

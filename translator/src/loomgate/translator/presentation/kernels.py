@@ -73,7 +73,7 @@ def render_execution_status(execution: wire.Execution, sandbox: wire.Sandbox | N
         lines.append(note)
     error = execution["error"]
     if error:
-        lines.append(f"error: {error['name']}: {error['value']}")
+        lines.append(f"error: {error_words(error)}")
     failure = execution.get("sandbox_failure")
     if failure is not None:
         lines.append(sandbox_rule_line(failure, sandbox))
@@ -290,6 +290,17 @@ SETUP_FAILED = {
     "startup.py": "startup.py failed; the kernel is usable without it:",
     "inspectors.py": "inspectors.py failed; no inspector checks this kernel's cells:",
 }
+
+
+def error_words(error: wire.ErrorInfo) -> str:
+    """Return an error's name and value as one phrase (bash_kernel names none: its value is the
+    exit status)."""
+    name, value = error["name"], error["value"]
+    if name and value:
+        return f"{name}: {value}"
+    if value:
+        return f"{value} (the kernel named no error)"
+    return name or "(the kernel gave no name and no value)"
 
 
 def render_setup(results: Sequence[wire.SetupResult], *, outputs: bool = True) -> str:

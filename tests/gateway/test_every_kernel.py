@@ -1,0 +1,223 @@
+"""The kernel scenarios on every kernel we claim (tests/support/kernel_specs.py), under the
+shipped default profile: start, output, long output, errors, rich output, input, interrupt,
+reset, export and take-back after a gateway's SIGKILL, through loomgate's API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.cells import KERNELS as API
+from tests.support.cells import output_texts, run, submit
+from tests.support.gateways import GatewayProcess, client
+from tests.support.kernel_specs import KERNELS, KernelUnderTest, write_kernel_specs
+from tests.support.sandboxed_gateways import SHIPPED_DEFAULT, confined_gateway, sandbox_root
+
+LINES = 2_000  # a long cell's output: Deno sends most of it after the cell's idle
+
+
+@dataclass
+class Place:
+    """The module's gateway (shipped default profile) and the root its files lie in."""
+
+    gateway: GatewayProcess
+    root: Path
+
+
+@pytest.fixture(scope="module")
+def place() -> Iterator[Place]:
+    """A gateway under the shipped default profile that knows every kernel's spec."""
+    with sandbox_root() as root:
+        gateway = confined_gateway(root)
+        gateway.env["JUPYTER_PATH"] = str(write_kernel_specs(root / "jupyter"))
+        try:
+            gateway.start()
+            yield Place(gateway, root)
+        finally:
+            gateway.stop()
+
+
+@pytest.fixture
+async def http(place: Place) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of the module's gateway."""
+    async with client(place.gateway) as http:
+        yield http
+
+
+async def kernel_of(http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place) -> str:
+    """Return the name of the module's kernel of `kernel`'s spec, started (confined, in the
+    project) when it does not run yet."""
+    name = f"k-{kernel.spec}"
+    body = {"name": name, "kernel_spec": kernel.spec, "cwd": str(place.root / "project")}
+    r = await http.post(API, json=body)
+    assert r.status_code in (200, 201), r.text
+    model = r.json()["kernel"]
+    assert model["sandbox"]["profile"] == SHIPPED_DEFAULT
+    return name
+
+
+def every(kernels: tuple[KernelUnderTest, ...] = KERNELS) -> Any:
+    """Parametrize a test over `kernels`, named by spec."""
+    return pytest.mark.parametrize("kernel", kernels, ids=str)
+
+
+@every()
+async def test_a_kernel_starts_confined_and_says_what_it_is(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    model = (await http.get(f"{API}/{name}")).json()["kernel"]
+    assert (model["language"], model["implementation"]) == (kernel.language, kernel.implementation)
+    assert model["state"] == "idle"
+    assert model["sandbox"]["mechanism"]  # enforced, not only named
+
+
+@every()
+async def test_a_cell_prints_into_its_record(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    execution = await run(http, name, kernel.echo.format(text="hello there"))
+    assert execution["state"] == "completed"
+    assert output_texts(execution) == ["hello there"]
+    assert execution["streams"]["stdout"]["lines"] == 1
+
+
+@every()
+async def test_every_line_of_a_long_cell_is_in_its_record_when_it_ends(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    execution = await run(http, name, kernel.count.format(n=LINES), head=3, tail=2)
+    assert execution["state"] == "completed"
+    assert execution["streams"]["combined"]["lines"] == LINES, execution["gaps"]
+    assert output_texts(execution) == ["1", "2", "3", str(LINES - 1), str(LINES)]
+    number = execution["number"]
+    r = await http.get(
+        f"{API}/{name}/executions/{number}/streams/combined", params={"lines": "1000:1002"}
+    )
+    assert [line["text"] for line in r.json()["lines"]] == ["1000", "1001", "1002"]
+    r = await http.get(f"{API}/{name}/search", params={"query": "1999", "execution": number})
+    found = r.json()["groups"]
+    assert [[line["n"] for line in group["lines"]] for group in found] == [[1999]]
+
+
+@every()
+async def test_an_error_ends_its_cell_with_its_name(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    execution = await run(http, name, kernel.fail)
+    assert execution["state"] == "error"
+    assert execution["error"]["name"] == kernel.error_name
+    assert execution["streams"]["traceback"]["lines"] >= 1
+    assert all(text.strip() for text in output_texts(execution)[-1:])  # no bare ": 2"
+
+
+@every()
+async def test_reset_clears_the_state_and_numbering_goes_on(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    before = await run(http, name, kernel.remember)
+    r = await http.post(f"{API}/{name}/reset")
+    assert r.status_code == 200, r.text
+    after = await run(http, name, kernel.recall)
+    assert after["number"] > before["number"]
+    # The variable is gone: an error (Python, Deno) or an empty line (bash).
+    assert after["state"] == "error" or output_texts(after) in ([], [""])
+
+
+@every(tuple(kernel for kernel in KERNELS if kernel.ask is not None))
+async def test_a_cell_asks_for_input_and_gets_its_answer(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    assert kernel.ask is not None
+    reply = await submit(http, name, kernel.ask, wait=30)
+    execution = reply["execution"]
+    assert execution["state"] == "awaiting_input", execution
+    assert execution["input"]["prompt"] == "name? "
+    number = execution["number"]
+    r = await http.post(f"{API}/{name}/executions/{number}/input", json={"value": "ada"})
+    assert r.status_code == 200, r.text
+    r = await http.get(f"{API}/{name}/executions/{number}", params={"wait": 30, "head": 10})
+    ended = r.json()["execution"]
+    assert ended["state"] == "completed"
+    assert output_texts(ended)[-1] == "hi ada"
+
+
+@every()
+async def test_an_interrupt_ends_a_running_cell_or_is_refused_in_one_sentence(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    running = (await submit(http, name, kernel.sleep, wait=0.5))["execution"]
+    assert running["state"] == "running"
+    r = await http.post(f"{API}/{name}/interrupt")
+    if kernel.interrupts:
+        assert r.status_code == 200, r.text
+        r = await http.get(f"{API}/{name}/executions/{running['number']}", params={"wait": 30})
+        assert r.json()["execution"]["state"] in ("interrupted", "error")
+        assert (await http.get(f"{API}/{name}")).json()["kernel"]["alive"]
+        return
+    assert r.status_code == 409
+    assert r.json()["message"] == (
+        f"this kernel ({kernel.language} ({kernel.implementation})) cannot interrupt a running "
+        "cell: an interrupt would end it; reset restarts it (its variables are lost)"
+    )
+    r = await http.post(f"{API}/{name}/reset")  # the way the refusal names
+    assert r.status_code == 200, r.text
+    ended = (await http.get(f"{API}/{name}/executions/{running['number']}")).json()["execution"]
+    assert ended["state"] == "killed"
+
+
+@every()
+async def test_the_notebook_export_carries_the_kernels_language(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    await run(http, name, kernel.echo.format(text="exported"))
+    notebook = (await http.get(f"{API}/{name}/notebook")).json()
+    metadata = notebook["metadata"]
+    assert metadata["kernelspec"]["name"] == kernel.spec
+    assert metadata["language_info"]["name"] == kernel.language
+    assert metadata["language_info"]["file_extension"] == kernel.file_extension
+
+
+async def test_every_kernel_is_taken_back_after_a_gateway_sigkill(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    names = {kernel.spec: await kernel_of(http, kernel, place) for kernel in KERNELS}
+    for kernel in KERNELS:
+        assert (await run(http, names[kernel.spec], kernel.remember))["state"] == "completed"
+    place.gateway.kill()
+    place.gateway.start()
+    async with client(place.gateway) as again:
+        for kernel in KERNELS:
+            model = (await again.get(f"{API}/{names[kernel.spec]}")).json()["kernel"]
+            assert model["state"] == "idle", model
+            execution = await run(again, names[kernel.spec], kernel.recall)
+            assert output_texts(execution) == ["42"], (kernel.spec, execution)
+
+
+@every()
+async def test_html_output_is_recorded_as_its_words(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    execution = await run(http, name, kernel.html)
+    assert execution["state"] == "completed", execution
+    assert output_texts(execution) == [
+        "Dog, not a cat.",
+        "[text/html shown as its words: its markup left out]",
+    ]
+    # The HTML itself is kept beside the text, for the monitor and the notebook export.
+    assert [("text/html" in entry["mimetypes"], entry["line"]) for entry in execution["rich"]] == [
+        (True, 1)
+    ]
