@@ -4,6 +4,9 @@ reset, export and take-back after a gateway's SIGKILL, through loomgate's API.""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,11 +14,17 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
 
+from loomgate.gateway.residency.kernel_transport import RELAYED_PORTS
+from loomgate.gateway.sandbox.launch import kernel_dirs_location
+from loomgate.translator.mcp_server.server import build_server
+from loomgate.translator.mcp_server.settings import Settings
 from tests.support.cells import KERNELS as API
 from tests.support.cells import output_texts, run, submit
 from tests.support.gateways import GatewayProcess, client
-from tests.support.kernel_specs import KERNELS, KernelUnderTest, write_kernel_specs
+from tests.support.kernel_specs import BY_SPEC, KERNELS, KernelUnderTest, write_kernel_specs
+from tests.support.mcp_clients import text
 from tests.support.sandboxed_gateways import SHIPPED_DEFAULT, confined_gateway, sandbox_root
 
 LINES = 2_000  # a long cell's output: Deno sends most of it after the cell's idle
@@ -221,3 +230,158 @@ async def test_html_output_is_recorded_as_its_words(
     assert [("text/html" in entry["mimetypes"], entry["line"]) for entry in execution["rich"]] == [
         (True, 1)
     ]
+
+
+INSPECTORS = """
+def inspect(tree, source):
+    if "forbidden" in source:
+        raise RuleBlock("this cell is forbidden")
+"""
+# Each kernel's startup file leaves `greeting` set in its language.
+STARTUPS = {
+    "startup.py": "greeting = 'hello from python'\n",
+    "startup.sh": "greeting='hello from bash'\n",
+    "startup.ts": "var greeting = 'hello from typescript';\n",
+}
+GREET = {
+    "python": "print(greeting)",
+    "bash": "echo $greeting",
+    "typescript": "console.log(greeting)",
+}
+
+
+def translator(place: Place, **env: str) -> Client:
+    """Return an MCP client of a translator in memory, on the module's gateway."""
+    settings = Settings(
+        gateway=place.gateway.url,
+        autostart=False,
+        cwd=str(place.root / "project"),
+        env={"LOOMGATE_TOKEN": place.gateway.token, **env},
+    )
+    return Client(build_server(settings))
+
+
+@every()
+async def test_each_kernel_runs_the_setup_of_its_language_and_says_what_it_cannot(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place, config_dir: Path
+) -> None:
+    for name, source in STARTUPS.items():
+        (config_dir / name).write_text(source)
+    (config_dir / "inspectors.py").write_text(INSPECTORS)
+    ipython = kernel.language == "python"
+    name = f"setup-{kernel.spec}"
+    try:
+        async with translator(place) as mcp:
+            reply = text(
+                await mcp.call_tool("connect", {"kernel": name, "kernel_spec": kernel.spec})
+            )
+            uninspected = (
+                "This kernel's cells are not inspected: inspectors.py runs in IPython kernels; "
+                f"this kernel is {kernel.language} ({kernel.implementation})."
+            )
+            assert (uninspected in reply) is not ipython, reply
+            assert "startup.sh" not in reply and "startup.ts" not in reply  # another's: no news
+            greeted = await mcp.call_tool("run_cell", {"code": GREET[kernel.language]})
+            assert text(greeted).splitlines()[-1] == f"hello from {kernel.language}"
+            blocked = await mcp.call_tool(
+                "run_cell", {"code": kernel.echo.format(text="forbidden")}
+            )
+            if ipython:  # the inspector holds in every IPython kernel
+                assert "RuleBlock: this cell is forbidden" in text(blocked)
+            else:
+                assert text(blocked).splitlines()[-1] == "forbidden"
+    finally:
+        await http.delete(f"{API}/{name}")
+
+
+async def test_a_kernel_that_cannot_be_inspected_is_refused_when_the_person_says_so(
+    http: httpx.AsyncClient, place: Place, config_dir: Path
+) -> None:
+    (config_dir / "inspectors.py").write_text(INSPECTORS)
+    async with translator(place, LOOMGATE_UNINSPECTED="refuse") as mcp:
+        refused = await mcp.call_tool("connect", {"kernel": "guarded", "kernel_spec": "bash"})
+        assert refused.is_error
+        assert text(refused) == (
+            "inspectors.py is required, and inspectors.py runs in IPython kernels; this kernel "
+            "is bash (bash_kernel): LOOMGATE_UNINSPECTED=refuse refuses kernels whose cells "
+            "would not be inspected; the kernel started for this was stopped"
+        )
+        fine = await mcp.call_tool("connect", {"kernel": "guarded-py", "kernel_spec": "py"})
+        assert not fine.is_error, text(fine)
+    listed = (await http.get(API)).json()["kernels"]
+    assert "guarded" not in [kernel["name"] for kernel in listed]
+    await http.delete(f"{API}/guarded-py")
+
+
+async def test_the_cli_starts_the_kernel_spec_it_is_told(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    env = {
+        **os.environ,
+        "LOOMGATE_URL": place.gateway.url,
+        "LOOMGATE_TOKEN": place.gateway.token,
+    }
+    command = [sys.executable, "-m", "loomgate.translator.cli", "run"]
+    cli = await asyncio.create_subprocess_exec(
+        *command,
+        "--kernel", "cli-bash", "--kernel-spec", "bash", "echo $((6 * 7))",
+        env=env,
+        cwd=place.root / "project",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(cli.communicate(), 120)
+    assert cli.returncode == 0, err.decode()
+    assert out.decode().splitlines()[:2] == ["In [1]:", "42"], out.decode()
+    model = (await http.get(f"{API}/cli-bash")).json()["kernel"]
+    assert model["kernel_spec"] == "bash"
+    again = await asyncio.create_subprocess_exec(
+        *command,
+        "--kernel", "cli-bash", "--kernel-spec", "deno", "1",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(again.communicate(), 120)
+    assert again.returncode == 2
+    assert err.decode().splitlines()[-1] == (
+        "loomgate: kernel 'cli-bash' already runs kernel spec 'bash', not 'deno'; choose "
+        "another name or stop it first"
+    )
+    await http.delete(f"{API}/cli-bash")
+
+
+REACH = """
+import socket
+reached = []
+for port in {ports}:
+    with socket.socket() as s:
+        s.settimeout(2)
+        if s.connect_ex(("127.0.0.1", port)) == 0:
+            reached.append(port)
+for path in {paths}:
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(path)
+            reached.append(path)
+        except OSError:
+            pass
+print(reached)
+"""
+
+
+async def test_no_kernel_reaches_another_kernels_channels(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    relayed = BY_SPEC["deno"]
+    target = await kernel_of(http, relayed, place)
+    model = (await http.get(f"{API}/{target}")).json()["kernel"]
+    # Its ports on its own loopback, and the gateway's side of them: the relay's sockets.
+    own_dir = kernel_dirs_location() / model["id"][:13]
+    paths = [str(own_dir / "ipc" / f"k-{n}") for n in range(1, 6)]
+    # They are there, seen from the host (a quick look at local files: no await needed).
+    assert all(Path(path).is_socket() for path in paths)  # noqa: ASYNC240
+    ports = list(RELAYED_PORTS.values())
+    attacker = await kernel_of(http, BY_SPEC["python3"], place)
+    execution = await run(http, attacker, REACH.format(ports=ports, paths=paths))
+    assert output_texts(execution) == ["[]"], execution

@@ -215,7 +215,8 @@ async def test_an_image_and_a_table_render_and_hostile_output_stays_text(
         await expect(table.locator("th")).to_have_text(["name", "n"])
         first = shown_lines(host.app).first
         await expect(first).to_contain_text('<script>document.title = "pwned"</script></iframe>')
-        await expect(shown_lines(host.app).last).to_have_text("4progress 100%")
+        # Line 3 to 5: the table as its words, and that its markup was left out.
+        await expect(shown_lines(host.app).last).to_have_text("6progress 100%")
         found = await frame.evaluate(
             "() => [document.querySelectorAll('script').length,"
             " document.querySelectorAll('iframe, b, img[src=x]').length, document.title]"

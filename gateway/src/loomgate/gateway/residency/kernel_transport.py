@@ -25,8 +25,9 @@ from loomgate.gateway.residency.kernel_command import runs_ipykernel
 
 Transport = Literal["ipc", "tcp", "relayed"]
 
-# Inside a namespace of its own nothing else listens (but the proxy's bridge, on 3128).
-RELAYED_PORTS = {"shell": 50001, "iopub": 50002, "stdin": 50003, "control": 50004, "hb": 50005}
+# Inside a namespace of its own nothing else listens (but the proxy's bridge, on 3128); below
+# the ephemeral range (32768 and up), which the relay's own connections take their ports from.
+RELAYED_PORTS = {"shell": 9001, "iopub": 9002, "stdin": 9003, "control": 9004, "hb": 9005}
 LOOPBACK = "127.0.0.1"
 RELAYED_CONNECTION = "connection.json"  # a relayed kernel's own connection file, in its dir
 
