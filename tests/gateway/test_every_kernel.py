@@ -24,7 +24,7 @@ from tests.support.cells import KERNELS as API
 from tests.support.cells import output_texts, run, submit
 from tests.support.gateways import GatewayProcess, client
 from tests.support.kernel_specs import BY_SPEC, KERNELS, KernelUnderTest, write_kernel_specs
-from tests.support.mcp_clients import text
+from tests.support.mcp_clients import stop_conversation_kernel, text
 from tests.support.sandboxed_gateways import SHIPPED_DEFAULT, confined_gateway, sandbox_root
 
 LINES = 2_000  # a long cell's output: Deno sends most of it after the cell's idle
@@ -385,3 +385,19 @@ async def test_no_kernel_reaches_another_kernels_channels(
     attacker = await kernel_of(http, BY_SPEC["python3"], place)
     execution = await run(http, attacker, REACH.format(ports=ports, paths=paths))
     assert output_texts(execution) == ["[]"], execution
+
+
+async def test_a_cells_header_names_its_language_once_the_conversation_has_several(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    async with translator(place) as mcp:
+        first = text(await mcp.call_tool("run_cell", {"code": "print('py')"}))
+        assert first.splitlines()[0].startswith("In [1] (") and "python" not in first
+        own = (await mcp.call_tool("list_kernels", {})).structured_content or {}
+        await mcp.call_tool("connect", {"kernel": "several", "kernel_spec": "bash"})
+        shell = text(await mcp.call_tool("run_cell", {"code": "echo sh"}))
+        assert shell.splitlines()[0].startswith("In [1] (bash, ")
+        back = await mcp.call_tool("run_cell", {"code": "print('py')", "kernel": own["current"]})
+        assert text(back).splitlines()[0].startswith("In [2] (python, ")
+        await stop_conversation_kernel(mcp)
+        await mcp.call_tool("stop_kernel", {"kernel": own["current"]})

@@ -253,3 +253,12 @@ def test_a_cell_still_running(
     case: str, record: wire.Execution, last: list[dict[str, Any]], expected: list[str]
 ) -> None:
     assert render_running(record, last).split("\n") == expected
+
+
+def test_a_cells_header_names_its_kernels_language_when_asked() -> None:
+    [text] = render_cell(execution(), CellOutput((), (), 0), language="bash")
+    assert text == "In [5] (bash, 1.2 s):"
+    [stopped] = render_cell(execution(state="killed"), CellOutput((), (), 0), language="bash")
+    assert stopped.startswith("In [5] (bash, 1.2 s, ")
+    running = render_running(execution(state="running", elapsed=30), [], language="typescript")
+    assert running.split("\n")[0] == "In [5] is still running (typescript, 30 s)."

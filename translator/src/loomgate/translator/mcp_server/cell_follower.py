@@ -146,6 +146,7 @@ class CellFollower:
             collected.append(execution)
         number = execution["number"]
         output = CellOutput.from_gateway(execution.get("output"))
+        language = await self.conversation.language_shown(client, ref, execution["kernel_id"])
         if execution["state"] in FINAL_STATES:
             sandbox = await self.sandbox_of(client, ref, execution)
             if full_output:
@@ -153,9 +154,10 @@ class CellFollower:
                 limits = output.limits_to_keep_all()
             else:
                 limits = self.limits
-            blocks = render_cell(execution, output, limits, sandbox=sandbox)
+            blocks = render_cell(execution, output, limits, sandbox=sandbox, language=language)
         else:
-            blocks = [render_running(execution, [*output.head, *output.tail][-RUNNING_TAIL:])]
+            last = [*output.head, *output.tail][-RUNNING_TAIL:]
+            blocks = [render_running(execution, last, language=language)]
         if note:
             blocks.insert(0, note)
         content = await self._images(client, ref, blocks)

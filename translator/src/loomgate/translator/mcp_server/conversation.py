@@ -7,6 +7,7 @@ client, the kernel, the own kernel, the holds) together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 
 from loomgate.shared import wire
@@ -71,6 +72,9 @@ class Conversation:
         self.reports = ToolReports(self.label)
         self.setup = StartupFiles.from_config(environ=settings.env)
         self._clients: dict[str, GatewayClient] = {}
+        # The language of each kernel the conversation worked with (by id): cells' headers
+        # name it once there are several.
+        self.languages: dict[str, str] = {}
         self.client: GatewayClient | None = None
         self.kernel: wire.Kernel | None = None
         # The kernel the conversation began on, and its gateway: the one it goes back to.
@@ -231,9 +235,22 @@ class Conversation:
         text, self.pending_startup = self.pending_startup, ""
         return text
 
+    async def language_shown(self, client: GatewayClient, ref: str, kernel_id: str) -> str | None:
+        """Return the language of kernel `kernel_id` (`ref`) for its cells' headers when this
+        conversation has worked with kernels of several languages, else None (a kernel first
+        met here is looked up once, and only when another language is known)."""
+        if kernel_id not in self.languages and self.languages:
+            with contextlib.suppress(GatewayError):
+                self.languages[kernel_id] = (await client.get_kernel(ref)).get("language", "")
+        known = {language for language in self.languages.values() if language}
+        if len(known) < 2:
+            return None
+        return self.languages.get(kernel_id) or None
+
     async def _bind(self, client: GatewayClient, kernel: wire.Kernel) -> None:
         """Make `kernel` this conversation's kernel, holding it if it is a conversation kernel
         (and still holding the conversation's own)."""
+        self.languages[kernel["id"]] = kernel.get("language", "")
         await self._hold(client, kernel)
         self.client, self.kernel = client, kernel
         await self._release_others()

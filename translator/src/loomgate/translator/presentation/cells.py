@@ -74,9 +74,11 @@ def gap_note(gap: wire.Gap) -> str:
     )
 
 
-def cell_header(execution: wire.Execution) -> str:
-    """Return `In [N] (elapsed):`, with the end state when it is not a plain finish."""
-    parts = [format_elapsed(execution["elapsed"])]
+def cell_header(execution: wire.Execution, language: str | None = None) -> str:
+    """Return `In [N] (elapsed):`, with the end state when it is not a plain finish, and the
+    kernel's `language` when given (a conversation with kernels of several)."""
+    parts = [language] if language else []
+    parts.append(format_elapsed(execution["elapsed"]))
     note = state_note(execution)
     if note:
         parts.append(note)
@@ -89,9 +91,11 @@ def render_cell(
     limits: OutputLimits | None = None,
     audience: Audience = "model",
     sandbox: wire.Sandbox | None = None,
+    language: str | None = None,
 ) -> list[Block]:
-    """Return a finished (or stopped) cell as IPython shows it: header, output, Out[N], and
-    the sandbox rule it broke (told with its kernel's `sandbox` when known)."""
+    """Return a finished (or stopped) cell as IPython shows it: header (with the kernel's
+    `language`, when given), output, Out[N], and the sandbox rule it broke (told with its
+    kernel's `sandbox` when known)."""
     limits = limits or OutputLimits()
     number = execution["number"]
     head, tail = fit(output.head, output.tail, limits)
@@ -99,7 +103,7 @@ def render_cell(
     for gap in execution["gaps"]:
         missing.setdefault(gap["after_line"], []).append(gap_note(gap))
     blocks: list[Block] = []
-    text: list[str] = [cell_header(execution), *missing.pop(0, [])]
+    text: list[str] = [cell_header(execution, language), *missing.pop(0, [])]
     shown = len(head) + len(tail)
     head_end = head[-1]["n"] if head else 0
     left_out = left_out_notes(number, head + tail, output.total, audience)
@@ -208,11 +212,15 @@ def render_running(
     last: Sequence[wire.Line],
     audience: Audience = "model",
     answer: str | None = None,
+    language: str | None = None,
 ) -> str:
     """Return the reply for a cell still running (or waiting for input) when the wait ended;
-    `answer` says how to answer its input() where the reader has no call for it."""
+    `answer` says how to answer its input() where the reader has no call for it; `language`
+    is the kernel's, when given (a conversation with kernels of several)."""
     number = execution["number"]
     elapsed = format_elapsed(execution["elapsed"])
+    if language:
+        elapsed = f"{language}, {elapsed}"
     lines: list[str] = []
     request = execution["input"]
     if execution["state"] == "awaiting_input" and request:
