@@ -12,6 +12,7 @@ from loomgate.translator.output_view import CellOutput, Image, OutputLimits
 from loomgate.translator.presentation import (
     Audience,
     format_elapsed,
+    gap_note,
     render_cell,
     render_running,
 )
@@ -262,3 +263,11 @@ def test_a_cells_header_names_its_kernels_language_when_asked() -> None:
     assert stopped.startswith("In [5] (bash, 1.2 s, ")
     running = render_running(execution(state="running", elapsed=30), [], language="typescript")
     assert running.split("\n")[0] == "In [5] is still running (typescript, 30 s)."
+
+
+def test_output_the_kernel_dropped_is_said_where_it_would_have_been() -> None:
+    gap = wire.Gap(after_line=5962, since=0.0, until=0.1, dropped=9067)
+    assert gap_note(gap) == (
+        "[output after line 5,962 may be missing: the kernel dropped 9,067 messages it could "
+        "not send fast enough]"
+    )

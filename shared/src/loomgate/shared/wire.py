@@ -95,15 +95,21 @@ class Unstored(TypedDict):
     from_line: int
 
 
-class Gap(TypedDict):
-    """Output that may be missing: after `combined` line `after_line`, between two times.
-
-    No gateway listened in between (it was down); the kernel went on and was taken back.
-    """
-
+class _GapBase(TypedDict):
     after_line: int
     since: float
     until: float
+
+
+class Gap(_GapBase, total=False):
+    """Output that may be missing: after `combined` line `after_line`, between two times.
+
+    No gateway listened in between (it was down; the kernel went on and was taken back), or,
+    with `dropped`, the kernel dropped that many of its messages (its IOPub publisher, which
+    loomgate cannot tune, could not keep up).
+    """
+
+    dropped: int
 
 
 class StreamSize(TypedDict):

@@ -432,6 +432,9 @@ class ExecutionTracker:
         record = self._recent.get(parent_id)
         if record is None:
             return
+        dropped = self.process.channels.sequence.dropped if self.process.channels else 0
+        if dropped and not record.final and not self.process.kind.ipykernel:
+            record.note_dropped(dropped)
         if msg_type == "stream":
             record.write_stream(content.get("name", "stdout"), content.get("text", ""))
             if record.final and "sandbox_failure" not in record.meta:

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from jupyter_client.session import Session
 
+from loomgate.gateway.kernels.message_sequence import MessageSequence
+
 Message = dict[str, Any]
 Handler = Callable[[Message], None]
 Channel = Literal["shell", "control", "stdin"]
@@ -46,6 +48,7 @@ class KernelChannels:
         self._iopub_seen: asyncio.Future[None] | None = None
         self._idle_waiters: dict[str, asyncio.Future[None]] = {}
         self._silent_output: dict[str, list[str]] = {}  # stream text of silent runs, by msg_id
+        self.sequence = MessageSequence()  # what the kernel sent that never arrived
 
     def _send(self, channel: Channel, msg: Message) -> None:
         """Send `msg` (made by the session) on `channel`."""
@@ -62,6 +65,7 @@ class KernelChannels:
         can hold some back)."""
 
     def _iopub_message(self, msg: Message) -> None:
+        self.sequence.see(str(msg["header"].get("msg_id", "")))
         parent_id = msg["parent_header"].get("msg_id")
         if parent_id in self._probes or msg["header"]["msg_type"] == WELCOME:
             if self._iopub_seen is not None and not self._iopub_seen.done():
@@ -86,6 +90,7 @@ class KernelChannels:
         self._on_iopub(msg)
 
     def _reply(self, msg: Message) -> None:
+        self.sequence.see(str(msg["header"].get("msg_id", "")))
         future = self._replies.pop(msg["parent_header"].get("msg_id", ""), None)
         if future is not None and not future.done():
             future.set_result(msg)

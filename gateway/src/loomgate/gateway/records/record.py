@@ -131,6 +131,18 @@ class ExecutionRecord:
         self.meta["finished"] = self.last_seen
         self.save()
 
+    def note_dropped(self, messages: int) -> None:
+        """Note that the kernel dropped `messages` of its messages after the last stored line
+        (its IOPub publisher could not keep up): output there may be missing."""
+        gap = Gap(
+            after_line=self.log("combined").count,
+            since=self.last_output,
+            until=time.time(),
+            dropped=messages,
+        )
+        self.meta["gaps"] = [*self.meta["gaps"], gap]
+        self.save_soon()
+
     def note_gap(self, until: float) -> None:
         """Note that output after the last stored line, up to `until`, may be missing."""
         gap = Gap(after_line=self.log("combined").count, since=self.last_seen, until=until)

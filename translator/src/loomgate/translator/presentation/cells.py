@@ -67,7 +67,15 @@ def unstored_note(execution: wire.Execution) -> str:
 
 
 def gap_note(gap: wire.Gap) -> str:
-    """Return the note on output the gateway may have missed (it was down; the cell ran on)."""
+    """Return the note on output that may be missing: the gateway was down while the cell ran
+    on, or the kernel dropped messages."""
+    dropped = gap.get("dropped")
+    if dropped:
+        noun = "message" if dropped == 1 else "messages"
+        return (
+            f"[output after line {gap['after_line']:,} may be missing: the kernel dropped "
+            f"{dropped:,} {noun} it could not send fast enough]"
+        )
     return (
         f"[output after line {gap['after_line']:,} may be missing: no gateway listened for "
         f"{format_elapsed(gap['until'] - gap['since'])} (it was down, then took the kernel back)]"

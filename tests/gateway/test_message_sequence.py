@@ -1,0 +1,30 @@
+"""What a kernel sent that never arrived, from its numbered message ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from loomgate.gateway.kernels.message_sequence import MessageSequence
+
+SESSION = "a1b2c3-d4e5_4242"
+
+
+@pytest.mark.parametrize(
+    ("ids", "dropped"),
+    [
+        ([f"{SESSION}_1", f"{SESSION}_2", f"{SESSION}_3"], [0, 0, 0]),
+        ([f"{SESSION}_1", f"{SESSION}_3"], [0, 0]),  # one number: a reply to another client
+        ([f"{SESSION}_1", f"{SESSION}_4"], [0, 2]),
+        ([f"{SESSION}_10", f"{SESSION}_1010"], [0, 999]),
+        ([f"{SESSION}_5", "other-session_4242_90"], [0, 0]),  # another sender: a restart
+        ([f"{SESSION}_5", f"{SESSION}_3"], [0, 0]),  # backwards: nothing to tell
+        (["7f0e7c1c-3a4b-4f4e-9a3f-8c0d", f"{SESSION}_9"], [0, 0]),  # not numbered: not judged
+        ([f"{SESSION}_1", "uuid-like", f"{SESSION}_9"], [0, 0, 0]),
+    ],
+)
+def test_a_run_of_missing_numbers_is_what_the_kernel_dropped(
+    ids: list[str], dropped: list[int]
+) -> None:
+    sequence = MessageSequence()
+    assert [sequence.see(msg_id) for msg_id in ids] == dropped
+    assert sequence.dropped == dropped[-1]
