@@ -52,6 +52,12 @@ def test_the_root_depends_on_what_its_members_depend_on() -> None:
     assert not {requirement_name(r) for r in root} & LOOMGATE  # pip cannot resolve those
 
 
+def test_the_root_offers_the_gateways_extras() -> None:
+    gateway = project("gateway")["project"]["optional-dependencies"]
+    assert project(".")["project"]["optional-dependencies"] == gateway
+    assert set(gateway) == {"ipymini"}
+
+
 def test_the_translator_needs_no_jupyter_server() -> None:
     names = {requirement_name(r) for r in project("translator")["project"]["dependencies"]}
     assert not names & {"jupyter-server", "jupyter-client", "ipykernel", "loomgate-gateway"}

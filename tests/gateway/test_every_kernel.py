@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -438,3 +439,77 @@ async def test_what_a_kernel_drops_is_marked_as_a_gap_in_its_record(
     assert execution["streams"]["stdout"]["lines"] < 20_000  # what the kernel dropped
     dropped = [gap for gap in execution["gaps"] if gap.get("dropped")]
     assert dropped and all(gap["dropped"] > 1 for gap in dropped), execution["gaps"]
+
+
+async def pooled(http: httpx.AsyncClient) -> list[dict[str, Any]]:
+    """Return the prewarmed kernels the gateway reports, once one is ready (polled: no event
+    announces it)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready = (await http.get("/api/loomgate/info")).json()["prewarmed"]
+        if ready:
+            return list(ready)
+        await asyncio.sleep(0.05)
+    raise AssertionError("no prewarmed kernel became ready")
+
+
+def own_gateway(root: Path, *extra: str) -> GatewayProcess:
+    """Return a (not started) gateway of the shipped default in `root`, knowing every kernel's
+    spec, prewarming one kernel, with `extra` arguments."""
+    gateway = confined_gateway(root)
+    gateway.env["JUPYTER_PATH"] = str(write_kernel_specs(root / "jupyter"))
+    gateway.extra_args = [*gateway.extra_args, *extra]
+    gateway.prewarm = 1
+    return gateway
+
+
+async def test_ipymini_can_be_the_default_kernel_and_is_prewarmed() -> None:
+    with sandbox_root() as root:
+        gateway = own_gateway(root, "--kernel-spec", "py")
+        try:
+            gateway.start()
+            async with client(gateway) as http:
+                [ready] = await pooled(http)
+                assert ready["kernel_spec"] == "py" and ready["pid"] is not None, ready
+                info = (await http.get("/api/loomgate/info")).json()
+                assert info["default_kernel_spec"] == "py"
+                r = await http.post(API, json={"cwd": str(root / "project")})
+                kernel = r.json()["kernel"]
+                assert (kernel["kernel_spec"], kernel["implementation"]) == ("py", "ipymini")
+                execution = await run(http, kernel["id"], "import os; print(os.getcwd())")
+                assert output_texts(execution) == [str(root / "project")]  # the claim moved it
+        finally:
+            gateway.stop()
+
+
+async def test_a_default_kernel_a_claim_cannot_move_is_not_prewarmed() -> None:
+    with sandbox_root() as root:
+        gateway = own_gateway(root, "--kernel-spec", "bash")
+        try:
+            gateway.start()
+            async with client(gateway) as http:
+                deadline = time.monotonic() + 60
+                said = "Not prewarming bash kernels: a claim runs Python, and this kernel is bash"
+                while said not in gateway.log_path.read_text():  # no event says it
+                    assert time.monotonic() < deadline, "the pool did not give bash up"
+                    await asyncio.sleep(0.05)
+                assert (await http.get("/api/loomgate/info")).json()["prewarmed"] == []
+                r = await http.post(API, json={"cwd": str(root / "project")})
+                kernel = r.json()["kernel"]
+                assert kernel["kernel_spec"] == "bash"
+                assert output_texts(await run(http, kernel["id"], "echo $((1 + 1))")) == ["2"]
+        finally:
+            gateway.stop()
+
+
+def test_a_default_kernel_spec_that_is_not_there_is_refused_at_the_start(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loomgate.gateway", "--kernel-spec", "nosuch", "--port", "1"],
+        env={**os.environ, "LOOMGATE_STATE_DIR": str(tmp_path / "state")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--kernel-spec 'nosuch' is not a kernel spec here" in done.stderr.splitlines()[-1]

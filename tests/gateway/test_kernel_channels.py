@@ -35,10 +35,15 @@ class LateSubscriber(KernelChannels):
         self.sent.append((channel, msg))
         asyncio.get_running_loop().call_soon(self._answer, channel, msg)
 
+    bare_on_control = False  # ipymini answers kernel_info on control with a bare `ok`
+
     def _answer(self, channel: Channel, request: Message) -> None:
         parent = {"msg_id": request["header"]["msg_id"], "msg_type": "kernel_info_request"}
         reply = {"header": {"msg_type": "kernel_info_reply"}, "parent_header": parent}
-        self._reply({**reply, "metadata": {}, "content": {"implementation": "ipython"}})
+        content: dict[str, object] = {"implementation": "ipython", "language_info": {}}
+        if self.bare_on_control and channel == "control":
+            content = {"status": "ok"}
+        self._reply({**reply, "metadata": {}, "content": content})
         if len(self.sent) > self.missed and channel not in self.silent_on:
             status = {"header": {"msg_type": "status"}, "parent_header": parent}
             self._iopub_message({**status, "metadata": {}, "content": {"execution_state": "idle"}})
@@ -179,3 +184,11 @@ async def test_a_message_whose_handling_fails_leaves_the_next_ones_handled(
         kernel_iopub.close(linger=0)
         km.context.destroy(linger=0)
         km.cleanup_connection_file()
+
+
+async def test_a_bare_reply_on_control_is_completed_by_one_on_shell() -> None:
+    channels = LateSubscriber(missed=0)
+    channels.bare_on_control = True
+    reply = await asyncio.wait_for(channels.confirm(120.0, alive=lambda: True), 5.0)
+    assert reply["content"] == {"implementation": "ipython", "language_info": {}}
+    assert [channel for channel, _ in channels.sent] == ["control", "shell"]

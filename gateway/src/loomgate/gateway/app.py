@@ -11,6 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
+from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_server.serverapp import ServerApp
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Config
@@ -185,8 +186,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="started, idle kernels kept ready for new kernels of the default kernel spec "
         "(default %(default)d; 0 turns it off)",
     )
+    parser.add_argument(
+        "--kernel-spec",
+        metavar="NAME",
+        help="the kernel spec of kernels started without one, prewarmed ones too (default: "
+        "python3, ipykernel; `py` is ipymini: docs/kernels.md)",
+    )
     upstream.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.kernel_spec is not None and not args.upstream:
+        known = KernelSpecManager().find_kernel_specs()
+        if args.kernel_spec not in known:
+            parser.error(
+                f"--kernel-spec {args.kernel_spec!r} is not a kernel spec here "
+                f"(jupyter kernelspec list: {', '.join(sorted(known))})"
+            )
     for option in ("prewarm", "idle_conversations"):
         if getattr(args, option) < 0:
             parser.error(f"--{option.replace('_', '-')} must be 0 or more")
@@ -299,6 +313,8 @@ def build_app(args: argparse.Namespace) -> LoomgateServerApp:
     config.LoomgateServerApp.idle_conversations = args.idle_conversations
     config.LoomgateServerApp.prewarm = args.prewarm
     config.LoomgateServerApp.retention_days = args.retention_days
+    if args.kernel_spec is not None:
+        config.MultiKernelManager.default_kernel_name = args.kernel_spec
     upstream_secrets = upstream.take_secrets(args) if args.upstream else None
     if args.upstream:
         upstream.configure(config, args)

@@ -21,12 +21,12 @@ from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.residency import resident
 from loomgate.gateway.residency.kernel_files import last_lines
-from loomgate.gateway.residency.provisioner import (
-    ResidentProvisioner,
+from loomgate.gateway.residency.provisioned import (
     launch_markers,
     process_ending,
     process_running,
 )
+from loomgate.gateway.residency.provisioner import ResidentProvisioner
 from loomgate.gateway.residency.resident import ResidentLaunch
 from loomgate.gateway.residency.unseen_cells import account_for_unseen
 from loomgate.gateway.sandbox.cell_failures import record_failure
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 # Where the process is in its life: ready, or the kernel's wire state while it is not.
 Phase = Literal["ready", ProcessState]
 CONFIRM_TIMEOUT = 60.0
-KERNEL_INFO_TIMEOUT = 10.0  # for the full kernel_info reply on shell, where control's was bare
 START_TIMEOUT = 30.0
 START_OUTPUT_LINES = 10  # of a kernel that failed to start, read for its last words
 START_OUTPUT_SHOWN = 3  # of them, the non-empty ones shown with the reason, on one line
@@ -187,9 +186,6 @@ class LoomKernel:
             on_iopub=self._on_iopub, on_stdin=self.executions.on_stdin
         )
         reply = await channels.confirm(timeout, alive=self._process_running)
-        if "language_info" not in reply["content"]:  # a bare reply on control: ask on shell
-            with contextlib.suppress(asyncio.TimeoutError):
-                reply = await channels.ask("kernel_info_request", {}, KERNEL_INFO_TIMEOUT)
         if "language_info" in reply["content"]:
             self.kind = KernelKind.of(reply["content"])
         else:  # busy (taken back mid-cell): what it said when it started

@@ -20,6 +20,7 @@ NUDGE_INTERVAL = 0.2
 # A kernel that answered kernel_info but published nothing for it (a busy kernel taken back,
 # whose shell requests wait behind its cell) is ready this long after its first reply.
 REPLY_ENOUGH = 2.0
+SHELL_INFO_TIMEOUT = 10.0  # for the whole kernel_info reply on shell, where control's was bare
 WELCOME = "iopub_welcome"  # what a kernel with an XPUB socket sends each new subscriber
 
 
@@ -170,9 +171,8 @@ class KernelChannels:
                     enough = answered_at is not None and loop.time() - answered_at >= REPLY_ENOUGH
                     if answered and (iopub_seen.done() or enough):
                         await self._connected(max(0.0, deadline - loop.time()))
-                        # ipymini answers kernel_info on control with a bare status
-                        told = (a for a in answered if "language_info" in a["content"])
-                        return next(told, answered[0])
+                        told = [a for a in answered if "language_info" in a["content"]]
+                        return told[0] if told else await self._told(answered[0], deadline)
                     if not done or future.done():
                         break
         finally:
@@ -181,6 +181,16 @@ class KernelChannels:
             self._probes.clear()
             self._asked.update(on_shell)  # what they still cause on IOPub is not news
         raise TimeoutError(f"the kernel did not answer kernel_info within {timeout:.0f} s")
+
+    async def _told(self, bare: Message, deadline: float) -> Message:
+        """Return the whole kernel_info reply of a kernel whose control reply was `bare`
+        (ipymini's says only `ok`), asked on shell; `bare` when no answer comes in time (a busy
+        kernel taken back: its shell requests wait behind its cell)."""
+        wait = min(SHELL_INFO_TIMEOUT, max(0.0, deadline - asyncio.get_running_loop().time()))
+        try:
+            return await self.ask("kernel_info_request", {}, wait)
+        except asyncio.TimeoutError:
+            return bare
 
     async def drain(self) -> None:
         """Return once the kernel has finished everything sent to it before this call.

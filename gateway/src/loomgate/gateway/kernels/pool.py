@@ -29,7 +29,7 @@ from loomgate.gateway.residency.kernel_files import remove_kernel_files
 from loomgate.gateway.residency.kernel_process import own_pid, rss_bytes
 from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchArguments
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
-from loomgate.gateway.residency.provisioner import launch_markers
+from loomgate.gateway.residency.provisioned import kernel_connection_file, launch_markers
 from loomgate.gateway.residency.resident import ResidentError, ResidentLaunch
 from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
 from loomgate.gateway.sandbox.launch import SandboxLaunch
@@ -186,7 +186,8 @@ class KernelPool:
                     await self._stop(kernel_id)
                     return
             launched = getattr(km.provisioner, "pid", None)
-            found = await asyncio.to_thread(own_pid, launched, str(km.connection_file))
+            named = kernel_connection_file(km)  # a relayed kernel's own, on its command line
+            found = await asyncio.to_thread(own_pid, launched, named)
             if kernel_id in self.members:
                 self.own_pids[kernel_id] = found
                 self.idle.setdefault(key, []).append(km)

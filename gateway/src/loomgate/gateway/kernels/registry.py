@@ -55,7 +55,7 @@ from loomgate.gateway.residency import resident
 from loomgate.gateway.residency.kernel_files import remove_kernel_files
 from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchArguments
 from loomgate.gateway.residency.launch_markers import LAUNCHING_DIR, LaunchMarkers
-from loomgate.gateway.residency.provisioner import process_ending, sandbox_of
+from loomgate.gateway.residency.provisioned import process_ending, sandbox_of
 from loomgate.gateway.residency.resident import ResidentLaunch
 from loomgate.gateway.residency.take_back import TakeBack
 from loomgate.gateway.sandbox.catalog import SandboxCatalog

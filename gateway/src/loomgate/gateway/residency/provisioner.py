@@ -341,13 +341,6 @@ class ResidentProvisioner(LocalProvisioner):
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
 
 
-def launch_markers(km: object) -> LaunchMarkers | None:
-    """Return where the launch of kernel manager `km`'s process was marked (None: nowhere, as
-    for a kernel manager of no gateway)."""
-    provisioner = getattr(km, "provisioner", None)
-    return provisioner.markers if isinstance(provisioner, ResidentProvisioner) else None
-
-
 def exit_reason(returncode: int | None) -> str:
     """Return a sentence saying how a kernel process ended."""
     if returncode is None:
@@ -368,32 +361,3 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: json_safe(item) for key, item in value.items()}
     return value
-
-
-def process_running(km: object) -> bool:
-    """Return whether the kernel's process still runs (True when no process is known)."""
-    provisioner = getattr(km, "provisioner", None)
-    if isinstance(provisioner, ResidentProvisioner):
-        return provisioner.is_ours()
-    process = getattr(provisioner, "process", None)
-    return process is None or process.poll() is None
-
-
-def sandbox_of(km: object) -> wire.Sandbox | None:
-    """Return the sandbox a kernel's process runs under (None: not one loomgate chose)."""
-    provisioner = getattr(km, "provisioner", None)
-    if isinstance(provisioner, ResidentProvisioner):
-        return provisioner.sandbox_model
-    return None
-
-
-def process_ending(km: object) -> str:
-    """Return a sentence saying how the kernel's process ended."""
-    ending = getattr(km, "ending", "")
-    if ending:  # a kernel on an upstream: what the upstream said
-        return str(ending)
-    provisioner = getattr(km, "provisioner", None)
-    if isinstance(provisioner, ResidentProvisioner):
-        return provisioner.ending()
-    process = getattr(provisioner, "process", None)
-    return exit_reason(process.poll() if process is not None else None)
