@@ -28,3 +28,21 @@ def test_a_run_of_missing_numbers_is_what_the_kernel_dropped(
     sequence = MessageSequence()
     assert [sequence.see(msg_id) for msg_id in ids] == dropped
     assert sequence.dropped == dropped[-1]
+
+
+def test_an_upstreams_notice_that_it_holds_output_back_is_a_loss_of_no_told_size() -> None:
+    sequence = MessageSequence()
+    sequence.see(f"{SESSION}_1")
+    sequence.upstream_held_back()
+    sequence.see("server-session_77_3")  # the notice, from the server's own session
+    assert sequence.loss(ipykernel=True) == (0, "upstream")  # ipykernel's too: not its doing
+    sequence.see(f"{SESSION}_2")
+    assert sequence.loss(ipykernel=False) is None
+
+
+def test_a_run_a_kernel_dropped_is_its_loss_unless_it_is_ipykernel() -> None:
+    sequence = MessageSequence()
+    sequence.see(f"{SESSION}_1")
+    sequence.see(f"{SESSION}_9")
+    assert sequence.loss(ipykernel=False) == (7, "kernel")
+    assert sequence.loss(ipykernel=True) is None  # told to keep every message

@@ -109,14 +109,17 @@ KERNELS = (
 BY_SPEC = {kernel.spec: kernel for kernel in KERNELS}
 
 
-def write_kernel_specs(data_dir: Path) -> Path:
+def write_kernel_specs(data_dir: Path, *, python_kernels: bool = False) -> Path:
     """Write the kernel specs whose packages install none (bash_kernel's and Deno's are written
-    by commands of their own) under `data_dir`; return it, for JUPYTER_PATH."""
+    by commands of their own) under `data_dir`, and with `python_kernels` ipymini's and
+    xeus-python's on this interpreter (for a server of another environment: Enterprise
+    Gateway's); return it, for JUPYTER_PATH."""
     import deno
 
-    specs = {
+    python = sys.executable
+    specs: dict[str, dict[str, object]] = {
         "bash": {
-            "argv": [sys.executable, "-m", "bash_kernel", "-f", "{connection_file}"],
+            "argv": [python, "-m", "bash_kernel", "-f", "{connection_file}"],
             "display_name": "Bash",
             "language": "bash",
             "env": {"PS1": "$"},
@@ -127,6 +130,18 @@ def write_kernel_specs(data_dir: Path) -> Path:
             "language": "typescript",
         },
     }
+    if python_kernels:
+        specs["py"] = {
+            "argv": [python, "-Xfrozen_modules=off", "-m", "ipymini", "-f", "{connection_file}"],
+            "display_name": "IPyMini",
+            "language": "python",
+            "interrupt_mode": "signal",
+        }
+        specs["xpython"] = {
+            "argv": [python, "-m", "xpython_launcher", "-f", "{connection_file}"],
+            "display_name": "Python (XPython)",
+            "language": "python",
+        }
     for name, spec in specs.items():
         directory = data_dir / "kernels" / name
         directory.mkdir(parents=True, exist_ok=True)

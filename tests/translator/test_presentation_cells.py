@@ -271,3 +271,11 @@ def test_output_the_kernel_dropped_is_said_where_it_would_have_been() -> None:
         "[output after line 5,962 may be missing: the kernel dropped 9,067 messages it could "
         "not send fast enough]"
     )
+
+
+def test_output_an_upstream_held_back_is_said_with_the_setting_to_change() -> None:
+    gap = wire.Gap(after_line=1500, since=0.0, until=0.1, dropped=0, by="upstream")
+    assert gap_note(gap) == (
+        "[output after line 1,500 may be missing: the upstream server held some back (its "
+        "IOPub rate limit: ServerApp.iopub_msg_rate_limit there)]"
+    )

@@ -101,15 +101,21 @@ class _GapBase(TypedDict):
     until: float
 
 
+# Who dropped output: the kernel (its publisher), or the upstream server between it and us.
+DroppedBy = Literal["kernel", "upstream"]
+
+
 class Gap(_GapBase, total=False):
     """Output that may be missing: after `combined` line `after_line`, between two times.
 
     No gateway listened in between (it was down; the kernel went on and was taken back), or,
-    with `dropped`, the kernel dropped that many of its messages (its IOPub publisher, which
-    loomgate cannot tune, could not keep up).
+    with `by`, output was dropped: by the kernel, `dropped` of its messages (its IOPub
+    publisher, which loomgate cannot tune, could not keep up), or by the upstream server (its
+    IOPub rate limit; `dropped` 0: it does not say how many).
     """
 
     dropped: int
+    by: DroppedBy
 
 
 class StreamSize(TypedDict):

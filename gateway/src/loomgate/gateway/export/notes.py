@@ -52,11 +52,12 @@ def cell_note(meta: RecordMeta, *, restart_follows: bool) -> str | None:
         note = meta["note"]
         sentences.append(f"**{label} {ENDED_AS[state]}**" + (f": {note}." if note else "."))
     for gap in meta["gaps"]:
-        why = (
-            f"the kernel dropped {gap['dropped']:,} of its messages"
-            if gap.get("dropped")
-            else "no gateway listened then"
-        )
+        if gap.get("by") == "upstream":
+            why = "the upstream server held some back (its IOPub rate limit)"
+        elif gap.get("dropped"):
+            why = f"the kernel dropped {gap['dropped']:,} of its messages"
+        else:
+            why = "no gateway listened then"
         sentences.append(
             f"Output of {label} printed between {utc(gap['since'])} and {utc(gap['until'])} "
             f"(after its line {gap['after_line']:,}) may be missing: {why}."

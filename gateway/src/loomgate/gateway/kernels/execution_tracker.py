@@ -432,9 +432,10 @@ class ExecutionTracker:
         record = self._recent.get(parent_id)
         if record is None:
             return
-        dropped = self.process.channels.sequence.dropped if self.process.channels else 0
-        if dropped and not record.final and not self.process.kind.ipykernel:
-            record.note_dropped(dropped)
+        channels = self.process.channels
+        loss = channels.sequence.loss(self.process.kind.ipykernel) if channels else None
+        if loss is not None and not record.final:
+            record.note_dropped(*loss)
         if msg_type == "stream":
             record.write_stream(content.get("name", "stdout"), content.get("text", ""))
             if record.final and "sandbox_failure" not in record.meta:

@@ -50,6 +50,8 @@ class KernelChannels:
         self._idle_waiters: dict[str, asyncio.Future[None]] = {}
         self._silent_output: dict[str, list[str]] = {}  # stream text of silent runs, by msg_id
         self.sequence = MessageSequence()  # what the kernel sent that never arrived
+        self.confirming = False  # while `confirm` waits for the kernel's first answer
+        self.start_failure: str | None = None  # why the kernel will not answer (its transport's)
 
     def _send(self, channel: Channel, msg: Message) -> None:
         """Send `msg` (made by the session) on `channel`."""
@@ -144,10 +146,13 @@ class KernelChannels:
         replies: list[asyncio.Future[Message]] = []
         on_shell: list[str] = []
         answered_at: float | None = None
+        self.confirming = True
         try:
             while loop.time() < deadline:
                 if not alive():
                     raise RuntimeError("the kernel process exited while starting")
+                if self.start_failure is not None:
+                    raise RuntimeError(self.start_failure)
                 msg_id, future = self._send_expecting_reply("kernel_info_request", {}, "control")
                 self._probes.add(msg_id)
                 replies.append(future)
@@ -176,6 +181,7 @@ class KernelChannels:
                     if not done or future.done():
                         break
         finally:
+            self.confirming = False
             for future in replies:
                 future.cancel()
             self._probes.clear()

@@ -297,6 +297,8 @@ class KernelRegistry:
         Not through `shutdown_kernel`: that would replace the manager's failed `ready` future
         with a successful one, and the failure would never reach the caller of the start.
         """
+        if self.mkm.upstream:
+            return  # not a process here: the upstream's manager ends it there
         try:
             km.stop_restarter()
             if km.provisioner is not None:

@@ -32,6 +32,7 @@ from loomgate.shared.wire import (
     FINAL_STATES,
     STREAMS,
     Death,
+    DroppedBy,
     ErrorInfo,
     Execution,
     ExecutionState,
@@ -131,14 +132,16 @@ class ExecutionRecord:
         self.meta["finished"] = self.last_seen
         self.save()
 
-    def note_dropped(self, messages: int) -> None:
-        """Note that the kernel dropped `messages` of its messages after the last stored line
-        (its IOPub publisher could not keep up): output there may be missing."""
+    def note_dropped(self, messages: int, by: DroppedBy = "kernel") -> None:
+        """Note that output after the last stored line may be missing: the kernel dropped
+        `messages` of its messages (its IOPub publisher could not keep up), or the upstream
+        server held some back (`by`, its rate limit: how many, 0, is not told)."""
         gap = Gap(
             after_line=self.log("combined").count,
             since=self.last_output,
             until=time.time(),
             dropped=messages,
+            by=by,
         )
         self.meta["gaps"] = [*self.meta["gaps"], gap]
         self.save_soon()

@@ -4,6 +4,7 @@ records here."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -41,6 +42,8 @@ GONE_UPSTREAM = (
 )
 DEAD_UPSTREAM = "the upstream could not restart the kernel after it died"
 DIED_UPSTREAM = "the kernel died on the upstream"
+GIVEN_UP = "the kernel died as it started, and the upstream gave it up after its own restarts"
+GIVEN_UP_CHECK = 0.5  # how often a start looks whether the upstream still has the kernel
 # How often the upstream's kernel list is checked for kernels someone else stopped or culled
 # (a kernel stopped there sends no message a websocket is sure to get).
 WATCH_SECONDS = 5.0
@@ -100,11 +103,19 @@ class UpstreamMappingKernelManager(GatewayMappingKernelManager):
             self.remove_kernel(str(started))
             refusal = NotFound(f"the upstream at {self.upstream} has no kernel {started}")
             raise web.HTTPError(404, refusal.message) from refusal
+        # jupyter_server's remote kernel manager keeps its default name; the upstream's model
+        # names the spec the kernel runs.
+        km.kernel_name = str(km.kernel.get("name") or km.kernel_name)
+        given_up = asyncio.ensure_future(km.fail_if_given_up())
         try:
             await self.loom_registry.process_started(km, intent)
         except Exception:
             self.remove_kernel(str(started))
+            with contextlib.suppress(Exception):  # not left running there (if it still is)
+                await self.asking(GatewayKernelManager.shutdown_kernel(km, now=True))
             raise
+        finally:
+            given_up.cancel()
         self.watch()
         return str(started)
 
@@ -168,6 +179,7 @@ class UpstreamKernelManager(GatewayKernelManager):
         self.session_id = uuid.uuid4().hex  # kept across reconnects: the upstream replays to it
         self._callbacks: dict[str, list[Callable[[], None]]] = {"restart": [], "dead": []}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._channels: WebsocketChannels | None = None  # the latest opened
 
     @property
     def ready(self) -> asyncio.Future[None]:
@@ -200,9 +212,21 @@ class UpstreamKernelManager(GatewayKernelManager):
         for callback in list(self._callbacks[event]):
             callback()
 
+    async def fail_if_given_up(self) -> None:
+        """Fail the start in progress once the upstream no longer has the kernel: it died as it
+        started and the upstream gave it up after its own restarts (its websocket never opens,
+        so nothing else would say so before the upstream's request timeout)."""
+        while True:
+            await asyncio.sleep(GIVEN_UP_CHECK)
+            with contextlib.suppress(web.HTTPError):
+                if await self.mapping.asking(self.refresh_model()) is None:
+                    if self._channels is not None:
+                        self._channels.fail_start(GIVEN_UP)
+                    return
+
     def open_channels(self, *, on_iopub: Handler, on_stdin: Handler) -> KernelChannels:
         """Return loomgate's own websocket to the kernel on the upstream."""
-        return WebsocketChannels(
+        self._channels = WebsocketChannels(
             str(self.kernel_id),
             self.session,
             self.session_id,
@@ -212,6 +236,7 @@ class UpstreamKernelManager(GatewayKernelManager):
             on_lost=self._lost,
             describe=lambda error: self.mapping.failure(error).message,
         )
+        return self._channels
 
     @async_override
     async def restart_kernel(self, **kw: Any) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from jupyter_client.jsonutil import json_default
 from jupyter_client.session import Session
@@ -37,6 +38,11 @@ def channels_url(kernel_id: str, session_id: str) -> str:
     return f"{url}?session_id={url_escape(session_id)}"
 
 
+# How a Jupyter Server's notice of its IOPub rate limit begins (jupyter_server's
+# ZMQChannelsWebsocketConnection): what it holds back after it never reaches us.
+RATE_NOTICES = ("IOPub message rate exceeded.", "IOPub data rate exceeded.")
+
+
 class WebsocketChannels(KernelChannels):
     """One websocket to the upstream's kernel channels, opened at once and proven by `confirm`.
 
@@ -63,6 +69,7 @@ class WebsocketChannels(KernelChannels):
         self._describe = describe
         self._closed = False
         self._pending: list[str] = []  # frames sent before the socket opened
+        self._start_failed = asyncio.Event()  # set by `fail_start`
         self.ws: WebSocketClientConnection | None = None
         # The kernel's one session id: the upstream keeps the messages of a dropped socket for
         # it and replays them when the socket is opened again.
@@ -92,13 +99,32 @@ class WebsocketChannels(KernelChannels):
         self._pending.clear()
 
     async def _open(self, timeout: float) -> None:
-        """Return once the socket is open (RuntimeError saying why if it did not open)."""
+        """Return once the socket is open (RuntimeError saying why if it did not open, or if
+        the kernel's start failed meanwhile: `fail_start`)."""
+        failed = asyncio.ensure_future(self._start_failed.wait())
         try:
-            await asyncio.wait_for(asyncio.shield(self._opening), timeout)
-        except asyncio.TimeoutError:
+            waits: set[asyncio.Future[Any]] = {asyncio.shield(self._opening), failed}
+            done, _ = await asyncio.wait(
+                waits,
+                timeout=timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if self.start_failure is not None:
+                raise RuntimeError(self.start_failure)
+            if not done:
+                raise asyncio.TimeoutError
+            self._opening.result()
+        except (asyncio.TimeoutError, RuntimeError):
             raise
         except Exception as e:
             raise RuntimeError(self._describe(e)) from None
+        finally:
+            failed.cancel()
+
+    def fail_start(self, reason: str) -> None:
+        """End the start in progress: the kernel will not answer (`reason`)."""
+        self.start_failure = reason
+        self._start_failed.set()
 
     def _send(self, channel: Channel, msg: Message) -> None:
         if self._closed:
@@ -122,7 +148,12 @@ class WebsocketChannels(KernelChannels):
         if channel == "iopub":
             msg_type = msg["header"].get("msg_type")
             state = msg["content"].get("execution_state")
-            if msg_type == "status" and state in SERVER_STATES:
+            if msg_type == "stream" and held_back_notice(msg["content"].get("text")):
+                self.sequence.upstream_held_back()  # noted with the notice, in the record
+            if msg_type == "status" and state in SERVER_STATES and self.confirming:
+                # It died before it answered: the upstream's restarts are not this start's.
+                self.fail_start(f"the kernel died as it started (the upstream says {state})")
+            elif msg_type == "status" and state in SERVER_STATES:
                 self._on_server_state(state)
             elif msg_type == "shutdown_reply" and not msg["content"].get("restart"):
                 self._on_server_state(SHUTDOWN)
@@ -160,3 +191,9 @@ class WebsocketChannels(KernelChannels):
             self.ws.close()
         elif not self._opening.done():
             self._opening.cancel()
+
+
+def held_back_notice(text: object) -> bool:
+    """Return whether a stream's text is a Jupyter Server's notice that it stops sending a
+    kernel's output for a while (its IOPub message or data rate limit)."""
+    return isinstance(text, str) and text.startswith(RATE_NOTICES)

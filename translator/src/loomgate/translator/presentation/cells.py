@@ -69,6 +69,11 @@ def unstored_note(execution: wire.Execution) -> str:
 def gap_note(gap: wire.Gap) -> str:
     """Return the note on output that may be missing: the gateway was down while the cell ran
     on, or the kernel dropped messages."""
+    if gap.get("by") == "upstream":
+        return (
+            f"[output after line {gap['after_line']:,} may be missing: the upstream server held "
+            "some back (its IOPub rate limit: ServerApp.iopub_msg_rate_limit there)]"
+        )
     dropped = gap.get("dropped")
     if dropped:
         noun = "message" if dropped == 1 else "messages"
