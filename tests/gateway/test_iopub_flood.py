@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from loomgate.gateway.kernels.execution_tracker import MISSED_END
+from loomgate.gateway.kernels.missed_end import MISSED_END
 from tests.support.contention import slowed
 from tests.support.gateways import GatewayProcess, client
 

@@ -29,6 +29,7 @@ from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message, re
 from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.kernels.late_output import SETTLE_LIMIT, LateOutput
 from loomgate.gateway.kernels.messages import cell_content, seed_content
+from loomgate.gateway.kernels.missed_end import MISSED_END, check_after_reply
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
@@ -39,15 +40,6 @@ RECENT_RECORDS = 16  # finished records still matched to late IOPub output by ms
 # How long a cell's idle status (IOPub) may wait for its execute_reply (shell), which ipykernel
 # sends first but which travels on another socket.
 REPLY_GRACE = 0.5
-# How long a cell's idle may trail its execute_reply before the gateway asks whether it was lost
-# (by a kernel that drops IOPub messages the gateway has not read yet: an ipykernel one queues
-# them, kernels/iopub_queue.py).
-END_AFTER_REPLY = 0.5
-# The note of a cell ended by its reply: the messages before its idle may be missing too.
-MISSED_END = (
-    "the gateway missed the cell's end (it could not read the kernel's messages for a while); "
-    "its reply ended it, and output may be missing"
-)
 # How long a cell may take to start: the kernel may be finishing a request of another client.
 CELL_START_TIMEOUT = 30.0
 # How long another client's running cell may take to end: its idle reaches that client first.
@@ -202,7 +194,15 @@ class ExecutionTracker:
         self.store.journal_sent(msg_id, code, client)
         reply = channels.send_cell(msg)
         self._replies[msg_id] = reply
-        reply.add_done_callback(functools.partial(self._replied, msg_id))
+        reply.add_done_callback(
+            functools.partial(
+                check_after_reply,
+                msg_id,
+                cells=self,
+                channels=lambda: self.process.channels,
+                spawn=self._spawn,
+            )
+        )
         future: asyncio.Future[ExecutionRecord] = asyncio.get_running_loop().create_future()
         self._submissions[msg_id] = Submission(future, client, code)
         try:
@@ -471,36 +471,15 @@ class ExecutionTracker:
         else:
             self.finish(record, "error", **details)
 
-    def _replied(self, msg_id: str, reply: asyncio.Future[Message]) -> None:
-        """Check, a moment after one of our cells' execute_reply, that its end was seen."""
-        if reply.cancelled() or reply.exception() is not None:
-            return
+    def ending_pending(self, msg_id: str) -> bool:
+        """Return whether our cell `msg_id` is known and has not ended (nor is ending)."""
         record = self._recent.get(msg_id)
-        if record is None or not record.final:
-            asyncio.get_running_loop().call_later(END_AFTER_REPLY, self._check_end, msg_id, reply)
+        if record is None:
+            return msg_id in self._submissions
+        return not (record.final or self.late.settling(record))
 
-    def _check_end(self, msg_id: str, reply: asyncio.Future[Message]) -> None:
-        record = self._recent.get(msg_id)
-        known = record is not None or msg_id in self._submissions
-        if known and (record is None or not (record.final or self.late.settling(record))):
-            self._spawn(self._end_if_missed(msg_id, reply.result()))
-
-    async def _end_if_missed(self, msg_id: str, reply: Message) -> None:
-        """End our cell `msg_id` as its `reply` says if its idle (or even its start) was lost.
-
-        A silent execute sent now is answered after the cell: once its idle has come, every
-        IOPub message the cell caused has come, or was dropped by the kernel.
-        """
-        channels = self.process.channels
-        if channels is None:
-            return
-        drained = asyncio.ensure_future(channels.drain())
-        try:
-            await asyncio.wait([drained])
-        finally:
-            drained.cancel()
-        if drained.cancelled() or drained.exception() is not None:
-            return  # the channels closed: the kernel died, restarts or stops
+    def end_by_reply(self, msg_id: str, reply: Message) -> None:
+        """End our cell `msg_id` as its `reply` says: its idle (or even its start) was lost."""
         record = self._recent.get(msg_id)
         submission = self._submissions.get(msg_id)
         if record is None and submission is not None:
