@@ -89,9 +89,24 @@ TARGETS = (
     ),
     Target(
         "launch markers",
-        ("gateway/residency/launches.py",),
+        ("gateway/residency/launch_markers.py",),
         ("tests/gateway/residency/test_launch_markers.py",),
         signals=True,
+    ),
+    Target(
+        "kernel kinds",
+        (
+            "gateway/kernels/kernel_kind.py",
+            "gateway/kernels/message_sequence.py",
+            "gateway/residency/kernel_transport.py",
+            "gateway/records/markup_text.py",
+        ),
+        (
+            "tests/gateway/test_kernel_kind.py",
+            "tests/gateway/test_message_sequence.py",
+            "tests/gateway/residency/test_kernel_transport.py",
+            "tests/gateway/records/test_markup_text.py",
+        ),
     ),
     Target(
         "notebook export",

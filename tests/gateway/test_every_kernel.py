@@ -307,7 +307,8 @@ async def test_a_kernel_that_cannot_be_inspected_is_refused_when_the_person_says
         assert text(refused) == (
             "inspectors.py is required, and inspectors.py runs in IPython kernels; this kernel "
             "is bash (bash_kernel): LOOMGATE_UNINSPECTED=refuse refuses kernels whose cells "
-            "would not be inspected; the kernel started for this was stopped"
+            "would not be inspected; the kernel started for this was stopped; no kernel is "
+            "connected: the next run_cell starts one of the gateway's default kernel spec"
         )
         fine = await mcp.call_tool("connect", {"kernel": "guarded-py", "kernel_spec": "py"})
         assert not fine.is_error, text(fine)
@@ -513,3 +514,44 @@ def test_a_default_kernel_spec_that_is_not_there_is_refused_at_the_start(tmp_pat
     )
     assert done.returncode == 2
     assert "--kernel-spec 'nosuch' is not a kernel spec here" in done.stderr.splitlines()[-1]
+
+
+async def test_a_stream_session_starts_the_kernel_spec_it_is_told(
+    http: httpx.AsyncClient, place: Place
+) -> None:
+    env = {
+        **os.environ,
+        "LOOMGATE_URL": place.gateway.url,
+        "LOOMGATE_TOKEN": place.gateway.token,
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "loomgate.translator.cli", "stream", "--kernel-spec", "deno",
+        env=env,
+        cwd=place.root / "project",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    await asyncio.wait_for(process.stdout.readline(), 60)  # the banner
+    delimiter = (await process.stdout.readline()).decode().strip()
+    out, err = await asyncio.wait_for(process.communicate(b"console.log(6 * 7)\nexit\n"), 120)
+    assert process.returncode == 0, err.decode()
+    [answer, rest] = out.decode().split(delimiter + "\n")
+    assert answer.strip().splitlines()[-1] == "42" and rest == ""
+    kernels = (await http.get(API, params={"all": "true"})).json()["kernels"]
+    own = max((k for k in kernels if k["lifetime"] == "conversation"), key=lambda k: k["created"])
+    assert own["kernel_spec"] == "deno"
+
+
+async def test_a_failed_connect_says_where_the_cells_still_go(place: Place) -> None:
+    async with translator(place) as mcp:
+        await mcp.call_tool("run_cell", {"code": "print('here')"})
+        own = (await mcp.call_tool("list_kernels", {})).structured_content or {}
+        refused = await mcp.call_tool("connect", {"kernel": "js", "kernel_spec": "nosuch"})
+        assert refused.is_error
+        assert text(refused) == (
+            "no kernel spec named 'nosuch' on this gateway; this conversation's cells still go "
+            f"to kernel {own['current'][:8]} (python)"
+        )
+        await stop_conversation_kernel(mcp)

@@ -2,7 +2,8 @@
 shipped one (a bwrap on PATH failing as AppArmor makes it fail), Landlock alone (that bwrap, and
 LOOMGATE_SANDBOX_MECHANISM=landlock, as a person would force it). Each names the mechanism in
 force (info, the kernel's wire form), and its default kernel starts, runs cells, writes its
-project and fails to read a hidden file or write outside."""
+project and fails to read a hidden file or write outside; a kernel that takes only TCP starts
+and runs under each too."""
 
 from __future__ import annotations
 
@@ -102,7 +103,16 @@ async def test_each_mechanism_runs_a_confined_kernel(root: Path, mechanism: str)
             )
             offline = await run(http, "strict", reach)
             assert offline["state"] == "error", offline
-            for name in ("workspace", "strict"):
+            # A kernel that takes only TCP (ipymini): its own ports on its own loopback, or,
+            # under Landlock alone, the five it may bind; with and without network.
+            for profile in ("workspace", "strict"):
+                name = f"tcp-{profile}"
+                body = {"name": name, "sandbox": profile, "kernel_spec": "py"}
+                r = await http.post(KERNELS, json=body)
+                assert r.status_code == 201, r.text
+                done = await run(http, name, "print(6 * 7)")
+                assert output_texts(done) == ["42"], done
+            for name in ("workspace", "strict", "tcp-workspace", "tcp-strict"):
                 await http.delete(f"{KERNELS}/{name}")
     finally:
         server.close()

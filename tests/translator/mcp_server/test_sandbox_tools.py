@@ -23,6 +23,11 @@ from tests.support.sandboxed_gateways import SandboxedGateway
 from tests.support.scripted_gateway import TOKEN, Answer, scripted_gateway, started_unconfined
 from tests.support.wire_values import kernel
 
+# What a failed connect adds when the conversation has no kernel yet.
+NOTHING_CONNECTED = (
+    "no kernel is connected: the next run_cell starts one of the gateway's default kernel spec"
+)
+
 
 @pytest.fixture(autouse=True)
 def no_jupyter_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,7 +133,8 @@ async def test_a_looser_profile_is_refused_saying_the_person_decides(
     assert reply.is_error
     assert text(reply) == (
         f"The sandbox profile none is looser than {than}; only the person can widen a "
-        "kernel's sandbox (`loomgate run --kernel lab --sandbox none`, or sandbox.toml)."
+        "kernel's sandbox (`loomgate run --kernel lab --sandbox none`, or sandbox.toml); "
+        f"{NOTHING_CONNECTED}"
     )
     assert live == []  # no kernel started
 
@@ -154,7 +160,8 @@ async def test_a_gateway_that_ignores_the_profile_gets_its_kernel_stopped(tmp_pa
     assert reply.is_error
     assert text(reply) == (
         f"The gateway at {gateway.url} does not run kernels under sandbox profiles, so no "
-        "kernel runs under strict; connect without sandbox for an unconfined kernel."
+        f"kernel runs under strict; connect without sandbox for an unconfined kernel; "
+        f"{NOTHING_CONNECTED}"
     )
     assert stopped == [kernel()["id"]]
     assert listing.is_error and "Nothing has run in this conversation yet" in text(listing)
@@ -175,7 +182,7 @@ async def test_a_kernel_running_under_another_profile_is_not_taken(
     assert text(refused) == (
         "The kernel lab runs under the sandbox profile workspace, fixed for its life; "
         "connect(kernel='lab') without sandbox attaches to it as it is, or a new name starts a "
-        "kernel under strict."
+        f"kernel under strict; {NOTHING_CONNECTED}"
     )
     assert not same.is_error
     assert text(same) == (

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from loomgate.translator.client.errors import Conflict
+from loomgate.translator.client.errors import Conflict, GatewayError
 from loomgate.translator.mcp_server.results import (
     KernelAction,
     KernelInfo,
@@ -32,6 +32,7 @@ from loomgate.translator.presentation import (
     replaced_note,
     reset_note,
     shared_kernel_note,
+    still_on_note,
     stop_needs_force,
     stopped_note,
 )
@@ -88,7 +89,12 @@ async def connect(
     """Attach to a persistent kernel by name (created if missing), or to the kernel of a
     notebook open in the person's Jupyter; later conversations can too."""
     conversation = conversation_of(ctx)
-    model, created, startup = await conversation.attach(kernel, gateway, kernel_spec, sandbox)
+    try:
+        model, created, startup = await conversation.attach(kernel, gateway, kernel_spec, sandbox)
+    except GatewayError as refused:  # nothing changed: say where cells still go
+        said = refused.message.rstrip(".")
+        refused.message = f"{said}; {still_on_note(conversation.kernel)}"
+        raise
     client = await conversation.gateway()
     lines = [connected_note(model, client.label, created=created)]
     if client.mode == "extension" and not created:

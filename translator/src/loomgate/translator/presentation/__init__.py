@@ -48,6 +48,7 @@ from loomgate.translator.presentation.kernels import (
     serving,
     shared_kernel_note,
     started_note,
+    still_on_note,
     stopped_note,
     uninspected_refusal,
 )
@@ -152,6 +153,7 @@ __all__ = [
     "shared_kernel_note",
     "started_note",
     "state_note",
+    "still_on_note",
     "stop_needs_force",
     "stopped_kernel_refusal",
     "stopped_note",

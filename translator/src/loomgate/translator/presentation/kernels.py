@@ -240,6 +240,18 @@ def connected_note(kernel: wire.Kernel, gateway: str, *, created: bool) -> str:
     )
 
 
+def still_on_note(kernel: wire.Kernel | None) -> str:
+    """Return the clause a failed connect ends with: the conversation's cells still go to
+    `kernel`, in its language (None: it has none yet)."""
+    if kernel is None:
+        return (
+            "no kernel is connected: the next run_cell starts one of the gateway's default "
+            "kernel spec"
+        )
+    language = f" ({kernel['language']})" if kernel.get("language") else ""
+    return f"this conversation's cells still go to kernel {kernel_label(kernel)}{language}"
+
+
 def shared_kernel_note() -> str:
     """Return the note that a kernel of the person's Jupyter server is shared with them."""
     return (
