@@ -18,11 +18,13 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
+from playwright.async_api import expect
 
 from loomgate.gateway.residency.kernel_transport import RELAYED_PORTS
 from loomgate.gateway.sandbox.launch import kernel_dirs_location
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
+from tests.support.browser import page_at
 from tests.support.cells import KERNELS as API
 from tests.support.cells import output_texts, run, submit
 from tests.support.gateways import GatewayProcess, client
@@ -555,3 +557,19 @@ async def test_a_failed_connect_says_where_the_cells_still_go(place: Place) -> N
             f"to kernel {own['current'][:8]} (python)"
         )
         await stop_conversation_kernel(mcp)
+
+
+@every()
+async def test_the_monitor_shows_each_kernels_cells(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    model = (await http.get(f"{API}/{name}")).json()["kernel"]
+    execution = await run(http, name, kernel.echo.format(text="seen on the monitor"))
+    gateway = place.gateway
+    url = f"{gateway.url}/loomgate/monitor?token={gateway.monitor_token}#{model['id']}"
+    async with page_at(url) as page:
+        shown = page.locator(f"#x-{execution['number']}")
+        await expect(shown).to_contain_text("seen on the monitor", timeout=20_000)
+        listed = page.locator(f'#kernels li[data-kernel="{model["id"]}"]')
+        await expect(listed).to_contain_text(name)
