@@ -26,7 +26,7 @@ from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.browser import page_at
 from tests.support.cells import KERNELS as API
-from tests.support.cells import output_texts, run, submit
+from tests.support.cells import PNG, output_texts, run, submit
 from tests.support.gateways import GatewayProcess, client
 from tests.support.kernel_specs import BY_SPEC, KERNELS, KernelUnderTest, write_kernel_specs
 from tests.support.mcp_clients import stop_conversation_kernel, text
@@ -573,3 +573,16 @@ async def test_the_monitor_shows_each_kernels_cells(
         await expect(shown).to_contain_text("seen on the monitor", timeout=20_000)
         listed = page.locator(f'#kernels li[data-kernel="{model["id"]}"]')
         await expect(listed).to_contain_text(name)
+
+
+@every()
+async def test_an_image_is_kept_as_an_image(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    execution = await run(http, name, kernel.image.format(png=PNG))
+    assert execution["state"] == "completed", execution
+    [image] = execution["rich"]
+    assert "image/png" in image["mimetypes"]
+    r = await http.get(f"{API}/{name}/executions/{execution['number']}/rich/{image['index']}")
+    assert r.json()["data"]["image/png"].strip() == PNG

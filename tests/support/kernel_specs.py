@@ -30,6 +30,7 @@ class KernelUnderTest:
     error_name: str  # the error's name as the kernel gives it ("" when it names none)
     sleep: str  # runs for a minute unless interrupted
     html: str  # displays HTML (the words "Dog, not a cat.")
+    image: str  # displays `{png}` (a PNG, base64) as an image
     ask: str | None  # asks for input with the prompt "name? " and prints "hi " + the answer
     interrupts: bool  # an interrupt ends a running cell and the kernel lives on
     file_extension: str
@@ -47,6 +48,10 @@ IPYTHON_CELLS = {
     "error_name": "ZeroDivisionError",
     "sleep": "import time; time.sleep(60)",
     "html": "from IPython.display import HTML, display; display(HTML('<b>Dog</b>, not a cat.'))",
+    "image": (
+        "import base64; from IPython.display import Image, display; "
+        "display(Image(base64.b64decode('{png}')))"
+    ),
     "ask": "print('hi ' + input('name? '))",
     "file_extension": ".py",
 }
@@ -85,6 +90,7 @@ KERNELS = (
         error_name="",
         sleep="sleep 60",
         html='echo "<b>Dog</b>, not a cat." | displayHTML',
+        image="echo {png} | base64 -d | display",
         ask=None,
         interrupts=True,
         file_extension=".sh",
@@ -101,6 +107,7 @@ KERNELS = (
         error_name="Error",
         sleep="await new Promise((resolve) => setTimeout(resolve, 60000))",
         html="Deno.jupyter.html`<b>Dog</b>, not a cat.`",
+        image='Deno.jupyter.display({{"image/png": "{png}"}}, {{ raw: true }})',
         ask="console.log('hi ' + prompt('name? '))",
         interrupts=False,
         file_extension=".ts",
