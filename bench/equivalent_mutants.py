@@ -99,6 +99,13 @@ BY_IDENTITY = "test_a_marker_with_an_identity_ends_that_process_only_while_it_is
 BY_GROUP = "test_a_marker_with_a_process_group_ends_the_whole_group"
 BY_SANDBOX = "test_a_sandboxed_marker_ends_the_sandbox_init_and_removes_the_sandbox"
 BY_UNNOTED_INIT = "test_a_sandbox_killed_before_its_init_was_noted_is_ended_whole"
+BY_NAMED = "test_a_launch_is_found_by_the_connection_file_its_command_line_names"
+BY_OLD_MARKER = "test_a_marker_of_an_earlier_gateway_names_its_process_by_its_connection_file"
+NAMED = signalled(
+    BY_NAMED,
+    "a marker names, beside the gateway's connection file, the one its command line names (a "
+    "relayed kernel's own); without it the process is not found",
+)
 WRONG_CALL = signalled(NO_PID, "the call raises TypeError and the launch is not ended")
 NOT_GROUP_LEADER = signalled(
     NO_PID,
@@ -177,6 +184,15 @@ PATH_ORDER = (
 )
 SHIPPED_DEFAULT = "bool(None) is False, as bool(False) is"
 
+
+CASELESS = (
+    "jupyter_client's transport is a caseless enum of tcp and ipc: it keeps the value lower-case"
+)
+JSON_LAYOUT = "the kernel reads the same JSON whatever its indentation"
+UTF8_NAME = "Python's codecs take UTF-8 and utf-8 as one name"
+UTF8_LOCALE = (
+    "the connection file is ASCII (keys, names, numbers): any locale's encoding reads it alike"
+)
 
 RULES = (
     # notebook export
@@ -794,17 +810,17 @@ RULES = (
         signalled(NO_PID, "end_unowned would count 0 kernels ended, not 1"),
     ),
     Rule(
-        "launches.x_started_with_",
+        "launch_markers.x_started_with_",
         "contextlib.suppress(None)",
         "the only OSError here is a process that exits between the listing of /proc and the read "
         "of its cmdline (FileNotFoundError, or ProcessLookupError): a race no test can time",
     ),
-    Rule("launches.xǁLaunchMarkersǁend_unowned_", "unlink(missing_ok=", LISTED),
-    Rule("launches.xǁLaunchMarkersǁend_unowned_", "ended = 1", COUNTED),
-    Rule("launches.xǁLaunchMarkersǁend_unowned_", "ended -= 1", COUNTED),
-    Rule("launches.xǁLaunchMarkersǁend_unowned_", "ended += 2", COUNTED),
-    Rule("launches.xǁLaunchMarkersǁend_unowned_", "log.warning(", COUNTED),
-    Rule("launches.xǁLaunchMarkersǁforget_", "unlink(missing_ok=", FORGOT),
+    Rule("launch_markers.xǁLaunchMarkersǁend_unowned_", "unlink(missing_ok=", LISTED),
+    Rule("launch_markers.xǁLaunchMarkersǁend_unowned_", "ended = 1", COUNTED),
+    Rule("launch_markers.xǁLaunchMarkersǁend_unowned_", "ended -= 1", COUNTED),
+    Rule("launch_markers.xǁLaunchMarkersǁend_unowned_", "ended += 2", COUNTED),
+    Rule("launch_markers.xǁLaunchMarkersǁend_unowned_", "log.warning(", COUNTED),
+    Rule("launch_markers.xǁLaunchMarkersǁforget_", "unlink(missing_ok=", FORGOT),
     Rule(
         "shared.sizes.x_format_size_",
         'rstrip("XX.XX")',
@@ -1004,18 +1020,49 @@ RULES = (
     ),
     Rule(
         "launch_markers.x_end_launch_",
-        "pids = [pid for pid in started_with(connection_file, since) if pid not in pids]",
+        "pids = [pid for pid in started_with(named, since) if pid not in pids]",
         signalled(BY_UNNOTED_INIT, "bwrap, the pid noted, is left out of the pids ended"),
     ),
     Rule(
         "launch_markers.x_end_launch_",
-        "started_with(connection_file, None)",
+        "started_with(named, None)",
         signalled(BY_UNNOTED_INIT, "started_with() raises TypeError on `since - 1.0`"),
     ),
     Rule(
         "launch_markers.x_end_launch_",
-        "started_with(connection_file, since) if pid in pids]",
+        "started_with(named, since) if pid in pids]",
         signalled(BY_UNNOTED_INIT, "no process not yet listed is added: the init is left"),
+    ),
+    # kernel kinds
+    Rule(
+        "message_sequence.xǁMessageSequenceǁsee__",
+        "if last is not None and last[0] == sender else 1",
+        "a different sender's first message is one number missing at most, which is never "
+        "taken for a loss (a reply to another client takes one number): 1 reads as 0",
+    ),
+    Rule("kernel_transport.x_prepare__", 'km.transport = "TCP"', CASELESS),
+    Rule("kernel_transport.x_prepare__", 'km.transport = "IPC"', CASELESS),
+    Rule("kernel_transport.x_write_relayed_connection__", "json.dumps(info, indent=", JSON_LAYOUT),
+    Rule("kernel_transport.x_write_relayed_connection__", "json.dumps(info, ))", JSON_LAYOUT),
+    Rule("kernel_transport.x_write_relayed_connection__", 'encoding="UTF-8"', UTF8_NAME),
+    Rule("kernel_transport.x_write_relayed_connection__", "encoding=None", UTF8_LOCALE),
+    Rule("launch_markers.x_end_launch_", "named = str(", NAMED),
+    Rule("message_sequence.xǁMessageSequenceǁ__init__", "self.held_back = None", FALSE),
+    Rule("message_sequence.xǁMessageSequenceǁ__init__", "self._notice_next = None", FALSE),
+    Rule(
+        "launch_markers.xǁLaunchMarkersǁend_unowned_",
+        "if end_launch(data, None):",
+        signalled(
+            BY_OLD_MARKER,
+            "a marker of an earlier gateway names no `named`: its connection file is what the "
+            "command line names, and None finds no process",
+        ),
+    ),
+    Rule(
+        "launch_markers.xǁLaunchMarkersǁlaunched_",
+        'data["named"] = written.get("named", ',
+        "a marker whose first write named nothing (an earlier gateway's) is read by end_launch "
+        "with its connection file in place of a missing or null `named`, as this default says",
     ),
 )
 

@@ -95,3 +95,15 @@ def test_an_interrupt_goes_only_to_a_kernel_that_lives_on_after_it(
     kernel: str, interrupts: bool
 ) -> None:
     assert KernelKind.of(KINDS[kernel]).interrupts is interrupts
+
+
+def test_what_a_kernel_does_not_say_stays_empty() -> None:
+    kind = KernelKind.of({"language_info": {"name": "R"}})
+    assert (kind.language, kind.implementation, kind.file_extension) == ("r", "", "")
+
+
+def test_a_part_that_names_no_kernel_is_for_ipython_shells() -> None:
+    kind = KernelKind.of(KINDS["bash_kernel"])
+    assert kind.skipped(STARTUP) == (
+        "startup.py runs in IPython kernels; this kernel is bash (bash_kernel)"
+    )

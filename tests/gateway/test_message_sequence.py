@@ -20,6 +20,7 @@ SESSION = "a1b2c3-d4e5_4242"
         ([f"{SESSION}_5", f"{SESSION}_3"], [0, 0]),  # backwards: nothing to tell
         (["7f0e7c1c-3a4b-4f4e-9a3f-8c0d", f"{SESSION}_9"], [0, 0]),  # not numbered: not judged
         ([f"{SESSION}_1", "uuid-like", f"{SESSION}_9"], [0, 0, 0]),
+        ([f"{SESSION}_1", f"{SESSION}_5", "uuid-like"], [0, 3, 0]),
     ],
 )
 def test_a_run_of_missing_numbers_is_what_the_kernel_dropped(
@@ -46,3 +47,10 @@ def test_a_run_a_kernel_dropped_is_its_loss_unless_it_is_ipykernel() -> None:
     sequence.see(f"{SESSION}_9")
     assert sequence.loss(ipykernel=False) == (7, "kernel")
     assert sequence.loss(ipykernel=True) is None  # told to keep every message
+
+
+def test_nothing_is_lost_before_the_first_message() -> None:
+    sequence = MessageSequence()
+    assert (sequence.dropped, sequence.loss(ipykernel=False)) == (0, None)
+    sequence.see(f"{SESSION}_1")
+    assert sequence.loss(ipykernel=False) is None

@@ -22,11 +22,27 @@ from loomgate.gateway.records.markup_text import html_text, readable_text, svg_t
         ("<ul><li>x</li><li>y</li></ul>", "x\ny"),
         ("  lots   of\n\n space  ", "lots of space"),
         ("<div><p>unclosed", "unclosed"),
+        ("<b>Dog</b><i>cat</i>", "Dogcat"),  # inline elements run on
+        ("<head><style>s</style><title>t</title></head><p>shown</p>", "shown"),
+        ("<head><script>x</script>words</head><p>shown</p>", "shown"),
         ("", ""),
     ],
 )
 def test_html_reads_as_the_words_a_browser_shows(html: str, words: str) -> None:
     assert html_text(html) == words
+
+
+@pytest.mark.parametrize(
+    ("svg", "words"),
+    [
+        ("<svg>stray<text>hi</text></svg>", "hi"),
+        ("<svg><text>a</text>stray<text>b</text></svg>", "a\nb"),
+        ("<svg><text>x<tspan>y</tspan>z</text>after</svg>", "xyz"),
+        ("<svg><g><rect/></g>nothing drawn in words</svg>", ""),
+    ],
+)
+def test_only_the_words_an_svg_draws_are_read(svg: str, words: str) -> None:
+    assert svg_text(svg) == words
 
 
 def test_svg_reads_as_the_words_it_draws() -> None:

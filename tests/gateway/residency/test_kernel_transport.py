@@ -85,3 +85,23 @@ def test_a_restart_keeps_the_ipc_files_and_a_tcp_kernel_gets_ports(tmp_path: Pat
         "127.0.0.1",
         (0,) * 5,
     )
+
+
+def test_ipc_files_are_numbered_apart_and_move_with_their_prefix(tmp_path: Path) -> None:
+    km = manager(tmp_path)
+    kernel_transport.prepare(km, "ipc", str(tmp_path / "a" / "k"))
+    assert km.cache_ports is False  # files, not ports another process could take
+    km.write_connection_file()
+    assert len(set(kernel_transport.kernel_ports(km))) == 5
+    kernel_transport.prepare(km, "ipc", str(tmp_path / "b" / "k"))  # a dir of its own now
+    assert (km.ip, kernel_transport.kernel_ports(km)) == (str(tmp_path / "b" / "k"), (0,) * 5)
+
+
+def test_a_tcp_kernels_restart_keeps_its_ports(tmp_path: Path) -> None:
+    km = manager(tmp_path)
+    kernel_transport.prepare(km, "tcp", "")
+    km.write_connection_file()
+    ports = kernel_transport.kernel_ports(km)
+    assert 0 not in ports
+    kernel_transport.prepare(km, "tcp", "")  # a restart: a client's connection expects them
+    assert kernel_transport.kernel_ports(km) == ports

@@ -192,3 +192,10 @@ def test_the_processes_naming_a_connection_file_started_after_the_marker(tmp_pat
     assert started_with(str(tmp_path / "kernel-none.json"), 0.0) == []
     assert len(argument) > 1
     assert os.getpid() not in started_with(argument[:-1], 0.0)  # a whole argument, not a part
+
+
+def test_a_launch_keeps_the_connection_file_its_command_line_names(tmp_path: Path) -> None:
+    markers = LaunchMarkers(tmp_path / LAUNCHING_DIR)
+    markers.launching("k", "/run/kernel-k.json", "/kernels/k/connection.json")
+    markers.launched("k", "/run/kernel-k.json", ProcessIdentity(123, "456", "boot"), None, None)
+    assert marker(markers.directory, "k")["named"] == "/kernels/k/connection.json"

@@ -201,3 +201,22 @@ def test_a_launch_is_found_by_the_connection_file_its_command_line_names(tmp_pat
         assert child.wait(10) == -9
     finally:
         stop(child)
+
+
+def test_a_marker_of_an_earlier_gateway_names_its_process_by_its_connection_file(
+    tmp_path: Path,
+) -> None:
+    # Written before markers said what the command line names: its connection file is that.
+    markers = LaunchMarkers(tmp_path / "launching")
+    connection = tmp_path / "kernel-a.json"
+    markers.launching("a", str(connection))
+    marker = markers.directory / "a.json"
+    data = json.loads(marker.read_text())
+    del data["named"]
+    marker.write_text(json.dumps(data))
+    launched = sleeper(connection)
+    try:
+        assert markers.end_unowned(LOG) == 1
+        assert launched.wait(10) == -9
+    finally:
+        stop(launched)

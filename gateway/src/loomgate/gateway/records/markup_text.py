@@ -86,7 +86,8 @@ class Words(HTMLParser):
             self.lines.append([])
         if self.only is not None and tag in self.only:
             self.shown = max(0, self.shown - 1)
-            self.lines.append([])
+            if not self.shown:  # the outermost one ends its line (a tspan runs on)
+                self.lines.append([])
 
     def handle_data(self, data: str) -> None:
         if self.hidden or (self.only is not None and not self.shown):
