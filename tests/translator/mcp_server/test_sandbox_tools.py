@@ -238,7 +238,11 @@ async def test_a_real_gateways_kernel_with_no_profile_is_not_taken_for_one(
             asked = await mcp.call_tool("connect", {"kernel": name, "sandbox": "strict"})
             # Whatever profile the gateway gave it, it is not the one asked for.
             assert asked.is_error
-            assert "a new name starts a kernel under strict." in text(asked)
+            # …and the conversation stays on the kernel it had.
+            assert text(asked).endswith(
+                f"a new name starts a kernel under strict; this conversation's cells still go "
+                f"to kernel {name} (python)"
+            )
             status = await mcp.call_tool("status", {})
             assert "sandbox: " in text(status)
         finally:
