@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from bench.gateway_bench import publish, rotated
+from bench.iopub_bench import ratio_cell
 from bench.sandbox_bench import API, bench_root, gateway_in, load, reaped, spread
 from tests.support.gateways import GatewayProcess, child_pids
 
@@ -85,12 +86,6 @@ async def round_on(
         r = await http.delete(f"{API}/{kernel['id']}")
         assert r.status_code == 200, r.text
         await reaped(pids)
-
-
-def ratio_cell(ours: list[float], other: list[float]) -> str:
-    """Return the median same-round ratio with its range."""
-    values = [a / b for a, b in zip(ours, other, strict=True)]
-    return f"{statistics.median(values):.3f}× ({min(values):.3f}–{max(values):.3f})"
 
 
 def report(figures: dict[str, dict[str, list[float]]], rounds: int, loads: str) -> list[str]:

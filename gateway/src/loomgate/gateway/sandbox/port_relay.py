@@ -6,7 +6,9 @@ and nothing outside the namespace reaches its ports.
 
     python -I -S port_relay.py --while PID SOCKET_PATH=PORT [SOCKET_PATH=PORT ...]
 
-Standalone on purpose, as bridge.py: any Python from 3.8 runs it, stdlib only. It serves while
+Standalone on purpose, as bridge.py: any Python from 3.8 runs it, stdlib only (and so it
+repeats the bridge's `serve_while` and `listening`: `-I` puts neither script's dir on the
+other's path, and the sandbox need not see loomgate's packages). It serves while
 process PID (the kernel) lives, and ignores SIGINT (an interrupt reaches the kernel's whole
 process group). A connection made before the kernel listens waits for its port (up to
 CONNECT_TIMEOUT); one the kernel's side ends is ended on the gateway's side, and the reverse.
