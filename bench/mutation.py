@@ -145,6 +145,7 @@ TARGETS = (
             "tests/translator/test_presentation_sandboxes.py",
             "tests/translator/test_presentation_notebooks.py",
             "tests/translator/test_presentation_tracebacks.py",
+            "tests/translator/test_presentation_kernel_kinds.py",
             "tests/translator/test_presentation_http_access.py",
             "tests/translator/test_presentation_kernels.py",
             "tests/translator/test_notebook_file.py",

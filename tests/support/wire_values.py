@@ -85,6 +85,7 @@ def kernel(**fields: Any) -> wire.Kernel:
         end_reason=None,
         attached=None,
         implementation="",
+        language="",
         setup=wire.Setup(parts=[], results=[]),
         sandbox=None,
     )
