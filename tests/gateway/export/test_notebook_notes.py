@@ -56,6 +56,17 @@ GAP_SAID = (
     "Output of In [4] printed between 2026-12-01 00:00:00 UTC and 2026-12-01 03:04:05 UTC "
     "(after its line 12,345) may be missing: no gateway listened then."
 )
+DROPPED = Gap(after_line=5_962, since=MIDNIGHT, until=LATER, dropped=9_067, by="kernel")
+DROPPED_SAID = (
+    "Output of In [4] printed between 2026-12-01 00:00:00 UTC and 2026-12-01 03:04:05 UTC "
+    "(after its line 5,962) may be missing: the kernel dropped 9,067 of its messages."
+)
+HELD = Gap(after_line=1_500, since=MIDNIGHT, until=LATER, dropped=0, by="upstream")
+HELD_SAID = (
+    "Output of In [4] printed between 2026-12-01 00:00:00 UTC and 2026-12-01 03:04:05 UTC "
+    "(after its line 1,500) may be missing: the upstream server held some back (its IOPub rate "
+    "limit)."
+)
 UNSTORED = Unstored(reason="No space left on device", from_line=1_000_001)
 UNSTORED_SAID = (
     "Output of In [4] from its line 1,000,001 on was not stored: No space left on device."
@@ -108,6 +119,8 @@ NOTES: list[tuple[Any, ...]] = [
     ),
     ("completed", None, False, [GAP], None, GAP_SAID),
     ("completed", None, False, [GAP, GAP], None, f"{GAP_SAID} {GAP_SAID}"),
+    ("completed", None, False, [DROPPED], None, DROPPED_SAID),
+    ("completed", None, False, [HELD], None, HELD_SAID),
     ("completed", None, False, [], UNSTORED, UNSTORED_SAID),
     ("killed", "the kernel was reset", True, [GAP], None, GAP_SAID),
     (
