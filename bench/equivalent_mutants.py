@@ -194,6 +194,13 @@ UTF8_LOCALE = (
     "the connection file is ASCII (keys, names, numbers): any locale's encoding reads it alike"
 )
 
+GROUPS = (
+    "seen only with a sandbox's processes running, which a fast test cannot have: "
+    "tests/gateway/test_every_kernel.py::"
+    "test_an_interrupt_ends_a_running_cell_or_is_refused_in_one_sentence[py] catches it (ipymini "
+    "makes a process group of its own inside the sandbox, which only this signal reaches)"
+)
+
 RULES = (
     # notebook export
     Rule("export.outputs.x_cell_outputs_", "whole=None", FALSE),
@@ -1064,6 +1071,19 @@ RULES = (
         "a marker whose first write named nothing (an earlier gateway's) is read by end_launch "
         "with its connection file in place of a missing or null `named`, as this default says",
     ),
+    Rule(
+        "launch.xǁSandboxLaunchǁ__init__",
+        "self.relay: list[tuple[Path, int]] = None",
+        "a sandbox's relay is read only where a provisioner set it, for a relayed kernel, and "
+        "read as a truth value there (`if relay`): None and [] both mean no relay",
+    ),
+    Rule(
+        "bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "bubblewrap.children(None)", GROUPS
+    ),
+    Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "suppress(None)", GROUPS),
+    Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "group = None", GROUPS),
+    Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "os.getpgid(None)", GROUPS),
+    Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "if group == init_pid", GROUPS),
 )
 
 

@@ -15,6 +15,8 @@ import pytest
 
 from loomgate.gateway.sandbox import bubblewrap, kernel_network, placeholders
 from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.launch import SandboxLaunch
+from loomgate.gateway.sandbox.limits import KernelLimits
 from tests.gateway.sandbox import sandboxes
 
 BWRAP = "/usr/bin/bwrap"
@@ -662,3 +664,30 @@ def test_the_bridges_python_stays_visible_under_the_hosts_tmp(
     prefix = str(tree / "gateway-env")
     start = command.index("/tmp", len(START)) + 1
     assert (command[start : start + 3] == ["--ro-bind", prefix, prefix]) is bound
+
+
+def test_a_kernel_that_takes_only_tcp_is_reached_through_the_relay_inside(tree: Path) -> None:
+    rules = replace(sandboxes.rules(writable=[tree / "project"], network=False), protected=())
+    routes = [(tree / "state/kernels/k1/ipc/k-1", 9001), (tree / "state/kernels/k1/ipc/k-2", 9002)]
+    command = bubblewrap.command(
+        rules,
+        CMD,
+        bwrap=BWRAP,
+        cwd=tree / "project",
+        kernel_dir=tree / "state/kernels/k1",
+        connection_file=None,
+        relay=routes,
+    )
+    ending = command[command.index("--") + 1 :]
+    assert ending == kernel_network.relayed(CMD, python=sys.executable, routes=routes)
+    assert ending[-len(CMD) - 1 :] == [f"{routes[1][0]}=9002", *CMD]
+
+
+def test_the_confiner_hands_its_sandbox_relay_to_bwrap(tree: Path) -> None:
+    rules = replace(sandboxes.rules(writable=[tree / "project"], network=False), protected=())
+    sandbox = SandboxLaunch(rules, tree / "state/kernels/k1", KernelLimits("k1", "none"), "b")
+    sandbox.relay = [(tree / "state/kernels/k1/ipc/k-1", 9001)]
+    argv = BubblewrapConfiner(BWRAP).command(
+        sandbox, CMD, cwd=tree / "project", connection_file=tree / "c.json", unset_env=()
+    )
+    assert f"{sandbox.relay[0][0]}=9001" in argv

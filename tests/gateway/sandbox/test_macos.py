@@ -203,3 +203,16 @@ def test_sandbox_exec_command() -> None:
         "-f",
         "c.json",
     ]
+
+
+def test_a_kernel_that_takes_only_tcp_may_listen_on_its_own_ports_without_network() -> None:
+    rules = replace(RULES, network=NO_NETWORK)
+    text = sbpl_profile(rules, temp_dir=TEMP, kernel_dir=KERNEL, tcp_ports=(40001, 40002))
+    [allowed] = [
+        form for form in read_sbpl(text) if form[:3] == ["allow", "network-bind", "network-inbound"]
+    ]
+    assert allowed[3:] == [
+        ["local", "unix-socket", ["subpath", q(KERNEL)]],
+        ["local", "ip", q("localhost:40001")],
+        ["local", "ip", q("localhost:40002")],
+    ]
