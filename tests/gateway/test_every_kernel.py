@@ -24,6 +24,7 @@ from loomgate.gateway.residency.kernel_transport import RELAYED_PORTS
 from loomgate.gateway.sandbox.launch import kernel_dirs_location
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
+from tests.support.apps_hosts import apps_extension
 from tests.support.browser import page_at
 from tests.support.cells import KERNELS as API
 from tests.support.cells import PNG, output_texts, run, submit
@@ -586,3 +587,26 @@ async def test_an_image_is_kept_as_an_image(
     assert "image/png" in image["mimetypes"]
     r = await http.get(f"{API}/{name}/executions/{execution['number']}/rich/{image['index']}")
     assert r.json()["data"]["image/png"].strip() == PNG
+
+
+@every()
+async def test_the_apps_view_reads_each_kernels_cells(
+    http: httpx.AsyncClient, kernel: KernelUnderTest, place: Place
+) -> None:
+    name = await kernel_of(http, kernel, place)
+    settings = Settings(
+        gateway=place.gateway.url,
+        autostart=False,
+        cwd=str(place.root / "project"),
+        env={"LOOMGATE_TOKEN": place.gateway.token},
+    )
+    async with Client(build_server(settings), extensions=[apps_extension()]) as host:
+        ran = await host.call_tool(
+            "run_cell", {"code": kernel.image.format(png=PNG), "kernel": name}
+        )
+        assert not ran.is_error, text(ran)
+        number = ran.structured_content["execution"]
+        viewed = await host.call_tool("view_execution", {"execution": number, "kernel": name})
+        assert viewed.structured_content["execution"]["state"] == "completed"
+        rich = await host.call_tool("view_rich", {"execution": number, "index": 0, "kernel": name})
+        assert rich.structured_content["data"]["image/png"].strip() == PNG
