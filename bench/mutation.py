@@ -133,6 +133,7 @@ TARGETS = (
             "translator/presentation/notebooks.py",
             "translator/presentation/tracebacks.py",
             "translator/presentation/http_access.py",
+            "translator/presentation/agent_access.py",
             "translator/output_view.py",
         ),
         (
@@ -147,6 +148,7 @@ TARGETS = (
             "tests/translator/test_presentation_tracebacks.py",
             "tests/translator/test_presentation_kernel_kinds.py",
             "tests/translator/test_presentation_http_access.py",
+            "tests/translator/test_presentation_agent_access.py",
             "tests/translator/test_presentation_kernels.py",
             "tests/translator/test_notebook_file.py",
         ),

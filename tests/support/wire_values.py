@@ -88,6 +88,7 @@ def kernel(**fields: Any) -> wire.Kernel:
         language="",
         setup=wire.Setup(parts=[], results=[]),
         sandbox=None,
+        open_to_agents=True,
     )
     return cast(wire.Kernel, base | fields)
 

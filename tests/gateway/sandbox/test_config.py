@@ -154,8 +154,18 @@ BAD = [
     ('[profiles.a]\nwritable = ["x",\n', 2, "invalid TOML: Invalid value (at the end of the file)"),
     ('default = "a"\ndefault = "b"\n', 2, "invalid TOML: Cannot overwrite a value (column 14)"),
     # top level
-    ('defualt = "strict"\n', 1, "unknown key 'defualt' (allowed: default, jupyter_api, profiles)"),
-    ("\n[sandbox]\nx = 1\n", 2, "unknown key 'sandbox' (allowed: default, jupyter_api, profiles)"),
+    (
+        'defualt = "strict"\n',
+        1,
+        "unknown key 'defualt' (allowed: default, jupyter_api, jupyter_api_open_to_agents, "
+        "profiles)",
+    ),
+    (
+        "\n[sandbox]\nx = 1\n",
+        2,
+        "unknown key 'sandbox' (allowed: default, jupyter_api, jupyter_api_open_to_agents, "
+        "profiles)",
+    ),
     ("default = 3\n", 1, "'default' must be a profile's name in quotes"),
     (
         '\ndefault = "lax"\n',

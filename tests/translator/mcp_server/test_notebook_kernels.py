@@ -40,6 +40,8 @@ async def test_an_agent_works_in_the_notebook_the_person_has_open(
     setup.mkdir(parents=True)
     (setup / "startup.py").write_text("STARTED = True\n")
     (setup / "inspectors.py").write_text(INSPECTORS)
+    # The person lets agents into their notebooks' kernels (closed to them otherwise).
+    (setup / "sandbox.toml").write_text("jupyter_api_open_to_agents = true\n")
     kernel_id = lab.open_notebook("work/analysis.ipynb")["kernel"]["id"]
     person_cell, stuck = Gate(tmp_path, "person-cell-gate"), Gate(tmp_path, "stuck-gate")
     async with KernelWebsocket(lab.url, lab.token, kernel_id, binary=True) as ws:
@@ -125,6 +127,30 @@ async def agent_session(
     assert "work/analysis.ipynb" in text(refused)
 
 
+async def test_a_notebooks_kernel_is_closed_to_the_agent_until_the_person_opens_it(
+    gateway: GatewayProcess, lab: JupyterServerProcess
+) -> None:
+    kernel_id = lab.open_notebook("analysis.ipynb")["kernel"]["id"]
+    async with Client(stdio(gateway, env=agent_env(lab))) as mcp:
+        # connect is how a model reaches a notebook's kernel on the person's Jupyter server.
+        connect = await mcp.call_tool("connect", {"kernel": "analysis.ipynb"})
+        env = {**lab.env, "LOOMGATE_URL": gateway.url, "LOOMGATE_TOKEN": gateway.token}
+        opened = loomgate_cli(env, "agents", "open", "analysis.ipynb")
+        connected = await mcp.call_tool("connect", {"kernel": "analysis.ipynb"})
+        ran = await mcp.call_tool("run_cell", {"code": "6 * 7"})
+    sentence = (
+        f"Kernel {kernel_id[:8]} is not sandboxed by loomgate, so a model may not use it; only "
+        f"the person opens it to agents (`loomgate agents open {kernel_id[:8]}`)."
+    )
+    assert connect.is_error and text(connect).startswith(sentence[:-1]), text(connect)
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip() == (
+        f"kernel {kernel_id[:8]} is open to agents: a model may use it whatever its sandbox"
+    )
+    assert not connected.is_error, text(connected)
+    assert not ran.is_error and text(ran).endswith("42"), text(ran)
+
+
 def test_the_cli_reaches_a_notebook_and_names_servers_without_loomgate(
     fresh_gateway: GatewayProcess, tmp_path: Path
 ) -> None:
@@ -149,7 +175,10 @@ def test_the_cli_reaches_a_notebook_and_names_servers_without_loomgate(
         assert sections[0] == f"No kernels on {gateway.url}."
         by_port = {lab.port: sections[1 + (lab.port > plain.port)]}
         by_port[plain.port] = sections[1 + (plain.port > lab.port)]
-        assert by_port[lab.port].splitlines()[-1].split()[-1] == "analysis.ipynb"
+        table = by_port[lab.port].splitlines()
+        assert table[-2].split()[-1] == "analysis.ipynb"
+        # A notebook's kernel is closed to agents unless the person opens it.
+        assert table[-1].startswith("not open to agents: "), table
         assert by_port[plain.port].strip() == (
             f"Jupyter server jupyter:{plain.port} at {plain.url} (root {plain.root}) has no "
             "loomgate extension; to reach its kernels: `loomgate jupyter enable` (or enable "

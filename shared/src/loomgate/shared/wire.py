@@ -347,6 +347,9 @@ class Kernel(TypedDict):
     # The sandbox profile it runs under, fixed for its life; None for a kernel loomgate did not
     # start (attached to, on an upstream, or started before sandboxes existed).
     sandbox: Sandbox | None
+    # Whether a model (through MCP) may use it: its profile was at least as strict as the
+    # gateway's default when it started, or the person opened it to agents.
+    open_to_agents: bool
 
 
 SandboxRule = Literal[
@@ -500,6 +503,11 @@ class Refusal(TypedDict):
 
     error: ErrorCode
     message: str
+
+
+# A request made for a model (the MCP translator's) carries this header, set to "1"; the gateway
+# then refuses what a model may not do (a kernel not open to agents), whoever holds the token.
+AGENT_HEADER = "Loomgate-Agent"
 
 
 # -- the rpc websocket (GET /rpc) -------------------------------------------------------------

@@ -13,6 +13,9 @@ from loomgate.gateway.errors import Refusal
 from loomgate.gateway.handlers.call import Call
 from loomgate.shared import wire
 
+# What a model's call on a kernel closed to agents is not refused for up front: seeing the kernel
+# (and so why it is refused), and opening it (refused whatever the kernel, saying who opens it).
+UNCHECKED = {("GET", "kernels/{ref}"), ("PUT", "kernels/{ref}/agents")}
 Answer = tuple[int, Mapping[str, object]]  # an HTTP status and the JSON body
 Endpoint = Callable[[Call], Awaitable[Answer]]
 
@@ -43,6 +46,8 @@ async def answered(call: Call, endpoint: Endpoint, takes: frozenset[str] | None 
         ready = call.registry.ready
         if not ready.is_set():
             await ready.wait()  # kernels left running are being taken back
+        if "ref" in call.path and (call.method, call.route) not in UNCHECKED:
+            call.refuse_closed(call.path["ref"])
         return await endpoint(call)
     except Exception as e:
         return failure(e, f"{call.method} {call.route}")

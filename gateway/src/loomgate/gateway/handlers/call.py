@@ -8,7 +8,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple, TypeVar, overload
 
-from loomgate.gateway.errors import BadRequest, NotFound
+from loomgate.gateway.errors import Ambiguous, BadRequest, NotFound
+from loomgate.gateway.kernels.open_to_agents import closed_refusal
 from loomgate.gateway.kernels.registry import KernelRegistry
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
@@ -68,7 +69,17 @@ class Call:
     read, so an endpoint that takes none never refuses one.
     """
 
-    __slots__ = ("_body", "_raw_body", "_value", "method", "path", "query", "route", "settings")
+    __slots__ = (
+        "_body",
+        "_raw_body",
+        "_value",
+        "agent",
+        "method",
+        "path",
+        "query",
+        "route",
+        "settings",
+    )
 
     def __init__(
         self,
@@ -80,6 +91,7 @@ class Call:
         *,
         raw_body: bytes = b"",
         body: object = None,
+        agent: bool = False,
     ) -> None:
         self.settings = settings  # the server's (tornado's) application settings
         self.method = method
@@ -89,6 +101,7 @@ class Call:
         self._raw_body = raw_body  # over HTTP: the body's bytes
         self._value = body  # over rpc: the body's JSON value (None when there is none)
         self._body: dict[str, Any] | None = None
+        self.agent = agent  # made for a model (wire.AGENT_HEADER): refused a closed kernel
 
     @property
     def registry(self) -> KernelRegistry:
@@ -115,6 +128,18 @@ class Call:
         if not isinstance(data, dict):
             raise BadRequest("the request body must be a JSON object")
         return data
+
+    def refuse_closed(self, ref: str) -> None:
+        """Refuse (Forbidden) this call when a model makes it on a kernel not open to agents; a
+        `ref` that names no kernel is left to the endpoint, which says so."""
+        if not self.agent:
+            return
+        try:
+            store = self.registry.resolve_store(ref)
+        except (NotFound, Ambiguous):
+            return
+        if not store.open_to_agents:
+            raise closed_refusal(store, self.registry.sandboxes.default_name())
 
     def refuse_unknown(self, takes: frozenset[str]) -> None:
         """Refuse (BadRequest) a body that carries a field the endpoint does not take: a

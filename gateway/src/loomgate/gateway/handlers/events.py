@@ -55,6 +55,8 @@ class EventsHandler(LoomHandler):
     async def stream(self, call: Call) -> Answer:
         """Stream the events the call asks for, until the client goes away."""
         ref = call.text_arg("kernel")
+        if ref:
+            call.refuse_closed(ref)
         kernel: LoomKernel | None = call.registry.resolve(ref) if ref else None
         hold = call.bool_arg("hold", False)
         if hold and kernel is None:

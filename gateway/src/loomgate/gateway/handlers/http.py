@@ -51,7 +51,11 @@ class LoomHandler(APIHandler):
         """Return the call this request makes on `route` with the path's arguments."""
         request = self.request
         method = request.method or "GET"
-        return Call(self.settings, method, route, path, QueryArguments(self), raw_body=request.body)
+        agent = request.headers.get(wire.AGENT_HEADER) == "1"
+        arguments = QueryArguments(self)
+        return Call(
+            self.settings, method, route, path, arguments, raw_body=request.body, agent=agent
+        )
 
     def reply(self, data: Mapping[str, object], status: int = 200) -> None:
         """Finish the request with `data` as its JSON body."""

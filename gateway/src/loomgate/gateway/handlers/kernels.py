@@ -10,10 +10,11 @@ import os
 
 from tornado import web
 
-from loomgate.gateway.errors import BadRequest, NotFound, Refusal
+from loomgate.gateway.errors import BadRequest, Forbidden, NotFound, Refusal
 from loomgate.gateway.handlers.answers import Answer
 from loomgate.gateway.handlers.call import Call
 from loomgate.gateway.kernels.notebooks import note_paths
+from loomgate.gateway.kernels.open_to_agents import ONLY_THE_PERSON_OPENS
 from loomgate.gateway.sandbox.mechanism import probe
 from loomgate.gateway.upstream import attach as upstream_attach
 from loomgate.shared import wire
@@ -122,14 +123,20 @@ async def unattached(call: Call) -> list[wire.UpstreamKernel]:
 
 
 CREATE_FIELDS = frozenset(
-    {"name", "kernel_spec", "lifetime", "cwd", "env", "sandbox", "stricter_only"}
+    {"name", "kernel_spec", "lifetime", "cwd", "env", "sandbox", "stricter_only", "open_to_agents"}
 )
 
 
 async def create_kernel(call: Call) -> Answer:
-    """POST kernels {name, kernel_spec, lifetime, cwd, env, sandbox, stricter_only}: create a
-    kernel, or return the live one with the requested name (201 vs 200)."""
+    """POST kernels {name, kernel_spec, lifetime, cwd, env, sandbox, stricter_only,
+    open_to_agents}: create a kernel, or return the live one with the requested name (201 vs
+    200). A model's call is `stricter_only` whatever it says, and never opens a kernel."""
     body = call.body
+    opened = body.get("open_to_agents")
+    if opened is not None and not isinstance(opened, bool):
+        raise BadRequest("open_to_agents must be a bool")
+    if call.agent and opened:
+        raise Forbidden(ONLY_THE_PERSON_OPENS)
     name = body.get("name")
     env = body.get("env")
     for key, value, kind in (
@@ -149,7 +156,8 @@ async def create_kernel(call: Call) -> Answer:
         cwd=body.get("cwd"),
         env=env,
         sandbox=body.get("sandbox"),
-        stricter_only=bool(body.get("stricter_only", False)),
+        stricter_only=call.agent or bool(body.get("stricter_only", False)),
+        open_to_agents=bool(opened),
     )
     return 201 if created else 200, wire.KernelCreated(kernel=kernel.model(), created=created)
 
@@ -171,6 +179,20 @@ async def get_kernel(call: Call) -> Answer:
         with contextlib.suppress(Refusal):  # unreachable: it is gone as far as known
             store = await upstream_attach.attach(registry, store.kernel_id) or store
     kernel = registry.live.get(store.kernel_id)
+    return 200, wire.KernelReply(kernel=kernel.model() if kernel else store.model())
+
+
+async def open_to_agents(call: Call) -> Answer:
+    """PUT kernels/{ref}/agents {"open": bool}: open the kernel to agents, or close it (only
+    the person: a model's call is refused)."""
+    if call.agent:
+        raise Forbidden(ONLY_THE_PERSON_OPENS)
+    opened = call.body.get("open")
+    if not isinstance(opened, bool):
+        raise BadRequest("open must be true or false")
+    store = call.registry.resolve_store(call.path["ref"])
+    store.note_open_to_agents(opened)
+    kernel = call.registry.live.get(store.kernel_id)
     return 200, wire.KernelReply(kernel=kernel.model() if kernel else store.model())
 
 

@@ -138,6 +138,7 @@ class RpcHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         websocket alive (not WebSocketMixin's timer, which reads `ping_interval` in ms)."""
         self.set_nodelay(True)
         self._answering: set[asyncio.Task[None]] = set()
+        self._agent = self.request.headers.get(wire.AGENT_HEADER) == "1"
         WebSocketHandler.open(self, *args, **kwargs)
 
     def on_message(self, message: str | bytes) -> None:
@@ -172,6 +173,7 @@ class RpcHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
                 request.path,
                 request.query,
                 body=request.body,
+                agent=self._agent,
             )
             answer = await answered(call, request.endpoint, request.route.takes.get(call.method))
         # A client that went away misses the answer; the cell runs on and its record keeps it.

@@ -92,6 +92,12 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("kernels/{ref}/reset", "ResetHandler", {"POST": kernels.reset}, takes={"POST": NONE}),
     Route(
+        "kernels/{ref}/agents",
+        "AgentsHandler",
+        {"PUT": kernels.open_to_agents},
+        takes={"PUT": frozenset({"open"})},
+    ),
+    Route(
         "kernels/{ref}/setup",
         "SetupHandler",
         {"PUT": kernels.setup},

@@ -20,6 +20,7 @@ from loomgate.gateway.errors import Refusal
 from loomgate.gateway.jupyter_internals import HookedKernelManager, async_override
 from loomgate.gateway.kernels.kernel_channels import Handler, KernelChannels, Message
 from loomgate.gateway.kernels.manager_protocol import ManagedKernel
+from loomgate.gateway.kernels.start_options import KernelIntent
 from loomgate.gateway.kernels.zmq_channels import ZmqChannels
 from loomgate.gateway.residency.kernel_files import remove_kernel_files
 from loomgate.gateway.residency.launch_arguments import (
@@ -101,10 +102,13 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
         gets the `jupyter_api` profile of sandbox.toml); a start that fails is an HTTP error
         saying why (jupyter_server's own endpoint would answer 500 "Unhandled error")."""
         try:
+            through_jupyter_api = LAUNCH_ARGUMENT not in kwargs
             if not self._provisioned_here(kwargs.get("kernel_name")):
                 kwargs.pop(LAUNCH_ARGUMENT, None)  # another provisioner launches it as it is
-            elif LAUNCH_ARGUMENT not in kwargs:
+            elif through_jupyter_api:
                 kwargs[LAUNCH_ARGUMENT] = self._jupyter_api_launch(kwargs)
+            if through_jupyter_api:
+                self._expect_jupyter_api_start(kwargs)
             kernel_id: str = await super().start_kernel(**kwargs)
         except Refusal as e:
             # jupyter_server answers with `log_message` as it is (never formatted with args).
@@ -127,13 +131,30 @@ class LoomMappingKernelManager(AsyncMappingKernelManager):
 
     def _jupyter_api_launch(self, kwargs: dict[str, Any]) -> LaunchArguments:
         """Return the launch arguments of a kernel started through the standard Jupyter API, in
-        the directory its start asks for (its `path`, or the gateway's own)."""
+        the directory its start asks for."""
+        registry = self.loom_registry
+        rules = registry.sandboxes.for_jupyter_api(self._jupyter_api_cwd(kwargs))
+        return LaunchArguments(rules, by_loomgate=False, markers=registry.launches)
+
+    def _jupyter_api_cwd(self, kwargs: dict[str, Any]) -> Path:
+        """Return the directory a start through the standard Jupyter API asks for (its `path`,
+        or the gateway's own)."""
         cwd = kwargs.get("cwd")
         if cwd is None and kwargs.get("path") is not None:
             cwd = self.cwd_for_path(kwargs["path"], env=kwargs.get("env") or {})
-        registry = self.loom_registry
-        rules = registry.sandboxes.for_jupyter_api(Path(cwd) if cwd else Path.cwd())
-        return LaunchArguments(rules, by_loomgate=False, markers=registry.launches)
+        return Path(cwd) if cwd else Path.cwd()
+
+    def _expect_jupyter_api_start(self, kwargs: dict[str, Any]) -> None:
+        """Give a start through the standard Jupyter API its id now, and the registry what it
+        is started as: open to agents or not (sandbox.toml's `jupyter_api_open_to_agents`, or a
+        profile at least as strict as the default)."""
+        kernel_id = kwargs.get("kernel_id") or self.new_kernel_id(**kwargs)
+        kwargs["kernel_id"] = kernel_id
+        launch = kwargs.get(LAUNCH_ARGUMENT)
+        rules = launch.rules if isinstance(launch, LaunchArguments) else None
+        sandboxes = self.loom_registry.sandboxes
+        opened = sandboxes.jupyter_api_open_to_agents(rules, self._jupyter_api_cwd(kwargs))
+        self.loom_registry.expect_start(kernel_id, KernelIntent(open_to_agents=opened))
 
     @async_override
     async def shutdown_kernel(

@@ -40,6 +40,7 @@ from loomgate.gateway.kernels.manager_protocol import (
     start_ended,
 )
 from loomgate.gateway.kernels.messages import claim_content
+from loomgate.gateway.kernels.open_to_agents import closed_refusal
 from loomgate.gateway.kernels.pool import KernelPool, PoolKey, pool_key
 from loomgate.gateway.kernels.references import find_store, gone
 from loomgate.gateway.kernels.start_options import (
@@ -58,7 +59,7 @@ from loomgate.gateway.residency.launch_markers import LAUNCHING_DIR, LaunchMarke
 from loomgate.gateway.residency.provisioned import process_ending, sandbox_of
 from loomgate.gateway.residency.resident import ResidentLaunch
 from loomgate.gateway.residency.take_back import TakeBack
-from loomgate.gateway.sandbox.catalog import SandboxCatalog
+from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
 from loomgate.shared.echo import echo
 
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
@@ -220,6 +221,11 @@ class KernelRegistry:
             raise Unavailable(STOPPED_WHILE_STARTING)
         await self._make_kernel(km, intent)
 
+    def expect_start(self, kernel_id: str, intent: KernelIntent) -> None:
+        """Note what the kernel `kernel_id`, about to start elsewhere than `create` (the
+        standard Jupyter API), is started as."""
+        self._intents[kernel_id] = intent
+
     async def _make_kernel(
         self, km: ManagedKernel, intent: KernelIntent, prepare: dict[str, Any] | None = None
     ) -> None:
@@ -241,6 +247,8 @@ class KernelRegistry:
                         "cwd": intent.get("cwd"),
                         "attached": intent.get("attached"),
                         "sandbox": sandbox_of(km),
+                        # On an upstream, which starts every kernel alike, one attached too.
+                        "open_to_agents": intent.get("open_to_agents", bool(self.mkm.upstream)),
                     },
                 )
         except Exception:
@@ -362,14 +370,20 @@ class KernelRegistry:
         env: dict[str, str] | None,
         sandbox: str | None = None,
         stricter_only: bool = False,
+        open_to_agents: bool = False,
     ) -> tuple[LoomKernel, bool]:
         """Return the live kernel called `name`, else a new one under profile `sandbox` (else the
-        default; a model's `stricter_only` refuses a looser one), and whether it is new."""
+        default; a model's `stricter_only` refuses a looser one, and a kernel not open to agents),
+        and whether it is new. `open_to_agents`: the person opens it to agents, new or not."""
         checked = check_name_and_lifetime(name, lifetime)
         if name is not None:
             existing = self.find_live_by_name(name)
             if existing is not None:
                 check_existing(existing.store.meta, name, kernel_spec, sandbox)
+                if open_to_agents:
+                    existing.store.note_open_to_agents(True)
+                elif stricter_only and not existing.store.open_to_agents:
+                    raise closed_refusal(existing.store, self.sandboxes.default_name())
                 return existing, False
         specs = await self.kernel_specs()
         spec = kernel_spec or self.mkm.default_kernel_name
@@ -386,7 +400,16 @@ class KernelRegistry:
         if not self.mkm.upstream:  # a local process: what its provisioner launches it with
             kwargs[LAUNCH_ARGUMENT] = LaunchArguments(rules, markers=self.launches)
         probe_writable(self.root)
-        intent = KernelIntent(name=name, lifetime=checked, cwd=kwargs.get("cwd"), env=env or {})
+        # On an upstream, which starts every kernel alike, a model's and the person's.
+        opened = (
+            open_to_agents
+            or stricter_only
+            or (rules is None and self.mkm.upstream is not None)
+            or self.sandboxes.open_to_agents(rules, launch_cwd(kwargs.get("cwd")))
+        )
+        intent = KernelIntent(
+            name=name, lifetime=checked, cwd=kwargs.get("cwd"), env=env or {}, open_to_agents=opened
+        )
         claimed = await self._claim(pool_key(spec, rules, kwargs.get("cwd")), intent, kwargs)
         if claimed is not None:
             return claimed, True

@@ -17,13 +17,14 @@ from loomgate.shared.wire import LIFETIMES
 
 class KernelIntent(TypedDict, total=False):
     """What a kernel is started as: its name, lifetime, directory and environment, or, for an
-    upstream's kernel attached by its id, when it was attached."""
+    upstream's kernel attached by its id, when it was attached; and whether a model may use it."""
 
     name: str | None
     lifetime: wire.Lifetime
     cwd: str | None
     env: dict[str, str]
     attached: float
+    open_to_agents: bool  # whether a model may use it (absent: no)
 
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

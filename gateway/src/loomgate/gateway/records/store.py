@@ -22,6 +22,7 @@ from loomgate.gateway.records.stored_meta import (
     KernelStart,
     Restart,
     new_kernel_meta,
+    open_to_agents,
     read_kernel_meta,
 )
 from loomgate.gateway.records.unsaved import unsaved_record
@@ -282,6 +283,16 @@ class RecordStore:
             self.meta["paths"] = paths
             self.save()
 
+    @property
+    def open_to_agents(self) -> bool:
+        """Return whether a model may use the kernel (wire.Kernel's `open_to_agents`)."""
+        return open_to_agents(self.meta)
+
+    def note_open_to_agents(self, opened: bool) -> None:
+        """Keep whether a model may use the kernel (the person opened or closed it)."""
+        self.meta["open_to_agents"] = opened
+        self.save()
+
     def note_restart(self, cause: Literal["reset", "died"], reason: str | None = None) -> None:
         """Note that the kernel's state is lost here (a reset, or its process died)."""
         restart = Restart(after=self.last_number, time=time.time(), cause=cause, reason=reason)
@@ -323,6 +334,7 @@ class RecordStore:
             language=str((meta.get("language_info") or {}).get("name") or "").lower(),
             setup=kept_setup(meta),
             sandbox=meta.get("sandbox"),
+            open_to_agents=open_to_agents(meta),
         )
 
 

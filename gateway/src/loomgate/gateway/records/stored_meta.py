@@ -51,9 +51,7 @@ class Restart(TypedDict):
     reason: str | None  # how the process ended, for a death
 
 
-class KernelStart(TypedDict):
-    """What a kernel's records begin with: which kernel, and what it was started as."""
-
+class _KernelStartBase(TypedDict):
     id: str
     name: str | None
     lifetime: Lifetime
@@ -62,6 +60,12 @@ class KernelStart(TypedDict):
     # When loomgate began recording a kernel it did not start; None for one it started.
     attached: float | None
     sandbox: Sandbox | None  # the profile it runs under; None for one loomgate did not start
+
+
+class KernelStart(_KernelStartBase, total=False):
+    """What a kernel's records begin with: which kernel, and what it was started as."""
+
+    open_to_agents: bool  # whether a model may use it (wire.Kernel's field); absent: no
 
 
 class _KernelMetaBase(TypedDict):
@@ -87,6 +91,9 @@ class KernelMeta(_KernelMetaBase, total=False):
     language_info: dict[str, object]  # as its kernel_info reply gave it, once it answered
     restarts: list[Restart]  # absent: none yet, or from before restarts were noted
     late_output: bool  # it publishes a cell's output after the cell's idle (seen once)
+    # Whether a model may use it; absent in files of earlier gateways: then, whether it is
+    # confined (kernels they started under `none` were the person's).
+    open_to_agents: bool
 
 
 def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:
@@ -105,7 +112,19 @@ def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:
     sandbox = start.get("sandbox")
     if sandbox is not None:  # absent otherwise: the file keeps the shape older gateways read
         meta["sandbox"] = sandbox
+    opened = start.get("open_to_agents", False)
+    if opened != open_to_agents(meta):  # written only where the older reading would differ
+        meta["open_to_agents"] = opened
     return meta
+
+
+def open_to_agents(meta: KernelMeta) -> bool:
+    """Return whether a model may use the kernel `meta` describes (KernelMeta.open_to_agents)."""
+    opened = meta.get("open_to_agents")
+    if opened is not None:
+        return opened
+    sandbox = meta.get("sandbox")
+    return sandbox is not None and sandbox["profile"] != "none"
 
 
 def read_kernel_meta(directory: Path) -> KernelMeta:

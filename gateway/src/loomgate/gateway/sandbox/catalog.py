@@ -108,6 +108,28 @@ class SandboxCatalog:
             return None
         return self.choose(name, stricter_only=stricter_only, cwd=launch_cwd(cwd))
 
+    def open_to_agents(self, rules: SandboxRules | None, cwd: Path) -> bool:
+        """Return whether a model may use a kernel under `rules` working in `cwd` by its profile
+        alone: it is at least as strict as the default (one loomgate does not confine never is;
+        nor is one where the default cannot hold)."""
+        if rules is None:
+            return False
+        try:
+            default = self.rules(self.config().default, cwd)
+        except (BadRequest, Unavailable):
+            return False
+        return at_least_as_strict(rules, default)
+
+    def jupyter_api_open_to_agents(self, rules: SandboxRules | None, cwd: Path) -> bool:
+        """Return whether a model may use a kernel started through the stock Jupyter API:
+        sandbox.toml opens them all (`jupyter_api_open_to_agents`), or its profile does."""
+        try:
+            if self.config().jupyter_api_open_to_agents:
+                return True
+        except Unavailable:
+            return False
+        return self.open_to_agents(rules, cwd)
+
     def for_jupyter_api(self, cwd: Path) -> SandboxRules:
         """Return the rules for a kernel started through the stock Jupyter API (`jupyter_api`)."""
         return self.rules(self.config().jupyter_api, cwd)

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 SANDBOX_FILE = "sandbox.toml"
-TOP_KEYS = ("default", "jupyter_api", "profiles")
+TOP_KEYS = ("default", "jupyter_api", "jupyter_api_open_to_agents", "profiles")
 PROFILE_KEYS = (
     "extends",
     "writable",
@@ -79,6 +79,9 @@ class SandboxConfig:
     jupyter_api: str = JUPYTER_API
     profiles: Mapping[str, SandboxProfile] = field(default_factory=lambda: BUILT_IN)
     path: Path | None = None  # the file read; None when there is none
+    # Whether a model may use kernels started through the standard Jupyter API (the person's
+    # notebooks) whatever their profile: the person's explicit choice.
+    jupyter_api_open_to_agents: bool = False
 
     def profile(self, name: str) -> SandboxProfile:
         """Return profile `name` (UnknownProfile, naming the known ones, if there is none)."""
@@ -207,7 +210,18 @@ def parse_sandbox_config(text: str, path: Path) -> SandboxConfig:
                 lines.top_level(key),
             )
         chosen[key] = value
-    return replace(config, default=chosen["default"], jupyter_api=chosen["jupyter_api"])
+    opened = document.get("jupyter_api_open_to_agents", False)
+    if not isinstance(opened, bool):
+        raise fail(
+            "'jupyter_api_open_to_agents' must be true or false",
+            lines.top_level("jupyter_api_open_to_agents"),
+        )
+    return replace(
+        config,
+        default=chosen["default"],
+        jupyter_api=chosen["jupyter_api"],
+        jupyter_api_open_to_agents=opened,
+    )
 
 
 def build_profile(

@@ -22,6 +22,7 @@ from loomgate.translator.presentation import (
     cell_text,
     kernel_label,
     not_waiting_for_input,
+    opened_line,
     past_the_end,
     render_kernels,
     render_read,
@@ -210,6 +211,13 @@ async def show_kernels(client: GatewayClient, args: argparse.Namespace) -> int:
         if found["unattached"]:
             sections.append(render_unattached(found["unattached"], client.label))
         print("\n\n".join([*sections, *render_others(others)]))
+    return 0
+
+
+async def agents(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Open a kernel to agents, or close it."""
+    kernel = await client.open_to_agents(args.kernel, args.action == "open")
+    print(opened_line(kernel))
     return 0
 
 

@@ -76,6 +76,12 @@ def parser() -> argparse.ArgumentParser:
         help="the kernel spec --kernel starts with when this run creates it (bash, deno, …; "
         "default: the gateway's); a kernel already running another spec is refused",
     )
+    run.add_argument(
+        "--open-to-agents",
+        action="store_true",
+        help="open --kernel to agents: a model may use it whatever its sandbox (a kernel looser "
+        "than the gateway's default is closed to them otherwise)",
+    )
     run.add_argument("--json", action="store_true", help="print the record as JSON at the end")
     output = commands.add_parser("output", help="read lines of an execution's output")
     output.add_argument("execution", nargs="?", help="execution number (default: latest)")
@@ -152,6 +158,12 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help="lines of one cell's output kept, as its head and tail (default 10,000)",
     )
+    agents = commands.add_parser(
+        "agents",
+        help="open a kernel to agents (a model may use it whatever its sandbox), or close it",
+    )
+    agents.add_argument("action", choices=["open", "close"])
+    agents.add_argument("kernel", help="kernel name or id prefix")
     stop = commands.add_parser("stop", help="stop a kernel (its records stay)")
     stop.add_argument("kernel", help="kernel name or id prefix")
     monitor = commands.add_parser(
@@ -254,6 +266,7 @@ COMMANDS: dict[str, Command] = {
     "reset": kernel_commands.show_reset,
     "kernels": kernel_commands.show_kernels,
     "stop": kernel_commands.stop,
+    "agents": kernel_commands.agents,
     "monitor": show_monitor,
     "export": export_notebook,
 }

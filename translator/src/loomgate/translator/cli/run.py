@@ -26,6 +26,7 @@ from loomgate.translator.presentation import (
     input_ended_note,
     left_out_notes,
     no_notebook_kernel,
+    opened_line,
     output_line,
     sandbox_mismatch,
     sandbox_rule_line,
@@ -121,6 +122,8 @@ async def run_command(client: GatewayClient, args: argparse.Namespace) -> int:
     ref = await bound_kernel(
         client, args.kernel, getattr(args, "sandbox", None), getattr(args, "kernel_spec", None)
     )
+    if getattr(args, "open_to_agents", False):
+        print(opened_line(await client.open_to_agents(ref)), file=sys.stderr)
     try:
         execution = (await client.submit(ref, code))["execution"]
     except Busy as e:

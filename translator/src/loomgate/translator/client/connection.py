@@ -42,7 +42,8 @@ async def open_client(
         hint = (
             f"add token_env to gateway {target.name!r} in gateways.toml"
             if target.name
-            else "set LOOMGATE_TOKEN"
+            else "set LOOMGATE_TOKEN (a URL a model names is sent no token: name that gateway in "
+            "gateways.toml)"
         )
         raise AuthFailed(f"there is no token for the gateway at {target.url}; {hint}")
     client = GatewayClient(

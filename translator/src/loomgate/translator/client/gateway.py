@@ -106,6 +106,12 @@ class GatewayClient(GatewaySession):
         data = await self.request_as(wire.KernelReply, "GET", f"kernels/{quoted(ref)}")
         return data["kernel"]
 
+    async def open_to_agents(self, ref: str, opened: bool = True) -> wire.Kernel:
+        """Return the kernel `ref` names once it is open to agents (`opened`), or closed."""
+        path = f"kernels/{quoted(ref)}/agents"
+        data = await self.request_as(wire.KernelReply, "PUT", path, body={"open": opened})
+        return data["kernel"]
+
     async def stop_kernel(self, ref: str) -> wire.Kernel:
         """Return the gone model of the kernel `ref` names, after stopping it."""
         data = await self.request_as(wire.KernelReply, "DELETE", f"kernels/{quoted(ref)}")

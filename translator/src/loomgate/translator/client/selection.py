@@ -19,14 +19,19 @@ from loomgate.translator.client.target import (
 FROM_LOOMGATE_TOKEN = TokenSource("in LOOMGATE_TOKEN", "set it to this gateway's token")
 
 
-def select_gateway(option: str | None, env: Mapping[str, str]) -> GatewayTarget:
-    """Return the gateway to use: --gateway (name or URL), else $LOOMGATE_URL, else the local."""
+def select_gateway(
+    option: str | None, env: Mapping[str, str], *, named_by_model: bool = False
+) -> GatewayTarget:
+    """Return the gateway to use: --gateway (name or URL), else $LOOMGATE_URL, else the local.
+    A URL a model named (`named_by_model`) is sent no token: only gateways.toml names carry
+    one to a gateway the model chooses."""
     env_token = env.get("LOOMGATE_TOKEN") or None
     source = FROM_LOOMGATE_TOKEN if env_token else None
     if option:
         if is_url(option):
+            token = None if named_by_model else env_token
             return GatewayTarget(
-                option.rstrip("/"), env_token, True, None, False, token_source=source
+                option.rstrip("/"), token, True, None, False, token_source=source if token else None
             )
         if option.startswith(("http:", "https:")) or "://" in option:
             raise GatewayConfigError(

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
+from loomgate.shared import wire
 from loomgate.shared.events import Event
 from loomgate.translator.client.errors import (
     AuthFailed,
@@ -222,6 +223,14 @@ class GatewaySession:
             self._use_token(token)
             log.info("%s has a new token (gateway.json); using it", self.where)
             return True
+
+    def act_for_agent(self) -> None:
+        """Mark every request from now on as a model's (wire.AGENT_HEADER), before the first
+        call: the gateway refuses it what a model may not do."""
+        if self._rpc is not None:
+            raise RuntimeError("act_for_agent() comes before the rpc websocket opens")
+        self._headers[wire.AGENT_HEADER] = "1"
+        self._http.use_headers(self._headers)
 
     def _use_token(self, token: str) -> None:
         """Send `token` from now on: on HTTP, the event stream and the next rpc upgrade."""

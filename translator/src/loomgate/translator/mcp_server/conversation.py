@@ -38,6 +38,7 @@ from loomgate.translator.client.target import GatewayTarget
 from loomgate.translator.mcp_server.settings import Settings
 from loomgate.translator.mcp_server.tool_reports import ToolReports
 from loomgate.translator.presentation import (
+    closed_to_agents_refusal,
     looser_sandbox_refusal,
     no_notebook_kernel,
     nothing_run_yet,
@@ -109,7 +110,10 @@ class Conversation:
         """Return a client for the gateway `option` names, else this conversation's gateway."""
         if option is None and self.client is not None:
             return self.client
-        target = select_gateway(option or self.settings.gateway, self.settings.env)
+        if option is not None:
+            target = select_gateway(option, self.settings.env, named_by_model=True)
+        else:
+            target = select_gateway(self.settings.gateway, self.settings.env)
         client = await self.client_for(target)
         if option is None:
             self.client = client
@@ -122,6 +126,7 @@ class Conversation:
         if client is None:
             client = await self._open(target)
             client.client_label = self.label
+            client.act_for_agent()
             self._clients[key] = client
         return client
 
@@ -155,6 +160,7 @@ class Conversation:
             target, autostart=True, request_timeout=self.settings.request_timeout
         )
         revived.client_label = self.label
+        revived.act_for_agent()
         if revived.url == client.url:
             await revived.aclose()  # the old client reaches it; its hold reconnects by itself
             return True
@@ -304,6 +310,8 @@ class Conversation:
         if existing is not None:
             if sandbox is not None and not runs_under(existing, sandbox):
                 raise Conflict(sandbox_mismatch(existing, sandbox, "model"))
+            if existing.get("open_to_agents") is False:  # absent from a gateway before it said
+                raise Forbidden(await closed_refusal(client, existing))
             chosen, is_new = existing, False
         else:
             chosen, is_new = await self._create(client, ref, kernel_spec, sandbox)
@@ -338,7 +346,9 @@ class Conversation:
                 sandbox=sandbox,
                 stricter_only=True,
             )
-        except Forbidden:
+        except Forbidden as e:
+            if e.details.get("open_to_agents") is False:  # the one by that name is closed
+                raise
             if sandbox is None:
                 raise
             default = (await client.info()).get("sandbox_default")
@@ -442,3 +452,14 @@ class Conversation:
 def target_key(target: GatewayTarget) -> str:
     """Return the identity of a gateway target (its name or URL)."""
     return target.name or target.url
+
+
+async def closed_refusal(client: GatewayClient, kernel: wire.Kernel) -> str:
+    """Return why the model may not use `kernel`, closed to agents, on `client`'s gateway."""
+    sandbox = kernel.get("sandbox")
+    details = {
+        "kernel": kernel["name"] or kernel["id"][:8],
+        "profile": sandbox["profile"] if sandbox is not None else None,
+        "default": (await client.info()).get("sandbox_default"),
+    }
+    return closed_to_agents_refusal(details)

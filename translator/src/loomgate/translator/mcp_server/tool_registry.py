@@ -20,12 +20,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 
-from loomgate.translator.client.errors import GatewayConfigError, GatewayError
+from loomgate.translator.client.errors import Forbidden, GatewayConfigError, GatewayError
 from loomgate.translator.mcp_server.cell_follower import CellFollower
 from loomgate.translator.mcp_server.conversation import Conversation, NothingRunYet
 from loomgate.translator.mcp_server.input_dialogs import NeedsInput
 from loomgate.translator.mcp_server.results import failure
-from loomgate.translator.presentation import unexpected_failure
+from loomgate.translator.presentation import closed_to_agents_refusal, unexpected_failure
 
 log = logging.getLogger("loomgate.translator")
 
@@ -101,6 +101,9 @@ def tool(fn: Callable[P, Awaitable[ToolReply]]) -> Callable[P, Awaitable[ToolRep
             return await fn(*args, **kwargs)  # once more, on the revived gateway
         except NeedsInput as needs:
             return needs.result
+        except Forbidden as e:
+            closed = e.details.get("open_to_agents") is False
+            return failure(closed_to_agents_refusal(e.details) if closed else str(e))
         except (ToolFailure, GatewayError, GatewayConfigError, NothingRunYet) as e:
             return failure(str(e))
         except asyncio.CancelledError:

@@ -7,6 +7,10 @@ different words for one fact (a busy kernel, say), both are written here, side b
 from __future__ import annotations
 
 from loomgate.translator.jupyter_enable import ENABLE_HINT
+from loomgate.translator.presentation.agent_access import (
+    closed_to_agents_refusal,
+    opened_line,
+)
 from loomgate.translator.presentation.audience import (
     Audience,
     read_call,
@@ -102,6 +106,7 @@ __all__ = [
     "cell_header",
     "cell_text",
     "clipped_suffix",
+    "closed_to_agents_refusal",
     "connected_note",
     "dismissed_dialog_note",
     "format_elapsed",
@@ -124,6 +129,7 @@ __all__ = [
     "nothing_run_yet",
     "nothing_to_interrupt",
     "omission_line",
+    "opened_line",
     "output_line",
     "past_the_end",
     "progress_message",

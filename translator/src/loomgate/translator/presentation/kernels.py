@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from loomgate.shared import wire
 from loomgate.shared.wire import RUNNING_STATES
 from loomgate.translator.jupyter_enable import ENABLE_HINT
+from loomgate.translator.presentation.agent_access import closed_line, closed_note
 from loomgate.translator.presentation.cells import (
     format_elapsed,
     gap_note,
@@ -53,6 +54,7 @@ def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
         lines.append(f"packages: {packages} ({PACKAGES_NOTE})")
     if kernel["end_reason"]:
         lines.append(f"{'died' if kernel['ended'] else 'not taken back'}: {kernel['end_reason']}")
+    lines += closed_line(kernel)
     lines.append(f"connections: {kernel['connections']}")
     stops = stops_note(kernel, time.time())
     if stops is not None:
@@ -167,6 +169,7 @@ def render_kernels(
         for kernel in kernels
         if (note := stops_note(kernel, now)) is not None
     ]
+    footer += closed_note(kernels)
     return "\n".join([f"Kernels on {gateway}:", *table, *footer])
 
 
