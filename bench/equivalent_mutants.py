@@ -627,39 +627,39 @@ RULES = (
     ),
     # sandbox policy
     Rule(
-        "sandbox.profiles.x_concrete_path_",
+        "sandbox.policy.profiles.x_concrete_path_",
         'home / text[2:].lstrip("/")',
         'the text is "~" or begins "~/", so the one character more cut is the "/" lstrip() '
         "drops anyway",
     ),
     Rule(
-        "sandbox.profiles.x_default_processes_",
+        "sandbox.policy.profiles.x_default_processes_",
         "(cpus or 2)",
         "with the CPUs unknown, 64 × 2 is below 512 as 64 × 1 is, and max() gives 512 for both",
     ),
-    Rule("sandbox.profiles.x_resolved_", "strict=None", FALSE),
+    Rule("sandbox.policy.profiles.x_resolved_", "strict=None", FALSE),
     Rule(
-        "sandbox.profiles.x_session_runtime_dirs_",
+        "sandbox.policy.profiles.x_session_runtime_dirs_",
         '"XDG_RUNTIME_DIR", "XXXX"',
         'an unset XDG_RUNTIME_DIR reads as "XXXX", which does not begin with "/" any more than '
         '"" does',
     ),
-    Rule("sandbox.config.x_load_sandbox_config_", 'data.decode("UTF-8")', UTF_8),
-    Rule("sandbox.config.x_toml_loads_", "sys.version_info > (3, 11)", VERSION_3_11),
+    Rule("sandbox.policy.config.x_load_sandbox_config_", 'data.decode("UTF-8")', UTF_8),
+    Rule("sandbox.policy.config.x_toml_loads_", "sys.version_info > (3, 11)", VERSION_3_11),
     Rule(
-        "sandbox.config.x_syntax_error_",
+        "sandbox.policy.config.x_syntax_error_",
         "match.group(2)",
         "the line and the column are groups of one branch of TOML_WHERE's alternation: both "
         "match or neither does",
     ),
     Rule(
-        "sandbox.rule_failures.x_failure_of_",
+        "sandbox.failures.rule_failures.x_failure_of_",
         '(error_value or "XXXX")',
         'a cell without an error value is read as if it said "XXXX", which names no path and '
         "holds no sign of the network, memory or processes",
     ),
     Rule(
-        "sandbox.rule_failures.x_failure_of_",
+        "sandbox.failures.rule_failures.x_failure_of_",
         'error_name or "XXXX"',
         'an error name "XXXX", like "", is neither BlockingIOError nor a memory error',
     ),
@@ -686,76 +686,76 @@ RULES = (
     Rule("json_lines.xǁJsonLinesǁappend_", "self._ends_whole = False", ENDS_WHOLE, exact=True),
     # sandbox mechanism (core)
     Rule(
-        "sandbox.bubblewrap.x_prepare_kernel_dir_",
+        "sandbox.confinement.bubblewrap.x_prepare_kernel_dir_",
         "kernel_dir.mkdir(",
         "the chmod(0o700) that follows sets the dir's mode whatever mkdir made it (only a race "
         "between the two calls could tell)",
     ),
     Rule(
-        "sandbox.bubblewrap.x_prepare_kernel_dir_",
+        "sandbox.confinement.bubblewrap.x_prepare_kernel_dir_",
         "empty.touch(",
         "the chmod(0o000) that follows sets the file's mode whatever touch made it, and touch's "
         "exist_ok is True by default",
     ),
-    Rule("sandbox.macos.x_sbpl_profile_", '";; ', SBPL_COMMENT),
+    Rule("sandbox.confinement.macos.x_sbpl_profile_", '";; ', SBPL_COMMENT),
     Rule(
-        "sandbox.limits.x_inside_",
+        "sandbox.confinement.limits.x_inside_",
         'root != "XX/XX"',
         'cutting a root of "/" off the path cuts the "/" that lstrip("/") drops anyway',
     ),
     Rule(
-        "sandbox.limits.x_limits_host_",
+        "sandbox.confinement.limits.x_limits_host_",
         '"XDG_RUNTIME_DIR", "',
         "with XDG_RUNTIME_DIR unset, no systemd/private lies under that dir either (the "
         "default names a dir that is not there)",
     ),
     Rule(
-        "sandbox.limits.x_parse_cgroup_",
+        "sandbox.confinement.limits.x_parse_cgroup_",
         'parts[1].split(",") if ',
         '"".split(",") is [""], the else\'s list, and a cgroup path is never empty (it '
         'begins with "/")',
     ),
     Rule(
-        "sandbox.limits.x_parse_mountinfo_",
+        "sandbox.confinement.limits.x_parse_mountinfo_",
         "len(fields) <",
         'a mountinfo line has six fields or more before " - " (id, parent, device, root, '
         "mount point, options), so refusing one of five refuses none the kernel writes",
     ),
     Rule(
-        "sandbox.limits.x_parse_mountinfo_",
+        "sandbox.confinement.limits.x_parse_mountinfo_",
         'line.rpartition(" - ")',
         'mountinfo escapes the spaces of paths (\\040), so " - " is in a line once',
     ),
     Rule(
-        "sandbox.limits.x_writable_",
+        "sandbox.confinement.limits.x_writable_",
         "os.access(d, os.W_OK & os.X_OK)",
         "not equivalent, untestable as root (as these runs are): root may write and search any "
         "dir, as it may see it; test_only_dirs_we_may_create_children_in_are_writable kills it "
         "run as a person (a dir of mode 0500)",
     ),
-    Rule("sandbox.mechanism.x_trial_", "", PROCESS_ONLY + PROBE_TESTS),
-    Rule("sandbox.mechanism.x_trial_", "-", PROCESS_ONLY + PROBE_TESTS),  # deletions
+    Rule("sandbox.confinement.mechanism.x_trial_", "", PROCESS_ONLY + PROBE_TESTS),
+    Rule("sandbox.confinement.mechanism.x_trial_", "-", PROCESS_ONLY + PROBE_TESTS),  # deletions
     Rule(
-        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
+        "sandbox.confinement.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
         "os.killpg(",
         PROCESS_ONLY + SIGNALS,
     ),
     Rule(
-        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
+        "sandbox.confinement.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
         "bubblewrap.kill(None)",
         PROCESS_ONLY + SIGNALS,
     ),
     Rule(
-        "sandbox.launch.xǁSandboxLaunchǁsignal_",
+        "sandbox.confinement.launch.xǁSandboxLaunchǁsignal_",
         "contextlib.suppress(None)",
         PROCESS_ONLY + SIGNALS,
     ),
     Rule(
-        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
+        "sandbox.confinement.bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init_",
         "if signum != signal.SIGKILL",
         PROCESS_ONLY + SIGNALS,
     ),
-    Rule("sandbox.entry.x_read_info_", "time.monotonic() > deadline", UNTIMED),
+    Rule("sandbox.confinement.entry.x_read_info_", "time.monotonic() > deadline", UNTIMED),
     # last seen
     Rule("last_seen.x_read_last_seen_", 'read_text("UTF-8")', UTF_8),
     Rule(
@@ -835,187 +835,233 @@ RULES = (
     ),
     # sandbox network
     Rule(
-        "sandbox.network_rules.x__covers_",
+        "sandbox.network.network_rules.x__covers_",
         "if wide.name is None and narrow.name is None:",
         "a pattern is a name or an address range: past the range's branch `narrow` is a name, so "
         "only `wide.name is None` can hold, and then wide.names() and the equality below are "
         "False as the early return is",
     ),
-    Rule("sandbox.network_rules.x__pattern_", 'text.rsplit(":", )', ONE_COLON),
-    Rule("sandbox.network_rules.x__pattern_", 'text.split(":", 1)', ONE_COLON),
-    Rule("sandbox.network_rules.x__pattern_", 'text.rsplit(":", 2)', ONE_COLON),
-    Rule("sandbox.network_rules.x_at_least_as_strict_", 'if a.kind == "XXnoneXX" or', NONE_FIRST),
-    Rule("sandbox.network_rules.x_at_least_as_strict_", 'if a.kind == "NONE" or', NONE_FIRST),
-    Rule("sandbox.network_rules.x_at_least_as_strict_", 'b.kind == "XXnoneXX":', LIST_AGAINST_NONE),
-    Rule("sandbox.network_rules.x_at_least_as_strict_", 'b.kind == "NONE":', LIST_AGAINST_NONE),
+    Rule("sandbox.network.network_rules.x__pattern_", 'text.rsplit(":", )', ONE_COLON),
+    Rule("sandbox.network.network_rules.x__pattern_", 'text.split(":", 1)', ONE_COLON),
+    Rule("sandbox.network.network_rules.x__pattern_", 'text.rsplit(":", 2)', ONE_COLON),
     Rule(
-        "sandbox.public_addresses.x_all_public_",
+        "sandbox.network.network_rules.x_at_least_as_strict_",
+        'if a.kind == "XXnoneXX" or',
+        NONE_FIRST,
+    ),
+    Rule(
+        "sandbox.network.network_rules.x_at_least_as_strict_", 'if a.kind == "NONE" or', NONE_FIRST
+    ),
+    Rule(
+        "sandbox.network.network_rules.x_at_least_as_strict_",
+        'b.kind == "XXnoneXX":',
+        LIST_AGAINST_NONE,
+    ),
+    Rule(
+        "sandbox.network.network_rules.x_at_least_as_strict_",
+        'b.kind == "NONE":',
+        LIST_AGAINST_NONE,
+    ),
+    Rule(
+        "sandbox.network.public_addresses.x_all_public_",
         'carriers = nets("2002::/16", )',
         "NAT64's 64:ff9b::/96 lies outside 2000::/3, which the check before already refuses: its "
         "entry among the carriers decides nothing (dead code, left to the module's owner)",
     ),
     Rule(
-        "sandbox.public_addresses.x_non_public_",
+        "sandbox.network.public_addresses.x_non_public_",
         "'XXaeiouXX'",
         'no label begins with an "X", so the article is the same',
     ),
-    Rule("sandbox.proxy_http.x_answer_", 'encode("ASCII"', CODEC),
-    Rule("sandbox.proxy_http.x_forwarded_", 'decode("LATIN-1")', CODEC),
-    Rule("sandbox.proxy_http.x_parse_request_", 'decode("ASCII")', CODEC),
+    Rule("sandbox.network.proxy_http.x_answer_", 'encode("ASCII"', CODEC),
+    Rule("sandbox.network.proxy_http.x_forwarded_", 'decode("LATIN-1")', CODEC),
+    Rule("sandbox.network.proxy_http.x_parse_request_", 'decode("ASCII")', CODEC),
     Rule(
-        "sandbox.proxy_http.x_parse_request_",
+        "sandbox.network.proxy_http.x_parse_request_",
         'host = port = ""',
         '"" is false as None is: `not host` refuses both',
     ),
-    Rule("sandbox.proxy_http.xǁResponseHeadsǁ__init__", "self.done = None", FALSE),
-    Rule("sandbox.proxy_http.xǁResponseHeadsǁ__init__", "self.sent_any = None", FALSE),
+    Rule("sandbox.network.proxy_http.xǁResponseHeadsǁ__init__", "self.done = None", FALSE),
+    Rule("sandbox.network.proxy_http.xǁResponseHeadsǁ__init__", "self.sent_any = None", FALSE),
     Rule(
-        "sandbox.proxy_http.xǁResponseHeadsǁfeed_", "parser.send(h11.Request(", PLACEHOLDER_REQUEST
+        "sandbox.network.proxy_http.xǁResponseHeadsǁfeed_",
+        "parser.send(h11.Request(",
+        PLACEHOLDER_REQUEST,
     ),
     Rule(
-        "sandbox.handover.x_first_message_",
+        "sandbox.network.handover.x_first_message_",
         "conn.recvmsg(65537,",
         "the first read takes 65536 bytes of the stream at most, or one more: what it leaves is "
         "read next, in order (proxy.Incoming), and a hand-over is one byte",
     ),
-    Rule("sandbox.handover.x_first_message_", "if left < 0:", UNTIMED),
-    Rule("sandbox.handover.x_first_message_", "raise TimeoutError(", UNREAD_TIMEOUT),
-    Rule("sandbox.handover.x_first_message_", "ready(conn, writing=None)", FALSE),
+    Rule("sandbox.network.handover.x_first_message_", "if left < 0:", UNTIMED),
+    Rule("sandbox.network.handover.x_first_message_", "raise TimeoutError(", UNREAD_TIMEOUT),
+    Rule("sandbox.network.handover.x_first_message_", "ready(conn, writing=None)", FALSE),
     Rule(
-        "sandbox.handover.x_first_message_",
+        "sandbox.network.handover.x_first_message_",
         'fds = array("I")',
         "fds are not negative and below 2**31, so their bytes read as unsigned are the same "
         "numbers",
     ),
     Rule(
-        "sandbox.handover.x_first_message_",
+        "sandbox.network.handover.x_first_message_",
         "len(payload) + len(payload) % FD_SIZE",
         "the kernel puts whole fds only into an SCM_RIGHTS payload (cut short, it drops whole "
         "ones and says MSG_CTRUNC), so the remainder is 0",
     ),
     # sandbox protections
     Rule(
-        "sandbox.placeholders.x_read_",
+        "sandbox.confinement.placeholders.x_read_",
         "cast(None, kind)",
         "typing.cast returns its value whatever type it names: it only tells the type checker",
     ),
-    Rule("sandbox.placeholders.x_write_", 'record_path.name + "XX.partialXX"', PARTIAL_NAME),
-    Rule("sandbox.placeholders.x_write_", 'record_path.name + ".PARTIAL"', PARTIAL_NAME),
     Rule(
-        "sandbox.installation.x_editable_url_root_",
+        "sandbox.confinement.placeholders.x_write_",
+        'record_path.name + "XX.partialXX"',
+        PARTIAL_NAME,
+    ),
+    Rule(
+        "sandbox.confinement.placeholders.x_write_", 'record_path.name + ".PARTIAL"', PARTIAL_NAME
+    ),
+    Rule(
+        "sandbox.policy.installation.x_editable_url_root_",
         'json.loads(text or "XXXX")',
         '"XXXX" is no JSON, as "" is not: both give None',
     ),
     Rule(
-        "sandbox.installation.x_venv_home_",
+        "sandbox.policy.installation.x_venv_home_",
         '.get("home", "XXXX")',
         'a missing home reads "XXXX", which does not begin with "/" any more than "" does',
     ),
     Rule(
-        "sandbox.packages.x_environment_roots_",
+        "sandbox.confinement.packages.x_environment_roots_",
         '"include-system-site-packages", "XXXX")',
         'a missing key reads "xxxx" once lower-cased, which is not "true" any more than "" is',
     ),
     Rule(
-        "sandbox.packages.x_environment_roots_",
+        "sandbox.confinement.packages.x_environment_roots_",
         'values.get("version") or "XXXX")',
         '"XXXX" holds no version, as "" does not: VERSION matches neither',
     ),
     Rule(
-        "sandbox.packages.x_pip_source_",
+        "sandbox.confinement.packages.x_pip_source_",
         "gateway_pip() is None:",
         "the gateway's own Python has its pip in its environment's site-packages (the lock "
         "installs it there), so reading that environment's files finds it as the shortcut does: "
         "OWN either way",
     ),
     Rule(
-        "sandbox.packages.x_remove_entry_",
+        "sandbox.confinement.packages.x_remove_entry_",
         "path.unlink(missing_ok=",
         "rmtree has just failed on this path with an error other than FileNotFoundError (a file "
         "or a symlink is there): it is missing only if removed between the two calls, a race no "
         "test can time",
     ),
     Rule(
-        "sandbox.packages.xǁKernelPackagesǁprepare_",
+        "sandbox.confinement.packages.xǁKernelPackagesǁprepare_",
         "os.O_EXCL & os.O_NOFOLLOW",
         "new_dir made the bin dir a moment before, empty, so no name in it exists or is a "
         "symlink unless a writer races between the two calls",
     ),
-    Rule("sandbox.packages.xǁKernelPackagesǁprepare_", "target_is_directory=None", WINDOWS_ONLY),
-    Rule("sandbox.packages.xǁKernelPackagesǁprepare_", "target_is_directory=False", WINDOWS_ONLY),
-    Rule("sandbox.packages.xǁKernelPackagesǁprepare_", '"pip", dir_fd=lent_fd)', WINDOWS_ONLY),
     Rule(
-        "sandbox.landlock_paths.x_on_the_way_",
+        "sandbox.confinement.packages.xǁKernelPackagesǁprepare_",
+        "target_is_directory=None",
+        WINDOWS_ONLY,
+    ),
+    Rule(
+        "sandbox.confinement.packages.xǁKernelPackagesǁprepare_",
+        "target_is_directory=False",
+        WINDOWS_ONLY,
+    ),
+    Rule(
+        "sandbox.confinement.packages.xǁKernelPackagesǁprepare_",
+        '"pip", dir_fd=lent_fd)',
+        WINDOWS_ONLY,
+    ),
+    Rule(
+        "sandbox.confinement.landlock_paths.x_on_the_way_",
         'found[way] = ""',
         "only the dict's keys are read (sorted(found)), never its values",
     ),
     # sandbox limits
     Rule(
-        "sandbox.limits.x_counter_",
+        "sandbox.confinement.limits.x_counter_",
         'line.rpartition(" ")',
         "memory.events' and memory.oom_control's lines are `key value`, one space in each",
     ),
     Rule(
-        "sandbox.limits.xǁKernelLimitsǁcreate_",
+        "sandbox.confinement.limits.xǁKernelLimitsǁcreate_",
         "host if (host is not None) or True",
         PROCESS_ONLY + "without a host, limits are made in this machine's real cgroups "
         "(test_entry.py and test_escapes_bwrap.py create them so; without limits the host is "
         "never read)",
     ),
-    Rule("sandbox.limits.xǁKernelLimitsǁremove_", "time.monotonic() >= deadline", UNTIMED),
-    # sandbox mechanism (core), issue 42's confiners
-    Rule("sandbox.bubblewrap.x_command_", "sorted(outermost(inside), key=None)", PATH_ORDER),
-    Rule("sandbox.bubblewrap.x_command_", "sorted(outermost(inside), )", PATH_ORDER),
     Rule(
-        "sandbox.bubblewrap.x_guarded_",
+        "sandbox.confinement.limits.xǁKernelLimitsǁremove_", "time.monotonic() >= deadline", UNTIMED
+    ),
+    # sandbox mechanism (core), issue 42's confiners
+    Rule(
+        "sandbox.confinement.bubblewrap.x_command_",
+        "sorted(outermost(inside), key=None)",
+        PATH_ORDER,
+    ),
+    Rule("sandbox.confinement.bubblewrap.x_command_", "sorted(outermost(inside), )", PATH_ORDER),
+    Rule(
+        "sandbox.confinement.bubblewrap.x_guarded_",
         "found = [(git, True, None), *gitdir_parts(git)]",
         "found is still empty in this branch (nothing is added before it), so = gives the list "
         "+= does",
     ),
     Rule(
-        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁfrom_json_",
+        "sandbox.confinement.bubblewrap_confiner.xǁBubblewrapConfinerǁfrom_json_",
         'data.get("shipped", None)',
         SHIPPED_DEFAULT,
     ),
     Rule(
-        "sandbox.bubblewrap_confiner.xǁBubblewrapConfinerǁfrom_json_",
+        "sandbox.confinement.bubblewrap_confiner.xǁBubblewrapConfinerǁfrom_json_",
         'data.get("shipped", )',
         SHIPPED_DEFAULT,
     ),
-    Rule("sandbox.landlock_confiner.x_join_", "time.monotonic() <= deadline", UNTIMED),
+    Rule("sandbox.confinement.landlock_confiner.x_join_", "time.monotonic() <= deadline", UNTIMED),
     Rule(
-        "sandbox.landlock_confiner.x_unread_",
+        "sandbox.confinement.landlock_confiner.x_unread_",
         'array.array("I", [0])',
         "FIONREAD's count is not negative, so its bytes read as unsigned are the same number",
     ),
     Rule(
-        "sandbox.landlock_confiner.x_unread_",
+        "sandbox.confinement.landlock_confiner.x_unread_",
         'array.array("i", [1])',
         "the ioctl writes the count over the array's first value, whatever it was",
     ),
     Rule(
-        "sandbox.landlock_confiner.xǁLandlockConfinerǁruleset_",
+        "sandbox.confinement.landlock_confiner.xǁLandlockConfinerǁruleset_",
         "allowed.get(None, 0) | rights",
         "no path the write walk grants has a read grant beyond its write rights: READ | WRITE "
         "holds READ, and the FIFO and the devices (read and write of files only) lie where the "
         "read walk grants nothing (the kernel's own dir and /dev are hidden from it)",
     ),
     # sandbox policy: issue 42's rule failures, issue 44's cell failures
-    Rule("sandbox.rule_failures.x_command_errors_", "zip(lines, kinds, strict=None)", STRICT),
-    Rule("sandbox.rule_failures.x_command_errors_", "zip(lines, kinds, )", STRICT),
-    Rule("sandbox.rule_failures.x_command_errors_", "zip(lines, kinds, strict=False)", STRICT),
     Rule(
-        "sandbox.rule_failures.x_path_failure_",
+        "sandbox.failures.rule_failures.x_command_errors_", "zip(lines, kinds, strict=None)", STRICT
+    ),
+    Rule("sandbox.failures.rule_failures.x_command_errors_", "zip(lines, kinds, )", STRICT),
+    Rule(
+        "sandbox.failures.rule_failures.x_command_errors_",
+        "zip(lines, kinds, strict=False)",
+        STRICT,
+    ),
+    Rule(
+        "sandbox.failures.rule_failures.x_path_failure_",
         "own_tmp: bool = False",
         "its one caller, failure_of(), always passes own_tmp",
     ),
     Rule(
-        "sandbox.cell_failures.x_cell_began_",
+        "sandbox.failures.cell_failures.x_cell_began_",
         "ended or 1.0",
         "a record's start is a time.time() of today, so max() takes it over 0.0 and 1.0 alike",
     ),
     Rule(
-        "sandbox.cell_failures.x_printed_lines_",
+        "sandbox.failures.cell_failures.x_printed_lines_",
         "cut = None",
         "None is false, as False is, where the flag is read (`if cut:`)",
     ),

@@ -39,7 +39,7 @@ from bench.sandbox_bench import (
     started,
 )
 from loomgate.gateway.residency.resident import RESIDENT_FILE
-from loomgate.gateway.sandbox.mechanism import ENV
+from loomgate.gateway.sandbox.confinement.mechanism import ENV
 from tests.support.cells import output_texts
 from tests.support.gateways import GatewayProcess, child_pids
 

@@ -156,12 +156,12 @@ TARGETS = (
     Target(
         "sandbox policy",
         (
-            "gateway/sandbox/profiles.py",
-            "gateway/sandbox/config.py",
-            "gateway/sandbox/toml_lines.py",
-            "gateway/sandbox/environment.py",
-            "gateway/sandbox/rule_failures.py",
-            "gateway/sandbox/cell_failures.py",
+            "gateway/sandbox/policy/profiles.py",
+            "gateway/sandbox/policy/config.py",
+            "gateway/sandbox/policy/toml_lines.py",
+            "gateway/sandbox/policy/environment.py",
+            "gateway/sandbox/failures/rule_failures.py",
+            "gateway/sandbox/failures/cell_failures.py",
             "shared/sizes.py",
         ),
         (
@@ -177,14 +177,14 @@ TARGETS = (
     Target(
         "sandbox mechanism (core)",
         (
-            "gateway/sandbox/bubblewrap.py",
-            "gateway/sandbox/macos.py",
-            "gateway/sandbox/mechanism.py",
-            "gateway/sandbox/entry.py",
-            "gateway/sandbox/launch.py",
-            "gateway/sandbox/confiner.py",
-            "gateway/sandbox/bubblewrap_confiner.py",
-            "gateway/sandbox/landlock_confiner.py",
+            "gateway/sandbox/confinement/bubblewrap.py",
+            "gateway/sandbox/confinement/macos.py",
+            "gateway/sandbox/confinement/mechanism.py",
+            "gateway/sandbox/confinement/entry.py",
+            "gateway/sandbox/confinement/launch.py",
+            "gateway/sandbox/confinement/confiner.py",
+            "gateway/sandbox/confinement/bubblewrap_confiner.py",
+            "gateway/sandbox/confinement/landlock_confiner.py",
         ),
         (
             "tests/gateway/sandbox/test_bubblewrap_command.py",
@@ -199,10 +199,10 @@ TARGETS = (
     Target(
         "sandbox network",
         (
-            "gateway/sandbox/network_rules.py",
-            "gateway/sandbox/public_addresses.py",
-            "gateway/sandbox/proxy_http.py",
-            "gateway/sandbox/handover.py",
+            "gateway/sandbox/network/network_rules.py",
+            "gateway/sandbox/network/public_addresses.py",
+            "gateway/sandbox/network/proxy_http.py",
+            "gateway/sandbox/network/handover.py",
         ),
         (
             "tests/gateway/sandbox/test_network_rules.py",
@@ -213,12 +213,12 @@ TARGETS = (
     Target(
         "sandbox protections",
         (
-            "gateway/sandbox/placeholders.py",
-            "gateway/sandbox/protected_names.py",
-            "gateway/sandbox/always_hidden.py",
-            "gateway/sandbox/installation.py",
-            "gateway/sandbox/packages.py",
-            "gateway/sandbox/landlock_paths.py",
+            "gateway/sandbox/confinement/placeholders.py",
+            "gateway/sandbox/policy/protected_names.py",
+            "gateway/sandbox/policy/always_hidden.py",
+            "gateway/sandbox/policy/installation.py",
+            "gateway/sandbox/confinement/packages.py",
+            "gateway/sandbox/confinement/landlock_paths.py",
         ),
         (
             "tests/gateway/sandbox/test_placeholders.py",
@@ -234,7 +234,7 @@ TARGETS = (
     ),
     Target(
         "sandbox limits",
-        ("gateway/sandbox/limits.py",),
+        ("gateway/sandbox/confinement/limits.py",),
         (
             "tests/gateway/sandbox/test_limits_host.py",
             "tests/gateway/sandbox/test_limits_files.py",

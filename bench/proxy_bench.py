@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.gateway_bench import publish, rotated
-from loomgate.gateway.sandbox import bridge
-from loomgate.gateway.sandbox import relay as relay_module
-from loomgate.gateway.sandbox.network_rules import parse_network
-from loomgate.gateway.sandbox.proxy import KernelProxy
+from loomgate.gateway.sandbox.network import bridge
+from loomgate.gateway.sandbox.network import relay as relay_module
+from loomgate.gateway.sandbox.network.network_rules import parse_network
+from loomgate.gateway.sandbox.network.proxy import KernelProxy
 from tests.support.gateways import free_port
 
 BLOCK = memoryview(os.urandom(4 << 20))

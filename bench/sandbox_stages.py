@@ -34,11 +34,11 @@ from jupyter_client.connect import write_connection_file
 
 from bench.sandbox_bench import cpu_ms, median_interval
 from loomgate.gateway.kernels.zmq_channels import RECONNECT_INTERVAL_MS
-from loomgate.gateway.sandbox import bubblewrap, entry
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
-from loomgate.gateway.sandbox.catalog import SandboxCatalog
-from loomgate.gateway.sandbox.launch import SandboxLaunch
-from loomgate.gateway.sandbox.mechanism import probe
+from loomgate.gateway.sandbox.confinement import bubblewrap, entry
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement.launch import SandboxLaunch
+from loomgate.gateway.sandbox.confinement.mechanism import probe
+from loomgate.gateway.sandbox.policy.catalog import SandboxCatalog
 from tests.support.gateways import child_pids
 
 READY_TIMEOUT = 20.0

@@ -73,6 +73,13 @@ FLOORS = [
     ("errors", "events", "jupyter_internals", "process_identity", "gateway_log"),
 ]
 FLOORS_HEADING = "## The gateway's floors"
+SANDBOX = GATEWAY / "sandbox"
+SANDBOX_ENTRY = "loomgate.gateway.sandbox"
+# The sandbox's rooms, top to bottom as docs/architecture.md draws them: a room imports only the
+# rooms below it, each module by its full path; the rest of the gateway imports only the entry
+# (sandbox/__init__.py), which re-exports what it uses.
+SANDBOX_ROOMS = [("failures",), ("confinement",), ("policy",), ("network",)]
+SANDBOX_HEADING = "## The sandbox's rooms"
 # One concept per file: past SOFT_LINES a module's docstring says why it is still one concept
 # ("Longer than 400 lines: …"); past HARD_LINES it is split, whatever the reason.
 SOFT_LINES = 400
@@ -119,6 +126,49 @@ RULES += [
     )
     for room, forbidden in floor_rules(FLOORS)
 ]
+
+
+def sandbox_parts(folder: Path) -> list[str]:
+    """Return what `folder` (the sandbox) holds beside its entry, by name: its rooms (folders
+    with Python in them) and any module at its root."""
+    return sorted(
+        path.stem
+        for path in folder.iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py")
+        or (path.is_dir() and any(path.rglob("*.py")))
+    )
+
+
+RULES += [
+    (
+        room_path(room),
+        tuple(f"{SANDBOX_ENTRY}.{part}" for part in sandbox_parts(SANDBOX)),
+        f"the gateway's {room} imports the sandbox only through its entry, "
+        f"{SANDBOX_ENTRY} (docs/architecture.md, the sandbox's rooms)",
+    )
+    for floor in FLOORS
+    for room in floor
+    if room != "sandbox"
+]
+RULES += [
+    (
+        SANDBOX / room,
+        tuple(f"{SANDBOX_ENTRY}.{other}" for other in forbidden),
+        f"the sandbox's {room} imports only the rooms below it "
+        "(docs/architecture.md, the sandbox's rooms)",
+    )
+    for room, forbidden in floor_rules(SANDBOX_ROOMS)
+]
+
+
+def through_entry(path: Path) -> bool:
+    """Return whether `path` imports from the sandbox's entry (`from loomgate.gateway.sandbox
+    import …`) instead of a module of a room by its full path."""
+    tree = ast.parse(path.read_text(), str(path))
+    return any(
+        isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == SANDBOX_ENTRY
+        for node in ast.walk(tree)
+    )
 
 
 def sources(root: Path) -> list[Path]:
@@ -205,6 +255,64 @@ def test_every_room_of_the_gateway_is_on_a_floor() -> None:
     assert not [name for name in package if name.startswith("loomgate.gateway")]
 
 
+@pytest.mark.parametrize("room", [room for (room,) in SANDBOX_ROOMS])
+def test_a_sandbox_room_never_imports_the_entry(room: str) -> None:
+    files = sources(SANDBOX / room)
+    assert files, f"no sources found at {SANDBOX / room}"
+    offenders = [str(path.relative_to(ROOT)) for path in files if through_entry(path)]
+    assert not offenders, (
+        f"these import from {SANDBOX_ENTRY}, the entry that imports them: name the module of "
+        f"its room instead ({SANDBOX_ENTRY}.<room>.<module>): {offenders}"
+    )
+
+
+def test_every_module_of_the_sandbox_lies_in_a_room() -> None:
+    rooms = [room for (room,) in SANDBOX_ROOMS]
+    assert sandbox_parts(SANDBOX) == sorted(rooms), (
+        f"sandbox/ holds only its entry and its rooms {rooms}: move "
+        f"{sorted(set(sandbox_parts(SANDBOX)) - set(rooms))} into one"
+    )
+    for room in rooms:
+        assert (SANDBOX / room / "__init__.py").is_file(), f"sandbox/{room}/ has no __init__.py"
+
+
+def test_the_sandbox_rules_detect_a_violation(tmp_path: Path) -> None:
+    sandbox = tmp_path / "sandbox"
+    for room in ("network", "policy"):
+        (sandbox / room).mkdir(parents=True)
+        (sandbox / room / "__init__.py").write_text("")
+    (sandbox / "__init__.py").write_text("")
+    assert sandbox_parts(sandbox) == ["network", "policy"]
+    (sandbox / "stray.py").write_text("")
+    assert sandbox_parts(sandbox) == ["network", "policy", "stray"]
+
+    outside = tmp_path / "outside.py"
+    outside.write_text("from loomgate.gateway.sandbox.policy.profiles import SandboxRules\n")
+    forbidden = tuple(f"{SANDBOX_ENTRY}.{part}" for part in sandbox_parts(sandbox))
+    assert [name for name in imported_modules(outside) if breaks(name, forbidden)]
+    outside.write_text("from loomgate.gateway.sandbox import SandboxRules, stray\n")
+    assert [name for name in imported_modules(outside) if breaks(name, forbidden)] == [
+        "loomgate.gateway.sandbox.stray"
+    ]
+    outside.write_text("from loomgate.gateway.sandbox import SandboxRules\n")
+    assert not [name for name in imported_modules(outside) if breaks(name, forbidden)]
+    assert not through_entry(sandbox / "__init__.py")
+
+    rules = dict(floor_rules(SANDBOX_ROOMS))
+    assert rules["network"] == ("failures", "confinement", "policy")
+    assert rules["failures"] == ()
+    assert breaks(f"{SANDBOX_ENTRY}.policy.profiles", (f"{SANDBOX_ENTRY}.policy",))
+    assert not breaks(f"{SANDBOX_ENTRY}.policy_x", (f"{SANDBOX_ENTRY}.policy",))
+
+    inside = sandbox / "policy" / "profiles.py"
+    inside.write_text("from loomgate.gateway.sandbox import SandboxRules\n")
+    assert through_entry(inside)
+    inside.write_text("from loomgate.gateway.sandbox.network.network_rules import NO_NETWORK\n")
+    assert not through_entry(inside)
+    inside.write_text("from loomgate.gateway.sandbox.network import network_rules\n")
+    assert not through_entry(inside)
+
+
 def test_the_floors_are_the_ones_the_architecture_draws() -> None:
     doc = (ROOT / "docs" / "architecture.md").read_text()
     assert FLOORS_HEADING in doc, f"docs/architecture.md has no section {FLOORS_HEADING!r}"
@@ -214,6 +322,14 @@ def test_the_floors_are_the_ones_the_architecture_draws() -> None:
         for line in block.strip("\n").splitlines()
     ]
     assert drawn == FLOORS
+
+
+def test_the_sandbox_rooms_are_the_ones_the_architecture_draws() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert SANDBOX_HEADING in doc, f"docs/architecture.md has no section {SANDBOX_HEADING!r}"
+    block = doc.split(SANDBOX_HEADING, 1)[1].split("```", 2)[1]
+    drawn = [(line.strip().rstrip("/"),) for line in block.strip("\n").splitlines()]
+    assert drawn == SANDBOX_ROOMS
 
 
 def test_product_files_hold_one_concept() -> None:

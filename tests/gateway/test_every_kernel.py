@@ -21,7 +21,7 @@ from mcp import Client
 from playwright.async_api import expect
 
 from loomgate.gateway.residency.kernel_transport import RELAYED_PORTS
-from loomgate.gateway.sandbox.launch import kernel_dirs_location
+from loomgate.gateway.sandbox.confinement.launch import kernel_dirs_location
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.apps_hosts import apps_extension

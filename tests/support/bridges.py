@@ -1,6 +1,6 @@
-"""The sandbox's bridge (sandbox/bridge.py) started as a kernel starts it, a real process run by
-`python -I -S`; a hand-over sent as a sandbox could send it, whatever it carries; the short dirs
-under /var/tmp its unix sockets live in (a socket's path must fit in 107 bytes); servers on
+"""The sandbox's bridge (sandbox/network/bridge.py) started as a kernel starts it, a real process
+run by `python -I -S`; a hand-over sent as a sandbox could send it, whatever it carries; the short
+dirs under /var/tmp its unix sockets live in (a socket's path must fit in 107 bytes); servers on
 127.0.0.1 for the network tests to reach; this process's open fds."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from loomgate.gateway.sandbox import bridge
+from loomgate.gateway.sandbox.network import bridge
 from tests.support.gateways import free_port
 
 BRIDGE = bridge.__file__

@@ -12,7 +12,7 @@ from jupyter_client.manager import KernelManager
 
 from loomgate.gateway.residency import kernel_transport
 from loomgate.gateway.residency.kernel_transport import RELAYED_PORTS
-from loomgate.gateway.sandbox.kernel_network import BRIDGE_PORT
+from loomgate.gateway.sandbox.network.kernel_network import BRIDGE_PORT
 
 IPYKERNEL = ["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
 IPYMINI = ["python", "-Xfrozen_modules=off", "-m", "ipymini", "-f", "{connection_file}"]

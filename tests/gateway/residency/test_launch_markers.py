@@ -19,10 +19,10 @@ from loomgate.gateway.residency.launch_markers import (
     end_launch,
     started_with,
 )
-from loomgate.gateway.sandbox.launch import SandboxLaunch
-from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.network_rules import NO_NETWORK
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.confinement.launch import SandboxLaunch
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits
+from loomgate.gateway.sandbox.network.network_rules import NO_NETWORK
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 LOG = logging.getLogger("test_launch_markers")
 

@@ -17,10 +17,10 @@ import pytest
 
 from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
 from loomgate.gateway.residency.launch_markers import LaunchMarkers, end_launch
-from loomgate.gateway.sandbox.launch import SandboxLaunch
-from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.network_rules import NO_NETWORK
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.confinement.launch import SandboxLaunch
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits
+from loomgate.gateway.sandbox.network.network_rules import NO_NETWORK
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 from tests.gateway.sandbox import sandboxes
 
 LOG = logging.getLogger(__name__)

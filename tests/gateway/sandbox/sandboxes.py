@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from loomgate.gateway.sandbox import bubblewrap, entry
-from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.mechanism import probe
-from loomgate.gateway.sandbox.network_rules import parse_network
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.confinement import bubblewrap, entry
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits
+from loomgate.gateway.sandbox.confinement.mechanism import probe
+from loomgate.gateway.sandbox.network.network_rules import parse_network
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 START_TIMEOUT = 30.0
 RUN_TIMEOUT = 60.0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loomgate.gateway.sandbox.always_hidden import ALWAYS_HIDDEN
-from loomgate.gateway.sandbox.profiles import written_path_problem
+from loomgate.gateway.sandbox.policy.always_hidden import ALWAYS_HIDDEN
+from loomgate.gateway.sandbox.policy.profiles import written_path_problem
 
 
 def test_every_always_hidden_path_is_well_formed() -> None:

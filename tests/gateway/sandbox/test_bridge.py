@@ -1,8 +1,8 @@
-"""The bridge a confined kernel runs (sandbox/bridge.py), as a real `python -I -S` process: it
-hands each connection's socket to the proxy's unix socket (one byte, one fd) and keeps no copy,
-closes a client at once while that socket is missing and hands over again once it is back,
-ignores SIGINT, dies with its parent, says a start error in one line, and inside a network
-namespace of its own reaches the host's loopback only through the gateway's proxy."""
+"""The bridge a confined kernel runs (sandbox/network/bridge.py), as a real `python -I -S` process:
+it hands each connection's socket to the proxy's unix socket (one byte, one fd) and keeps no copy,
+closes a client at once while that socket is missing and hands over again once it is back, ignores
+SIGINT, dies with its parent, says a start error in one line, and inside a network namespace of its
+own reaches the host's loopback only through the gateway's proxy."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from typing import NamedTuple
 
 import pytest
 
-from loomgate.gateway.sandbox import bridge
-from loomgate.gateway.sandbox.handover import HANDED
-from loomgate.gateway.sandbox.network_rules import parse_network
-from loomgate.gateway.sandbox.proxy import KernelProxy
+from loomgate.gateway.sandbox.network import bridge
+from loomgate.gateway.sandbox.network.handover import HANDED
+from loomgate.gateway.sandbox.network.network_rules import parse_network
+from loomgate.gateway.sandbox.network.proxy import KernelProxy
 from tests.support.bridges import (
     bridge_command,
     file_server,

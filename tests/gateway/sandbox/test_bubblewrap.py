@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement import bubblewrap
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
 from tests.gateway.sandbox import sandboxes
 
 pytestmark = pytest.mark.process  # the sandboxes helper starts them

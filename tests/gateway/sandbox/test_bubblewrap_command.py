@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap, kernel_network, placeholders
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
-from loomgate.gateway.sandbox.launch import SandboxLaunch
-from loomgate.gateway.sandbox.limits import KernelLimits
+from loomgate.gateway.sandbox.confinement import bubblewrap, placeholders
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement.launch import SandboxLaunch
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits
+from loomgate.gateway.sandbox.network import kernel_network
 from tests.gateway.sandbox import sandboxes
 
 BWRAP = "/usr/bin/bwrap"

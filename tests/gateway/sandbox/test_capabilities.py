@@ -7,7 +7,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from loomgate.gateway.sandbox import capabilities
+from loomgate.gateway.sandbox.confinement import capabilities
 
 SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 

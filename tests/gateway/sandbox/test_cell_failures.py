@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from loomgate.gateway.records.store import RecordStore
-from loomgate.gateway.sandbox.cell_failures import (
+from loomgate.gateway.sandbox.confinement.launch import MEMORY_KILL, sandbox_wire
+from loomgate.gateway.sandbox.failures.cell_failures import (
     FAILURE_LINES,
     OPENED_LATE,
     cell_began,
     cell_failure,
     record_failure,
 )
-from loomgate.gateway.sandbox.launch import MEMORY_KILL, sandbox_wire
-from loomgate.gateway.sandbox.network_rules import NetworkRefusal
+from loomgate.gateway.sandbox.network.network_rules import NetworkRefusal
 from loomgate.shared.wire import SandboxFailure
 from tests.gateway.sandbox.test_rule_failures import EROFS, WS, H, P
 from tests.support.records import kernel_store

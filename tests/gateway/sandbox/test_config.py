@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.config import (
+from loomgate.gateway.sandbox.network.network_rules import NO_NETWORK
+from loomgate.gateway.sandbox.policy.config import (
     SandboxConfig,
     SandboxConfigError,
     UnknownProfile,
@@ -15,8 +16,7 @@ from loomgate.gateway.sandbox.config import (
     sandbox_file,
     syntax_error,
 )
-from loomgate.gateway.sandbox.network_rules import NO_NETWORK
-from loomgate.gateway.sandbox.profiles import BUILT_IN, STRICT, WORKSPACE, GiB, MiB
+from loomgate.gateway.sandbox.policy.profiles import BUILT_IN, STRICT, WORKSPACE, GiB, MiB
 
 
 def write(tmp_path: Path, text: str | bytes) -> Path:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import entry, landlock
-from loomgate.gateway.sandbox.limits import KernelLimits, limits_host
+from loomgate.gateway.sandbox.confinement import entry, landlock
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits, limits_host
 from tests.gateway.sandbox import sandboxes
 
 MiB = 2**20

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap, entry, landlock
+from loomgate.gateway.sandbox.confinement import bubblewrap, entry, landlock
 
 MiB = 2**20
 RULESET = landlock.Ruleset(7, ((Path("/"), landlock.READ),), tcp_ports=(), scopes=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomgate.gateway.sandbox.environment import confined_environment, is_secret
+from loomgate.gateway.sandbox.policy.environment import confined_environment, is_secret
 
 
 @pytest.mark.parametrize(

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap, placeholders
-from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.network_rules import HOST_NETWORK
-from loomgate.gateway.sandbox.profiles import WORKSPACE
+from loomgate.gateway.sandbox.confinement import bubblewrap, placeholders
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits
+from loomgate.gateway.sandbox.network.network_rules import HOST_NETWORK
+from loomgate.gateway.sandbox.policy.profiles import WORKSPACE
 from tests.gateway.sandbox import sandboxes
 
 VAR_TMP = Path("/var/tmp")

@@ -1,8 +1,8 @@
 """A connection's first message to the proxy socket and the fd it hands over
-(sandbox/handover.py): only a connected TCP socket over IPv4 or IPv6, alone with its one byte,
-is taken; every other fd is closed; the fds of a message the OS cut short too; fds sent without
-the byte never arrive; a timeout or a cancel leaves nothing open. On real fds of this process:
-pipes, files, unix, UDP and TCP sockets over 127.0.0.1 and ::1."""
+(sandbox/network/handover.py): only a connected TCP socket over IPv4 or IPv6, alone with its one
+byte, is taken; every other fd is closed; the fds of a message the OS cut short too; fds sent
+without the byte never arrive; a timeout or a cancel leaves nothing open. On real fds of this
+process: pipes, files, unix, UDP and TCP sockets over 127.0.0.1 and ::1."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.handover import (
+from loomgate.gateway.sandbox.network.handover import (
     HANDED,
     MAX_FDS,
     FirstMessage,

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import installation
-from loomgate.gateway.sandbox.installation import (
+from loomgate.gateway.sandbox.policy import installation
+from loomgate.gateway.sandbox.policy.installation import (
     editable_url_root,
     installation_roots,
     interpreter_roots,
     venv_home,
 )
-from loomgate.gateway.sandbox.profiles import lies_inside
+from loomgate.gateway.sandbox.policy.profiles import lies_inside
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 

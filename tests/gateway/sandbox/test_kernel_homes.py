@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.kernel_homes import (
+from loomgate.gateway.sandbox.confinement.kernel_homes import (
     HOMES,
     homes_dir,
     homes_environment,
     prepare_homes,
 )
-from loomgate.gateway.sandbox.network_rules import PUBLIC
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.network.network_rules import PUBLIC
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 K = Path("/k")
 CACHE = "/k/homes/cache"

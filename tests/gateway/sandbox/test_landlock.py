@@ -18,11 +18,11 @@ from typing import TypeVar
 
 import pytest
 
-from loomgate.gateway.sandbox import landlock
+from loomgate.gateway.sandbox.confinement import landlock
 
 PAYLOAD = r"""
 import errno, json, os, socket, subprocess, sys
-from loomgate.gateway.sandbox import landlock
+from loomgate.gateway.sandbox.confinement import landlock
 name, outside, scoped = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 if scoped:
     landlock.restrict_scopes()

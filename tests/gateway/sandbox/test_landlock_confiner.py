@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import bubblewrap, entry, landlock, limits
-from loomgate.gateway.sandbox.confiner import SandboxUnavailable
-from loomgate.gateway.sandbox.landlock_confiner import (
+from loomgate.gateway.sandbox.confinement import bubblewrap, entry, landlock, limits
+from loomgate.gateway.sandbox.confinement.confiner import SandboxUnavailable
+from loomgate.gateway.sandbox.confinement.landlock_confiner import (
     DEVICE_FILES,
     ENV,
     LACKS,
@@ -28,13 +28,13 @@ from loomgate.gateway.sandbox.landlock_confiner import (
     kernel_temp_dir,
     unread,
 )
-from loomgate.gateway.sandbox.limits import (
+from loomgate.gateway.sandbox.confinement.limits import (
     NPROC_ROOT,
     NPROC_WEAKER,
     KernelLimits,
     LimitsHost,
 )
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 from tests.gateway.sandbox import sandboxes
 
 SCOPES = (

@@ -11,8 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner, joined_fifo
-from loomgate.gateway.sandbox.limits import KernelLimits, LimitsHost, limits_host
+from loomgate.gateway.sandbox.confinement.landlock_confiner import LandlockConfiner, joined_fifo
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits, LimitsHost, limits_host
 from tests.gateway.sandbox import sandboxes
 from tests.gateway.sandbox.test_landlock_confiner import Kernel, kernel_in, place
 

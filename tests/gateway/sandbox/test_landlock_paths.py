@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.landlock_paths import entries, on_the_way, path_rules, real
+from loomgate.gateway.sandbox.confinement.landlock_paths import (
+    entries,
+    on_the_way,
+    path_rules,
+    real,
+)
 
 R, W = 1, 2  # two rights, told apart
 # A described file system: each dir and its entries (symlinks are not listed, as `entries`).

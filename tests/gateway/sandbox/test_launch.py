@@ -17,21 +17,21 @@ from pathlib import Path
 import pytest
 
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap, entry, launch, placeholders
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
-from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
-from loomgate.gateway.sandbox.launch import (
+from loomgate.gateway.sandbox.confinement import bubblewrap, entry, launch, placeholders
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement.landlock_confiner import LandlockConfiner
+from loomgate.gateway.sandbox.confinement.launch import (
     SandboxLaunch,
     rules_from_json,
     rules_from_wire,
     rules_to_json,
     sandbox_wire,
 )
-from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.mechanism import Mechanism, SandboxUnavailable
-from loomgate.gateway.sandbox.network_rules import NO_NETWORK, PUBLIC
-from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits
+from loomgate.gateway.sandbox.confinement.mechanism import Mechanism, SandboxUnavailable
+from loomgate.gateway.sandbox.confinement.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.network.network_rules import NO_NETWORK, PUBLIC
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 RULES = SandboxRules(
     profile="strict",
@@ -169,7 +169,9 @@ def test_on_macos_the_kernel_runs_under_sandbox_exec(
 def test_macos_refuses_limits_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SandboxUnavailable, match="sandbox-exec is missing"):
         DARWIN.check(RULES)
-    monkeypatch.setattr("loomgate.gateway.sandbox.macos.SANDBOX_EXEC", "/bin/sh")  # one here
+    monkeypatch.setattr(
+        "loomgate.gateway.sandbox.confinement.macos.SANDBOX_EXEC", "/bin/sh"
+    )  # one here
     DARWIN.check(RULES)
     limited = SandboxRules(**{**vars(RULES), "memory": 1 << 30})
     with pytest.raises(SandboxUnavailable, match="cannot enforce on macOS: set memory = false"):
@@ -261,7 +263,9 @@ def test_a_launch_this_machine_cannot_enforce_is_refused(
 
 def test_a_macos_launch_has_no_limits(temp_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launch, "probe", lambda: DARWIN)
-    monkeypatch.setattr("loomgate.gateway.sandbox.macos.SANDBOX_EXEC", "/bin/sh")  # one here
+    monkeypatch.setattr(
+        "loomgate.gateway.sandbox.confinement.macos.SANDBOX_EXEC", "/bin/sh"
+    )  # one here
     sandbox = SandboxLaunch.prepare(RULES, "k1")
     assert sandbox.limits == KernelLimits("k1", "none")
     assert sandbox.mechanism == "sandbox-exec" and not sandbox.has_init

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.limits import (
+from loomgate.gateway.sandbox.confinement.limits import (
     NPROC_ROOT,
     NPROC_WEAKER,
     KernelLimits,

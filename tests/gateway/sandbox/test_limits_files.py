@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import limits as limits_module
-from loomgate.gateway.sandbox.limits import (
+from loomgate.gateway.sandbox.confinement import limits as limits_module
+from loomgate.gateway.sandbox.confinement.limits import (
     NPROC_ROOT,
     NPROC_WEAKER,
     KernelLimits,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import limits
-from loomgate.gateway.sandbox.limits import LimitsHost
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.confinement import limits
+from loomgate.gateway.sandbox.confinement.limits import LimitsHost
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 from tests.gateway.sandbox import sandboxes
 
 V1 = LimitsHost(1, {"memory": Path("/m"), "pids": Path("/p")})

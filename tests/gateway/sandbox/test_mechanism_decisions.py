@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import landlock, mechanism
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
-from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
-from loomgate.gateway.sandbox.limits import NPROC_ROOT, NPROC_WEAKER, LimitsHost
-from loomgate.gateway.sandbox.mechanism import (
+from loomgate.gateway.sandbox.confinement import landlock, mechanism
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement.landlock_confiner import LandlockConfiner
+from loomgate.gateway.sandbox.confinement.limits import NPROC_ROOT, NPROC_WEAKER, LimitsHost
+from loomgate.gateway.sandbox.confinement.mechanism import (
     ENV,
     BwrapTrial,
     Facts,
@@ -21,8 +21,8 @@ from loomgate.gateway.sandbox.mechanism import (
     SandboxUnavailable,
     choose,
 )
-from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.confinement.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 from tests.gateway.sandbox import sandboxes
 
 V1 = LimitsHost(1, {"memory": Path("/m"), "pids": Path("/p")})
@@ -340,10 +340,14 @@ def test_what_a_mechanism_lacks_is_said(
 
 def test_macos_has_sandbox_exec_and_no_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     darwin = Mechanism(SandboxExecConfiner())
-    monkeypatch.setattr("loomgate.gateway.sandbox.macos.SANDBOX_EXEC", "/nonexistent/sbx")
+    monkeypatch.setattr(
+        "loomgate.gateway.sandbox.confinement.macos.SANDBOX_EXEC", "/nonexistent/sbx"
+    )
     with pytest.raises(SandboxUnavailable, match=f"^/nonexistent/sbx is missing: {OR_NONE}$"):
         darwin.check(sandboxes.rules())
-    monkeypatch.setattr("loomgate.gateway.sandbox.macos.SANDBOX_EXEC", "/bin/sh")  # one here
+    monkeypatch.setattr(
+        "loomgate.gateway.sandbox.confinement.macos.SANDBOX_EXEC", "/bin/sh"
+    )  # one here
     darwin.check(sandboxes.rules(network=True))  # no Landlock needed there
     for limited in (sandboxes.rules(memory=1), sandboxes.rules(processes=1)):
         with pytest.raises(

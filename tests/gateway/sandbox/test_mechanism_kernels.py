@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import landlock
-from loomgate.gateway.sandbox.landlock_confiner import LACKS
+from loomgate.gateway.sandbox.confinement import landlock
+from loomgate.gateway.sandbox.confinement.landlock_confiner import LACKS
 from tests.support.cells import KERNELS, output_texts, run
 from tests.support.gateways import GatewayProcess, client
 from tests.support.sandboxed_gateways import sandbox_root

@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from loomgate.gateway.sandbox.network_rules import (
+from loomgate.gateway.sandbox.network.network_rules import (
     HOST_NETWORK,
     NO_NETWORK,
     PUBLIC,

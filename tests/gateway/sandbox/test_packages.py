@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import packages
-from loomgate.gateway.sandbox.network_rules import parse_network
-from loomgate.gateway.sandbox.packages import (
+from loomgate.gateway.sandbox.confinement import packages
+from loomgate.gateway.sandbox.confinement.packages import (
     OWN,
     KernelPackages,
     PipSource,
@@ -26,7 +25,8 @@ from loomgate.gateway.sandbox.packages import (
     pip_source,
     remove_own_packages,
 )
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.network.network_rules import parse_network
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 P = Path("/k/packages")
 C = Path("/k/packages/.loomgate/bin")

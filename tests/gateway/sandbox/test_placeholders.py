@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox import placeholders
-from loomgate.gateway.sandbox.placeholders import Kind
+from loomgate.gateway.sandbox.confinement import placeholders
+from loomgate.gateway.sandbox.confinement.placeholders import Kind
 
 
 @pytest.fixture

@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC, parse_network
-from loomgate.gateway.sandbox.profiles import (
+from loomgate.gateway.sandbox.network.network_rules import (
+    HOST_NETWORK,
+    NO_NETWORK,
+    PUBLIC,
+    parse_network,
+)
+from loomgate.gateway.sandbox.policy.profiles import (
     ALWAYS_HIDDEN,
     BUILT_IN,
     DEFAULT_MEMORY,
@@ -33,7 +38,7 @@ from loomgate.gateway.sandbox.profiles import (
     session_runtime_dirs,
     written_path_problem,
 )
-from loomgate.gateway.sandbox.protected_names import DEFAULT_PROTECTED
+from loomgate.gateway.sandbox.policy.protected_names import DEFAULT_PROTECTED
 
 NO_RUNTIME: tuple[Path, ...] = ()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.protected_names import (
+from loomgate.gateway.sandbox.policy.protected_names import (
     DEFAULT_PROTECTED,
     protected_name,
     protected_name_problem,

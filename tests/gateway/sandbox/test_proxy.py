@@ -33,10 +33,10 @@ from typing import Any
 import httpx
 import pytest
 
-from loomgate.gateway.sandbox import proxy as proxy_module
-from loomgate.gateway.sandbox import relay
-from loomgate.gateway.sandbox.network_rules import NetworkPolicy, parse_network
-from loomgate.gateway.sandbox.proxy import KernelProxy, Resolver
+from loomgate.gateway.sandbox.network import proxy as proxy_module
+from loomgate.gateway.sandbox.network import relay
+from loomgate.gateway.sandbox.network.network_rules import NetworkPolicy, parse_network
+from loomgate.gateway.sandbox.network.proxy import KernelProxy, Resolver
 from tests.support.bridges import (
     echo_server,
     file_server,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomgate.gateway.sandbox.proxy_http import (
+from loomgate.gateway.sandbox.network.proxy_http import (
     HEAD_LIMIT,
     BadRequest,
     ProxyRequest,

@@ -1,7 +1,7 @@
-"""Two sockets relayed both ways (sandbox/relay.py), spliced and copied: each end passed on as a
-half-close, an error as a reset of both, a filter on what comes back, a cancelled relay leaving
-no socket; a socket whose open file another holder made blocking, or whose linger it armed,
-never makes the loop wait; on TCP pairs over 127.0.0.1 in this process."""
+"""Two sockets relayed both ways (sandbox/network/relay.py), spliced and copied: each end passed on
+as a half-close, an error as a reset of both, a filter on what comes back, a cancelled relay leaving
+no socket; a socket whose open file another holder made blocking, or whose linger it armed, never
+makes the loop wait; on TCP pairs over 127.0.0.1 in this process."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from loomgate.gateway.sandbox import relay
+from loomgate.gateway.sandbox.network import relay
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 WAIT = 10.0  # seconds: a bound on what must happen at once, never a sleep

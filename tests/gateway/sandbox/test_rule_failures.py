@@ -10,13 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.network_rules import (
-    HOST_NETWORK,
-    NO_NETWORK,
-    PUBLIC,
-)
-from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.rule_failures import (
+from loomgate.gateway.sandbox.failures.rule_failures import (
     command_errors,
     empty_dir,
     failure_of,
@@ -24,6 +18,12 @@ from loomgate.gateway.sandbox.rule_failures import (
     path_before,
     unquote,
 )
+from loomgate.gateway.sandbox.network.network_rules import (
+    HOST_NETWORK,
+    NO_NETWORK,
+    PUBLIC,
+)
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 H = "/nonexistent-home"
 WS = SandboxRules(

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.sandbox.network_rules import NO_NETWORK
-from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.rule_failures import failure_of
+from loomgate.gateway.sandbox.failures.rule_failures import failure_of
+from loomgate.gateway.sandbox.network.network_rules import NO_NETWORK
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 # The payload's own report of the error that ended it, as a kernel's reply gives ename/evalue.
 PYTHON_PAYLOAD = """\

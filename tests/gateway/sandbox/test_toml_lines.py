@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomgate.gateway.sandbox.toml_lines import TomlLines
+from loomgate.gateway.sandbox.policy.toml_lines import TomlLines
 
 TEXT = """\
 # sandbox.toml

@@ -194,7 +194,7 @@ async def test_connect_to_remote_targets(gateway: GatewayProcess, tmp_path: Path
 KERNEL_OWN = frozenset(
     {"CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "GIT_PAGER", "MPLBACKEND", "PAGER", "TERM"}
     | {"PYDEVD_USE_FRAME_EVAL", "JUPYTER_RUNTIME_DIR"}
-    # Its own packages dir for pip (sandbox/packages.py)
+    # Its own packages dir for pip (sandbox/confinement/packages.py)
     | {"PIP_TARGET", "PIP_UPGRADE", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_ROOT_USER_ACTION"}
 )
 # Passed on with the kernel's own dirs in front: its packages dir, its `pip` commands.

@@ -15,7 +15,7 @@ from loomgate.gateway.handlers.answers import Answer
 from loomgate.gateway.handlers.call import Call
 from loomgate.gateway.kernels.notebooks import note_paths
 from loomgate.gateway.kernels.open_to_agents import ONLY_THE_PERSON_OPENS
-from loomgate.gateway.sandbox.mechanism import probe
+from loomgate.gateway.sandbox import probe
 from loomgate.gateway.upstream import attach as upstream_attach
 from loomgate.shared import wire
 from loomgate.shared.echo import echo

@@ -29,7 +29,7 @@ from loomgate.gateway.residency.provisioned import (
 from loomgate.gateway.residency.provisioner import ResidentProvisioner
 from loomgate.gateway.residency.resident import ResidentLaunch
 from loomgate.gateway.residency.unseen_cells import account_for_unseen
-from loomgate.gateway.sandbox.cell_failures import record_failure
+from loomgate.gateway.sandbox import record_failure
 from loomgate.shared import wire
 from loomgate.shared.wire import Kernel, KernelState, ProcessState
 

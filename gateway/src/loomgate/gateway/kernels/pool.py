@@ -31,9 +31,7 @@ from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchA
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
 from loomgate.gateway.residency.provisioned import kernel_connection_file, launch_markers
 from loomgate.gateway.residency.resident import ResidentError, ResidentLaunch
-from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
-from loomgate.gateway.sandbox.launch import SandboxLaunch
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox import SandboxCatalog, SandboxLaunch, SandboxRules, launch_cwd
 from loomgate.shared import wire
 
 POOL_DIR = "pool"  # in the state dir: a directory per pool kernel, its resident.json

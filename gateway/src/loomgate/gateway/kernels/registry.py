@@ -59,7 +59,7 @@ from loomgate.gateway.residency.launch_markers import LAUNCHING_DIR, LaunchMarke
 from loomgate.gateway.residency.provisioned import process_ending, sandbox_of
 from loomgate.gateway.residency.resident import ResidentLaunch
 from loomgate.gateway.residency.take_back import TakeBack
-from loomgate.gateway.sandbox.catalog import SandboxCatalog, launch_cwd
+from loomgate.gateway.sandbox import SandboxCatalog, launch_cwd
 from loomgate.shared.echo import echo
 
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json

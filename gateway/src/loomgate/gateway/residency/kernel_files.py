@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.sandbox.packages import remove_own_packages
+from loomgate.gateway.sandbox import remove_own_packages
 
 DEATH_LOG = "kernel.log"  # a dead kernel's own output, kept beside its records (and gone with them)
 

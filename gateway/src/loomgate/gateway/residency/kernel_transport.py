@@ -7,7 +7,7 @@
   the host's network;
 - `relayed`: for such a kernel in a network namespace of its own, fixed ports on that
   namespace's loopback, which no other kernel and no other user can reach; the gateway's side
-  stays ipc files, joined to the ports by the relay inside (`sandbox/port_relay.py`).
+  stays ipc files, joined to the ports by the relay inside (`sandbox/network/port_relay.py`).
 
 The kernel spec decides (an ipykernel command takes ipc), so no kernel pays a failed first start.
 """

@@ -14,7 +14,7 @@ from jupyter_client.provisioning.factory import KernelProvisionerFactory
 from traitlets.config import Configurable
 
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox import SandboxRules
 
 LAUNCH_ARGUMENT = "loom_launch"
 PROVISIONER_NAME = "loomgate-resident"  # the provisioner's entry point: the gateway's default

@@ -22,7 +22,7 @@ from typing import Any
 
 from loomgate.gateway.process_identity import ProcessIdentity, start_seconds
 from loomgate.gateway.residency.kernel_files import remove_kernel_files
-from loomgate.gateway.sandbox.launch import SandboxLaunch
+from loomgate.gateway.sandbox import SandboxLaunch
 from loomgate.shared.paths import write_json_atomic
 
 LAUNCHING_DIR = "launching"  # in the state dir: a marker per kernel process being launched

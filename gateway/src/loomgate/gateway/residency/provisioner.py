@@ -27,20 +27,20 @@ from loomgate.gateway.residency.kernel_files import output_log_of, remove_socket
 from loomgate.gateway.residency.kernel_transport import Transport
 from loomgate.gateway.residency.launch_arguments import launch_arguments
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
-from loomgate.gateway.sandbox.bubblewrap import command_status
-from loomgate.gateway.sandbox.environment import confined_environment
-from loomgate.gateway.sandbox.kernel_homes import homes_environment
-from loomgate.gateway.sandbox.launch import (
+from loomgate.gateway.sandbox import (
+    KernelPackages,
     SandboxLaunch,
+    SandboxRules,
+    SandboxUnavailable,
+    command_status,
+    confined_environment,
+    homes_environment,
     ipc_prefix,
     rules_from_json,
     rules_to_json,
     sandbox_wire,
     unconfined_kernel_dir,
 )
-from loomgate.gateway.sandbox.mechanism import SandboxUnavailable
-from loomgate.gateway.sandbox.packages import KernelPackages
-from loomgate.gateway.sandbox.profiles import SandboxRules
 from loomgate.shared import wire
 
 # ipykernel exits when the pid in this variable goes away; the gateway's kernels must not.

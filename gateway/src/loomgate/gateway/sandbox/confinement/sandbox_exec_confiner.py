@@ -7,16 +7,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
-from loomgate.gateway.sandbox import bubblewrap, macos
-from loomgate.gateway.sandbox.confiner import (
+from loomgate.gateway.sandbox.confinement import bubblewrap, macos
+from loomgate.gateway.sandbox.confinement.confiner import (
     OR_NONE,
     Confiner,
     KernelSandbox,
     SandboxUnavailable,
     Start,
 )
-from loomgate.gateway.sandbox.limits import KernelLimits
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.confinement.limits import KernelLimits
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 __all__ = ["SandboxExecConfiner"]
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from loomgate.gateway.sandbox.profiles import lies_inside
+from loomgate.gateway.sandbox.policy.profiles import lies_inside
 
 __all__ = ["entries", "on_the_way", "path_rules", "real"]
 

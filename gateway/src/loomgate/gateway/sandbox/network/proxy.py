@@ -41,16 +41,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.sandbox.handover import first_message, handed_socket
-from loomgate.gateway.sandbox.network_rules import NetworkPolicy, NetworkRefusal, decide
-from loomgate.gateway.sandbox.proxy_http import (
+from loomgate.gateway.sandbox.network.handover import first_message, handed_socket
+from loomgate.gateway.sandbox.network.network_rules import NetworkPolicy, NetworkRefusal, decide
+from loomgate.gateway.sandbox.network.proxy_http import (
     HEAD_LIMIT,
     BadRequest,
     ResponseHeads,
     answer,
     parse_request,
 )
-from loomgate.gateway.sandbox.relay import close_socket, received, relay, sent
+from loomgate.gateway.sandbox.network.relay import close_socket, received, relay, sent
 
 __all__ = ["KernelProxy", "Resolver"]
 

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 if TYPE_CHECKING:
     from loomgate.gateway.process_identity import ProcessIdentity
-    from loomgate.gateway.sandbox.limits import KernelLimits
+    from loomgate.gateway.sandbox.confinement.limits import KernelLimits
 
 __all__ = ["OR_NONE", "Confiner", "KernelSandbox", "SandboxUnavailable", "Start"]
 

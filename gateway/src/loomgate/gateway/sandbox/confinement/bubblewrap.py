@@ -9,10 +9,10 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from loomgate.gateway.sandbox import placeholders
-from loomgate.gateway.sandbox.installation import installation_roots, interpreter_roots
-from loomgate.gateway.sandbox.kernel_homes import homes_dir, prepare_homes
-from loomgate.gateway.sandbox.kernel_network import (
+from loomgate.gateway.sandbox.confinement import placeholders
+from loomgate.gateway.sandbox.confinement.kernel_homes import homes_dir, prepare_homes
+from loomgate.gateway.sandbox.confinement.placeholders import Kind
+from loomgate.gateway.sandbox.network.kernel_network import (
     BRIDGE_PORT,
     UNSET,
     bridged,
@@ -21,9 +21,13 @@ from loomgate.gateway.sandbox.kernel_network import (
     proxy_socket,
     relayed,
 )
-from loomgate.gateway.sandbox.placeholders import Kind
-from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside
-from loomgate.gateway.sandbox.protected_names import GIT, symlinked_protections, unprotectable
+from loomgate.gateway.sandbox.policy.installation import installation_roots, interpreter_roots
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
+from loomgate.gateway.sandbox.policy.protected_names import (
+    GIT,
+    symlinked_protections,
+    unprotectable,
+)
 
 __all__ = [
     "ISOLATION",

@@ -21,7 +21,7 @@ import stat
 from array import array
 from typing import NamedTuple
 
-from loomgate.gateway.sandbox.relay import ready
+from loomgate.gateway.sandbox.network.relay import ready
 
 __all__ = ["HANDED", "FirstMessage", "first_message", "handed_socket", "refusal"]
 

@@ -1,6 +1,6 @@
-"""The sandbox rule an ending cell of a confined kernel ran into, for its record: the memory
-limit that ended it, a connection the kernel's proxy refused while it ran, or what its error and
-printed lines show (sandbox/rule_failures.py reads those). The execution tracker asks at every
+"""The sandbox rule an ending cell of a confined kernel ran into, for its record: the memory limit
+that ended it, a connection the kernel's proxy refused while it ran, or what its error and printed
+lines show (sandbox/failures/rule_failures.py reads those). The execution tracker asks at every
 cell's end, and again when output comes after it."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 from loomgate.gateway.records.output_log import Line, OutputKind
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
-from loomgate.gateway.sandbox.launch import MEMORY_KILL, SandboxLaunch, rules_from_wire
-from loomgate.gateway.sandbox.network_rules import NetworkRefusal
-from loomgate.gateway.sandbox.rule_failures import PROGRAM_LINE, command_errors, failure_of
+from loomgate.gateway.sandbox.confinement.launch import MEMORY_KILL, SandboxLaunch, rules_from_wire
+from loomgate.gateway.sandbox.failures.rule_failures import PROGRAM_LINE, command_errors, failure_of
+from loomgate.gateway.sandbox.network.network_rules import NetworkRefusal
 from loomgate.shared import wire
 from loomgate.shared.wire import SandboxFailure
 

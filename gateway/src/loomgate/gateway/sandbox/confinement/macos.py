@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 __all__ = ["SANDBOX_EXEC", "sandbox_exec_command", "sbpl_profile", "sbpl_string"]
 

@@ -10,17 +10,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from loomgate.gateway.sandbox.always_hidden import ALWAYS_HIDDEN
-from loomgate.gateway.sandbox.network_rules import (
+from loomgate.gateway.sandbox.network.network_rules import (
     HOST_NETWORK,
     NO_NETWORK,
     PUBLIC,
     NetworkPolicy,
 )
-from loomgate.gateway.sandbox.network_rules import (
+from loomgate.gateway.sandbox.network.network_rules import (
     at_least_as_strict as network_within,
 )
-from loomgate.gateway.sandbox.protected_names import (
+from loomgate.gateway.sandbox.policy.always_hidden import ALWAYS_HIDDEN
+from loomgate.gateway.sandbox.policy.protected_names import (
     DEFAULT_PROTECTED,
     GIT,
     protected_name,

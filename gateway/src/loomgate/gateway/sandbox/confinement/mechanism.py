@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.sandbox import landlock
-from loomgate.gateway.sandbox.bubblewrap import ISOLATION
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
-from loomgate.gateway.sandbox.confiner import OR_NONE, Confiner, SandboxUnavailable
-from loomgate.gateway.sandbox.landlock_confiner import LandlockConfiner
-from loomgate.gateway.sandbox.limits import LimitsHost, limits_host
-from loomgate.gateway.sandbox.macos import SANDBOX_EXEC
-from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.confinement import landlock
+from loomgate.gateway.sandbox.confinement.bubblewrap import ISOLATION
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement.confiner import OR_NONE, Confiner, SandboxUnavailable
+from loomgate.gateway.sandbox.confinement.landlock_confiner import LandlockConfiner
+from loomgate.gateway.sandbox.confinement.limits import LimitsHost, limits_host
+from loomgate.gateway.sandbox.confinement.macos import SANDBOX_EXEC
+from loomgate.gateway.sandbox.confinement.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 __all__ = [
     "CHOICES",

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from loomgate.gateway.sandbox import capabilities, landlock
+from loomgate.gateway.sandbox.confinement import capabilities, landlock
 
 __all__ = [
     "NAME",

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from loomgate.gateway.sandbox.bubblewrap import ipc_dir, packages_dir
-from loomgate.gateway.sandbox.installation import venv_config
-from loomgate.gateway.sandbox.kernel_homes import writable
-from loomgate.gateway.sandbox.launch import kernel_dirs_location
-from loomgate.gateway.sandbox.profiles import SandboxRules, resolved
+from loomgate.gateway.sandbox.confinement.bubblewrap import ipc_dir, packages_dir
+from loomgate.gateway.sandbox.confinement.kernel_homes import writable
+from loomgate.gateway.sandbox.confinement.launch import kernel_dirs_location
+from loomgate.gateway.sandbox.policy.installation import venv_config
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules, resolved
 
 __all__ = [
     "COMMANDS",

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from loomgate.gateway.sandbox.public_addresses import (
+from loomgate.gateway.sandbox.network.public_addresses import (
     Address,
     Network,
     all_public,

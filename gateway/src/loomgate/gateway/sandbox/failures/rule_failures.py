@@ -1,5 +1,5 @@
 """Which sandbox rule a failed cell ran into, read from its error and output, so the reply can
-name it and the model stops retrying (sandbox/cell_failures.py asks, at the cell's end).
+name it and the model stops retrying (sandbox/failures/cell_failures.py asks, at the cell's end).
 
 Only a failure the kernel's rules explain is claimed: a path error names `hidden` when the path
 lies inside a hidden path (whatever the error: the sandbox makes those unreadable), `protected`
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from loomgate.gateway.sandbox.installation import installation_roots
-from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside, resolved
-from loomgate.gateway.sandbox.protected_names import GIT
+from loomgate.gateway.sandbox.policy.installation import installation_roots
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside, resolved
+from loomgate.gateway.sandbox.policy.protected_names import GIT
 from loomgate.shared.wire import SandboxFailure, SandboxRule
 
 __all__ = ["command_errors", "failure_of"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 __all__ = [
     "NPROC_ROOT",

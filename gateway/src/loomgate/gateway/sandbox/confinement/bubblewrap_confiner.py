@@ -13,21 +13,21 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap, entry, landlock
-from loomgate.gateway.sandbox.confiner import (
+from loomgate.gateway.sandbox.confinement import bubblewrap, entry, landlock
+from loomgate.gateway.sandbox.confinement.confiner import (
     OR_NONE,
     Confiner,
     KernelSandbox,
     SandboxUnavailable,
     Start,
 )
-from loomgate.gateway.sandbox.limits import (
+from loomgate.gateway.sandbox.confinement.limits import (
     KernelLimits,
     LimitsHost,
     limits_lacks,
     limits_mechanism,
 )
-from loomgate.gateway.sandbox.profiles import SandboxRules
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 
 __all__ = ["INIT_TIMEOUT", "BubblewrapConfiner"]
 

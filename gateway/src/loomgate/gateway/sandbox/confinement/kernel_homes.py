@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside, resolved
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside, resolved
 
 __all__ = ["HOMES", "homes_dir", "homes_environment", "prepare_homes", "writable"]
 

@@ -7,14 +7,14 @@ from pathlib import Path
 from jupyter_core.paths import jupyter_data_dir, jupyter_runtime_dir
 
 from loomgate.gateway.errors import BadRequest, Forbidden, Unavailable
-from loomgate.gateway.sandbox.config import (
+from loomgate.gateway.sandbox.policy.config import (
     SandboxConfig,
     SandboxConfigError,
     UnknownProfile,
     load_sandbox_config,
 )
-from loomgate.gateway.sandbox.installation import installation_roots
-from loomgate.gateway.sandbox.profiles import SandboxRules, at_least_as_strict
+from loomgate.gateway.sandbox.policy.installation import installation_roots
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules, at_least_as_strict
 from loomgate.shared import paths
 from loomgate.shared.echo import echo
 

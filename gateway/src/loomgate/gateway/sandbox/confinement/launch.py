@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.sandbox import bubblewrap, placeholders
-from loomgate.gateway.sandbox.bubblewrap_confiner import BubblewrapConfiner
-from loomgate.gateway.sandbox.confiner import Confiner, SandboxUnavailable, Start
-from loomgate.gateway.sandbox.kernel_network import proxy_environment, proxy_socket
-from loomgate.gateway.sandbox.limits import REMOVE_TIMEOUT, KernelLimits
-from loomgate.gateway.sandbox.mechanism import confiner_from_json, probe
-from loomgate.gateway.sandbox.network_rules import NetworkPolicy, NetworkRefusal
-from loomgate.gateway.sandbox.profiles import SandboxRules
-from loomgate.gateway.sandbox.proxy import KernelProxy
-from loomgate.gateway.sandbox.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.confinement import bubblewrap, placeholders
+from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
+from loomgate.gateway.sandbox.confinement.confiner import Confiner, SandboxUnavailable, Start
+from loomgate.gateway.sandbox.confinement.limits import REMOVE_TIMEOUT, KernelLimits
+from loomgate.gateway.sandbox.confinement.mechanism import confiner_from_json, probe
+from loomgate.gateway.sandbox.confinement.sandbox_exec_confiner import SandboxExecConfiner
+from loomgate.gateway.sandbox.network.kernel_network import proxy_environment, proxy_socket
+from loomgate.gateway.sandbox.network.network_rules import NetworkPolicy, NetworkRefusal
+from loomgate.gateway.sandbox.network.proxy import KernelProxy
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules
 from loomgate.shared import wire
 from loomgate.shared.sizes import format_size
 

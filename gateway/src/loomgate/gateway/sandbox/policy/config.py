@@ -11,20 +11,20 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from loomgate.gateway.sandbox.network_rules import parse_network
-from loomgate.gateway.sandbox.profiles import (
+from loomgate.gateway.sandbox.network.network_rules import parse_network
+from loomgate.gateway.sandbox.policy.profiles import (
     ALWAYS_HIDDEN,
     BUILT_IN,
     SandboxProfile,
     written_path_problem,
 )
-from loomgate.gateway.sandbox.protected_names import (
+from loomgate.gateway.sandbox.policy.protected_names import (
     DEFAULT_PROTECTED,
     GIT,
     protected_name,
     protected_name_problem,
 )
-from loomgate.gateway.sandbox.toml_lines import TomlLines
+from loomgate.gateway.sandbox.policy.toml_lines import TomlLines
 from loomgate.shared.paths import config_dir
 from loomgate.shared.sizes import parse_size
 

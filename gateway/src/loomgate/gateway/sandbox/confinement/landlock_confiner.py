@@ -17,24 +17,24 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from loomgate.gateway.process_identity import ProcessIdentity, start_time
-from loomgate.gateway.sandbox import bubblewrap, entry, landlock
-from loomgate.gateway.sandbox.confiner import (
+from loomgate.gateway.sandbox.confinement import bubblewrap, entry, landlock
+from loomgate.gateway.sandbox.confinement.confiner import (
     OR_NONE,
     Confiner,
     KernelSandbox,
     SandboxUnavailable,
     Start,
 )
-from loomgate.gateway.sandbox.kernel_homes import homes_dir
-from loomgate.gateway.sandbox.kernel_network import UNSET, proxy_environment
-from loomgate.gateway.sandbox.landlock_paths import on_the_way, path_rules, real
-from loomgate.gateway.sandbox.limits import (
+from loomgate.gateway.sandbox.confinement.kernel_homes import homes_dir
+from loomgate.gateway.sandbox.confinement.landlock_paths import on_the_way, path_rules, real
+from loomgate.gateway.sandbox.confinement.limits import (
     KernelLimits,
     LimitsHost,
     limits_lacks,
     limits_mechanism,
 )
-from loomgate.gateway.sandbox.profiles import SandboxRules, lies_inside
+from loomgate.gateway.sandbox.network.kernel_network import UNSET, proxy_environment
+from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
 
 __all__ = ["DEVICE_FILES", "ENV", "LandlockConfiner", "kernel_temp_dir"]
 

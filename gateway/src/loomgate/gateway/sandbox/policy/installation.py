@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from loomgate.gateway.sandbox.profiles import outermost, resolved
+from loomgate.gateway.sandbox.policy.profiles import outermost, resolved
 
 __all__ = ["editable_root", "installation_roots", "interpreter_roots", "venv_config", "venv_home"]
 

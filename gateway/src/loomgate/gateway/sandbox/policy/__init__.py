@@ -1,0 +1,1 @@
+"""The policy room: profiles, sandbox.toml, which profile a kernel gets, what stays hidden."""
