@@ -210,7 +210,7 @@ BAD = [
         '[profiles.a]\nnetwork = true\nwriteable = ["{cwd}"]\n',
         3,
         "profile 'a' has an unknown key 'writeable' (allowed: extends, writable, hidden, "
-        "protected, unprotected, network, memory, processes)",
+        "protected, unprotected, readable, network, memory, processes)",
     ),
     # protected, unprotected
     (

@@ -21,6 +21,7 @@ from loomgate.gateway.sandbox.network.kernel_network import (
     proxy_socket,
     relayed,
 )
+from loomgate.gateway.sandbox.policy.home_view import HomeView, home_view, xdg_dirs
 from loomgate.gateway.sandbox.policy.installation import installation_roots, interpreter_roots
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
 from loomgate.gateway.sandbox.policy.protected_names import (
@@ -177,6 +178,15 @@ def command(
     for path in PROC_READ_ONLY:
         if path.exists():
             argv += ["--ro-bind", str(path), str(path)]
+    home = real(Path.home())
+    view = home_view(
+        home,
+        [real(path) for path in rules.hidden],
+        [real(path) for path in rules.readable],
+        xdg_dirs(home, os.environ),
+    )
+    tmpfs: list[Path] = []
+    argv += home_arguments(view, [e for e in environment if within(e, home)], tmpfs)
     argv += ["--perms", "1777", "--tmpfs", str(TMP)]
     inside = [e for e in environment if any(within(e, w) for w in writable)]
     for path in outermost(interpreter):
@@ -192,7 +202,6 @@ def command(
             argv += ["--bind" if writes else "--ro-bind", str(path), str(path)]
     for path in sorted(outermost(inside), key=lambda path: path.parts):
         argv += ["--ro-bind", str(path), str(path)]
-    tmpfs: list[Path] = []
     for path in outermost(existing([*rules.hidden, kernel_dir])):
         argv += hide(path, own, empty, tmpfs)
     for path in own_writable:
@@ -212,6 +221,25 @@ def command(
     for name in dict.fromkeys([*unset_env, *(UNSET if proxied else ())]):
         argv += ["--unsetenv", name]
     argv += ["--chdir", str(cwd), "--", *kernel_cmd]
+    return argv
+
+
+def home_arguments(view: HomeView, environment: list[Path], tmpfs: list[Path]) -> list[str]:
+    """Return the bwrap arguments that show the home dir as `view` lists it (adding it to
+    `tmpfs`, made read-only last), with the `environment` paths in it the kernel runs on."""
+    if view.home == Path("/") or not view.home.is_dir():
+        return []
+    tmpfs.append(view.home)
+    argv = ["--tmpfs", str(view.home)]
+    for path in view.listed[1:]:
+        argv += ["--dir", str(path)]
+    # An entry removed since the view was made is simply not there (--ro-bind-try).
+    for path in view.shown:
+        argv += ["--ro-bind-try", str(path), str(path)]
+    for path, target in view.links:
+        argv += ["--symlink", target, str(path)]
+    for path in outermost(environment):
+        argv += ["--ro-bind", str(path), str(path)]
     return argv
 
 

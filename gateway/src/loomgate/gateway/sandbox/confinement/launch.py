@@ -275,17 +275,20 @@ def rules_to_json(rules: SandboxRules) -> dict[str, Any]:
         "processes": rules.processes,
         "protected": list(rules.protected),
         "read_only": [str(path) for path in rules.read_only],
+        "readable": [str(path) for path in rules.readable],
     }
 
 
 def rules_from_json(data: dict[str, Any]) -> SandboxRules:
-    """Return the rules `rules_to_json` described (protected names and read-only paths as the
-    rules' defaults in a launch kept before they were)."""
+    """Return the rules `rules_to_json` described (protected names, read-only and readable
+    paths as the rules' defaults in a launch kept before they were)."""
     kept: dict[str, Any] = {}
     if "protected" in data:
         kept["protected"] = tuple(str(name) for name in data["protected"])
     if "read_only" in data:
         kept["read_only"] = tuple(Path(path) for path in data["read_only"])
+    if "readable" in data:
+        kept["readable"] = tuple(Path(path) for path in data["readable"])
     return SandboxRules(
         profile=str(data["profile"]),
         confined=bool(data["confined"]),

@@ -112,6 +112,7 @@ class SandboxProfile:
     processes: int | None  # None: no limit
     protected: tuple[str, ...] = ()  # names protected on top of DEFAULT_PROTECTED
     unprotected: tuple[str, ...] = ()  # names of DEFAULT_PROTECTED the person took out
+    readable: tuple[str, ...] = ()  # paths in the home dir shown on top of home_view.READABLE
 
     def protected_names(self) -> tuple[str, ...]:
         """Return the names protected in each writable dir: the defaults but those taken out,
@@ -174,6 +175,7 @@ class SandboxProfile:
         if linked:
             raise SandboxRulesError(unprotectable(self.name, *linked[0]))
         read_only = tuple(e for e in installed if any(lies_inside(e, w) for w in writable))
+        readable = tuple(concrete_path(p, cwd=where, home=home) for p in self.readable)
         return SandboxRules(
             self.name,
             True,
@@ -184,6 +186,7 @@ class SandboxProfile:
             self.processes,
             protected=names,
             read_only=read_only,
+            readable=readable,
         )
 
 
@@ -202,6 +205,8 @@ class SandboxRules:
     protected: tuple[str, ...] = DEFAULT_PROTECTED
     # The environments and source trees loomgate runs from that lie in a writable path.
     read_only: tuple[Path, ...] = ()
+    # Paths in the home dir shown on top of what a kernel sees of it by default (home_view.py).
+    readable: tuple[Path, ...] = ()
 
 
 NONE = SandboxProfile("none", False, (), (), HOST_NETWORK, None, None)
@@ -341,7 +346,8 @@ def at_least_as_strict(a: SandboxRules, b: SandboxRules) -> bool:
     `a` is at least as strict as `b` when: `b` is not confined, or `a` is confined and every
     writable path of `a` lies inside a writable path of `b`, every hidden path of `b` lies
     inside a hidden path of `a`, `a` protects every name `b` protects, every read-only path of
-    `b` that `a` may write in is read-only in `a` too, `a`'s network reaches no more than `b`'s
+    `b` that `a` may write in is read-only in `a` too, every path `a` makes readable in the home
+    dir lies inside one `b` makes readable, `a`'s network reaches no more than `b`'s
     (`network_rules.at_least_as_strict`),
     and `a`'s memory and processes limits are no higher than `b`'s (no limit is the loosest).
     """
@@ -358,6 +364,7 @@ def at_least_as_strict(a: SandboxRules, b: SandboxRules) -> bool:
             or not any(lies_inside(r, w) for w in a.writable)
             for r in b.read_only
         )
+        and all(any(lies_inside(r, s) for s in b.readable) for r in a.readable)
         and network_within(a.network, b.network)
         and limit_within(a.memory, b.memory)
         and limit_within(a.processes, b.processes)
