@@ -124,7 +124,8 @@ def command(
 ) -> list[str]:
     """Return the argv (starting with `bwrap`) that runs `kernel_cmd` under `rules` (writing
     the sandbox init's host pid into `info_fd`, when given), after making the placeholders its
-    protected paths that do not exist yet need (placeholders.py; recorded beside `kernel_dir`);
+    protected paths that do not exist yet need (placeholders.py; recorded beside `kernel_dir`)
+    and copying the bridge's and the relay's scripts where it runs them (kernel_network.py);
     a kernel that takes only TCP is reached from its ipc dir through the `relay` routes (each
     unix socket there joined to a port on its own loopback).
 
