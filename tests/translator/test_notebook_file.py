@@ -68,6 +68,59 @@ def test_an_earlier_export_is_replaced_and_any_other_file_never(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["made", "theirs.ipynb"]  # no tmp left
 
 
+@pytest.fixture
+def checked(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A working directory with a folder `work`, a dir outside it, and the path of
+    `work/session.ipynb` as inside() checked it (before anything changes under it)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "work").mkdir(parents=True)
+    outside.mkdir()
+    return root, outside, inside("work/session.ipynb", str(root))
+
+
+def test_a_folder_turned_into_a_link_after_the_check_is_not_followed(
+    checked: tuple[Path, Path, Path],
+) -> None:
+    root, outside, path = checked
+    (root / "work").rmdir()
+    (root / "work").symlink_to(outside)  # what a kernel writing in the directory can do
+    with pytest.raises(NotebookPathRefused) as refused:
+        save_notebook(path, NOTEBOOK, within=str(root))
+    assert (refused.value.why, refused.value.directory) == ("outside", str(root.resolve()))
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("there", [False, True])
+def test_a_link_in_the_notebooks_place_is_neither_followed_nor_replaced(
+    checked: tuple[Path, Path, Path], there: bool
+) -> None:
+    root, outside, path = checked
+    victim = outside / "victim.ipynb"
+    if there:  # an earlier export outside, which a followed link would overwrite
+        save_notebook(victim, NOTEBOOK)
+    before = victim.read_bytes() if there else None
+    path.symlink_to(victim)
+    with pytest.raises(NotebookPathRefused) as refused:
+        save_notebook(path, NOTEBOOK, within=str(root))
+    assert refused.value.why == "not_ours"
+    assert path.is_symlink() and (victim.read_bytes() if there else None) == before
+    assert sorted(p.name for p in outside.iterdir()) == (["victim.ipynb"] if there else [])
+    assert [p.name for p in (root / "work").iterdir()] == ["session.ipynb"]  # no tmp left
+
+
+def test_folders_are_made_inside_and_a_file_in_the_way_is_said(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    path = inside("a/b/session.ipynb", str(root))
+    save_notebook(path, NOTEBOOK, within=str(root))
+    assert json.loads(path.read_text()) == NOTEBOOK
+    (root / "file").write_text("x")
+    blocked = inside("file/session.ipynb", str(root))
+    with pytest.raises(NotebookPathRefused) as refused:
+        save_notebook(blocked, NOTEBOOK, within=str(root))
+    assert (refused.value.why, refused.value.reason) == ("unwritable", "Not a directory")
+
+
 @pytest.mark.parametrize(
     ("refused", "said"),
     [

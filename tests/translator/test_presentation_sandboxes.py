@@ -266,25 +266,25 @@ RULE_LINES = [
         failure("network", "10.0.0.5:443"),
         sandbox(),
         "This kernel's sandbox (workspace) refused the connection to 10.0.0.5:443: it reaches "
-        "every public address, and loopback, private and link-local addresses only when the "
-        "profile names them (the person names them in sandbox.toml's network).",
+        "every public address, and loopback, private, link-local and this host's own addresses "
+        "only when the profile names them (the person names them in sandbox.toml's network).",
     ),
     (
         "a refusal under a list of destinations",
-        failure("network", "example.org:443 (93.184.215.14)", profile="data"),
+        failure("network", "example.org:443", profile="data"),
         sandbox(profile="data", network=["pypi.org", "*.github.com:443"]),
-        "This kernel's sandbox (data) refused the connection to example.org:443 "
-        "(93.184.215.14): it reaches pypi.org, *.github.com:443, and loopback, private and "
-        "link-local addresses only when the profile names them (the person names them in "
-        "sandbox.toml's network).",
+        "This kernel's sandbox (data) refused the connection to example.org:443: it reaches "
+        "pypi.org, *.github.com:443, and loopback, private, link-local and this host's own "
+        "addresses only when the profile names them (the person names them in sandbox.toml's "
+        "network).",
     ),
     (
         "a refused connection without the kernel's rules",
         failure("network", "10.0.0.5:443"),
         None,
         "This kernel's sandbox (workspace) refused the connection to 10.0.0.5:443: its rule, "
-        "and loopback, private and link-local addresses only when the profile names them (the "
-        "person names them in sandbox.toml's network).",
+        "and loopback, private, link-local and this host's own addresses only when the profile "
+        "names them (the person names them in sandbox.toml's network).",
     ),
     (
         "a raw socket, which no proxy carries",

@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from loomgate.gateway.records.terminal_text import TerminalText, normalize
+from loomgate.gateway.records.terminal_text import TerminalText, normalize, normalized_text
 
 # (id, stream text, lines a terminal would show)
 CASES: list[tuple[str, str, list[str]]] = [
@@ -232,3 +232,22 @@ def test_sequences_at_the_edges_of_their_ranges(text: str, expected: list[str]) 
     for first, second in feeds_at_every_split(text):
         terminal = TerminalText()
         assert terminal.feed(first) + terminal.feed(second) + terminal.finish() == expected
+
+
+@pytest.mark.parametrize(
+    ("prompt", "shown"),
+    [
+        ("Name? ", "Name? "),
+        ("\x1b]52;c;aGk=\x07\x1b]0;owned\x07\x1b[2JName? ", "Name? "),  # clipboard, title
+        ("\x1b]52;c;aGk=\x1b\\Secret: ", "Secret: "),  # an OSC ended by ST
+        ("\x1bPq#0;2;0;0;0\x1b\\x", "x"),  # a DCS (sixel)
+        ("\x1b[31mred\x1b[0m? ", "red? "),
+        ("two\nlines: ", "two\nlines: "),
+        ("ends with a line end\n", "ends with a line end\n"),
+        ("abcd\rX: ", "X: d"),
+        ("bell\x07 and back\x08space ", "bell and bacspace "),
+        ("", ""),
+    ],
+)
+def test_a_prompt_is_shown_as_output_is(prompt: str, shown: str) -> None:
+    assert normalized_text(prompt) == shown

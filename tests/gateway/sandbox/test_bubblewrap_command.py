@@ -559,7 +559,10 @@ def test_a_kernel_reaches_the_network_only_through_its_proxy(
     # The bridge from the kernel's loopback to its proxy's socket starts first, in the background.
     socket = str(kernel_network.proxy_socket(kernel_dir))
     assert kernel[:4] == ["/bin/sh", "-c", kernel_network.SCRIPT, kernel_network.NAME]
-    assert kernel[4:8] == [sys.executable, kernel_network.bridge_script(), socket, "3128"]
+    script = kernel_network.bridge_script(kernel_dir)
+    assert kernel[4:8] == [sys.executable, script, socket, "3128"]
+    # run from the kernel's own copy, in the dir bound into its sandbox
+    assert script == f"{net}/bridge.py" and Path(script).is_file()
     assert kernel[8:] == CMD
 
 
@@ -686,7 +689,14 @@ def test_a_kernel_that_takes_only_tcp_is_reached_through_the_relay_inside(tree: 
         relay=routes,
     )
     ending = command[command.index("--") + 1 :]
-    assert ending == kernel_network.relayed(CMD, python=sys.executable, routes=routes)
+    kernel_dir = tree / "state/kernels/k1"
+    assert ending == kernel_network.relayed(
+        CMD, python=sys.executable, kernel_dir=kernel_dir, routes=routes
+    )
+    # run from the kernel's own copy, in the dir bound (read-only) into its sandbox
+    net = str(kernel_network.net_dir(kernel_dir))
+    assert ending[5] == f"{net}/port_relay.py" and Path(ending[5]).is_file()
+    assert ["--ro-bind", net, net] in [command[i : i + 3] for i in range(len(command))]
     assert ending[-len(CMD) - 1 :] == [f"{routes[1][0]}=9002", *CMD]
 
 

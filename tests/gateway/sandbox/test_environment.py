@@ -58,3 +58,20 @@ def test_confined_environment_drops_the_secrets_and_the_token_env() -> None:
     }
     assert "MY_GATEWAY_KEY" in confined_environment(env)
     assert env["GH_TOKEN"] == "ghp_x"  # the given mapping is left as it was
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "kept"),
+    [
+        ("UV_INDEX_URL", "https://user:SECRET@index.example/simple", False),
+        ("PIP_EXTRA_INDEX_URL", "https://pypi.org/simple https://u:p@extra.example/s", False),
+        ("DATABASE_URL", "postgres://app:pw@db.internal/app", False),
+        ("UV_INDEX_URL", "https://index.example/simple", True),
+        ("PIP_INDEX_URL", "https://pypi.org/simple", True),
+    ],
+)
+def test_a_value_that_carries_a_urls_credentials_is_dropped(
+    name: str, value: str, kept: bool
+) -> None:
+    env = {"PATH": "/usr/bin", name: value}
+    assert confined_environment(env) == (env if kept else {"PATH": "/usr/bin"})

@@ -1,11 +1,14 @@
 """A confined kernel's network on a real gateway: its own namespace, reached only through the
 gateway's proxy, which lets it reach what its profile names and refuses the rest, with the rule
-line; pip installs through it; a kernel taken back after a SIGKILL has its network again; the
-same under Landlock alone. Traffic goes only to servers this test starts on 127.0.0.1."""
+line; pip installs through it; a kernel taken back after a SIGKILL has its network again; a
+gateway run from under the host's /tmp (a clone there) gives its kernels the network its status
+names; the same under Landlock alone. Traffic goes only to servers this test starts on
+127.0.0.1."""
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -15,10 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
+import loomgate.gateway
 from tests.gateway.sandbox.test_packages_kernels import wheel
 from tests.support.bridges import file_server, served
 from tests.support.cells import KERNELS
 from tests.support.gateways import GatewayProcess, client
+from tests.support.kernel_specs import write_kernel_specs
 
 TIMEOUT = 120
 
@@ -190,6 +195,44 @@ async def test_a_kernel_taken_back_after_a_sigkill_has_its_network_again(place: 
         async with client(gateway) as http:
             again = await run(http, kernel_id, FETCH.format(port=place.port))
             assert again["state"] == "completed" and "hello from loopback" in texts(again)
+    finally:
+        gateway.stop()
+
+
+@pytest.fixture
+def clone_under_tmp() -> Iterator[Path]:
+    """A dir under the host's /tmp holding a copy of the gateway's package, as a clone there
+    would (every sandbox replaces that /tmp with its own); removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="loomgate-clone-", dir="/tmp"))
+    try:
+        source = Path(loomgate.gateway.__file__).parent
+        copied = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(source, root / "loomgate" / "gateway", ignore=copied)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_gateway_run_from_under_tmp_gives_its_kernels_their_network(
+    place: Place, clone_under_tmp: Path
+) -> None:
+    # Bytecode written (an empty value turns it on) shows it imports from the copy.
+    env = {"PYTHONPATH": str(clone_under_tmp), "PYTHONDONTWRITEBYTECODE": ""}
+    env["JUPYTER_PATH"] = str(write_kernel_specs(place.root / "jupyter"))
+    gateway = gateway_in(place, "state-tmp-clone", **env)
+    try:
+        gateway.start()
+        assert any((clone_under_tmp / "loomgate/gateway/__pycache__").glob("app.*.pyc"))
+        async with client(gateway) as http:
+            kernel_id = await kernel(http, "from-tmp", place, sandbox="local")
+            listed = (await http.get(f"{KERNELS}/{kernel_id}")).json()["kernel"]["sandbox"]
+            assert listed["network"] == [f"127.0.0.1:{place.port}"]  # what its status names
+            fetched = await run(http, kernel_id, FETCH.format(port=place.port))
+            assert fetched["state"] == "completed" and "hello from loopback" in texts(fetched)
+            # A kernel that takes only TCP is reached through the relay inside, run so too.
+            bash = await kernel(http, "from-tmp-bash", place, sandbox="local", kernel_spec="bash")
+            said = await run(http, bash, "echo relayed")
+            assert said["state"] == "completed" and texts(said) == ["relayed"]
     finally:
         gateway.stop()
 

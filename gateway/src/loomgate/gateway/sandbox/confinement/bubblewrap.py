@@ -17,8 +17,8 @@ from loomgate.gateway.sandbox.network.kernel_network import (
     UNSET,
     bridged,
     net_dir,
+    place_scripts,
     proxy_environment,
-    proxy_socket,
     relayed,
 )
 from loomgate.gateway.sandbox.policy.home_view import HomeView, home_view, xdg_dirs
@@ -129,7 +129,8 @@ def command(
 ) -> list[str]:
     """Return the argv (starting with `bwrap`) that runs `kernel_cmd` under `rules` (writing
     the sandbox init's host pid into `info_fd`, when given), after making the placeholders its
-    protected paths that do not exist yet need (placeholders.py; recorded beside `kernel_dir`);
+    protected paths that do not exist yet need (placeholders.py; recorded beside `kernel_dir`)
+    and copying the bridge's and the relay's scripts where it runs them (kernel_network.py);
     a kernel that takes only TCP is reached from its ipc dir through the `relay` routes (each
     unix socket there joined to a port on its own loopback).
 
@@ -163,9 +164,12 @@ def command(
     if linked:
         raise ValueError(unprotectable(rules.profile, *linked[0]))
     # Only these parts of the kernel's own dir go in: its info file names the pid the gateway
-    # signals, and must not be the sandbox's to rewrite. Its proxy's socket is the gateway's.
+    # signals, and must not be the sandbox's to rewrite. Its proxy's socket is the gateway's,
+    # and so are the scripts of the bridge and the relay, run from there.
     own_writable = [real(part(kernel_dir)) for part in (ipc_dir, packages_dir, homes_dir)]
-    own_readable = [real(net_dir(kernel_dir))] if proxied else []
+    if proxied or relay:
+        place_scripts(kernel_dir)
+    own_readable = [real(net_dir(kernel_dir))] if proxied or relay else []
     own_readable += [real(connection_file)] if connection_file is not None else []
     own = [*own_writable, *own_readable]
     argv = [bwrap, *(["--info-fd", str(info_fd)] if info_fd is not None else []), *ISOLATION]
@@ -215,9 +219,9 @@ def command(
     if proxied:
         for name, value in proxy_environment(BRIDGE_PORT).items():
             argv += ["--setenv", name, value]
-        kernel_cmd = bridged(kernel_cmd, python=sys.executable, socket=proxy_socket(kernel_dir))
+        kernel_cmd = bridged(kernel_cmd, python=sys.executable, kernel_dir=kernel_dir)
     if relay:
-        kernel_cmd = relayed(kernel_cmd, python=sys.executable, routes=relay)
+        kernel_cmd = relayed(kernel_cmd, python=sys.executable, kernel_dir=kernel_dir, routes=relay)
     for name in dict.fromkeys([*unset_env, *(UNSET if proxied else ())]):
         argv += ["--unsetenv", name]
     argv += ["--chdir", str(cwd), "--", *kernel_cmd]

@@ -7,7 +7,8 @@ when a write (or a read of a placeholder: "Is a directory") failed on a path kep
 inside a writable one (its `.git`, a protected name, the environment the kernel runs on or
 loomgate's installation), `read_only` only for "Read-only file system" (EROFS, what the
 sandbox's read-only file system gives) on a path outside the writable set, and `own_tmp` for "No
-such file or directory" on a path under /tmp that the host has (the sandbox's /tmp is its own).
+such file or directory" on any path under /tmp outside the writable set (the sandbox's /tmp is its
+own), whether the host has that path or not: the note never tells what the host's /tmp holds.
 "Permission denied" elsewhere is the file's own permissions, which hold without a sandbox too
 (`/etc/shadow`), so it is not claimed. Network errors are claimed only when the rules have no
 network, limits only when the rules set them.
@@ -318,14 +319,13 @@ def empty_dir(path: Path) -> bool:
 
 
 def host_tmp_failure(rules: SandboxRules, paths: list[Path]) -> SandboxFailure | None:
-    """Return the `own_tmp` rule for a path under /tmp that the kernel did not find but the
-    host has (its /tmp is the sandbox's own), None for any other missing path."""
+    """Return the `own_tmp` rule for a path under /tmp that the kernel did not find (its /tmp is
+    the sandbox's own), None for any other missing path; never asking whether the host has it."""
     for path in paths:
         if (
             lies_inside(path, TMP)
             and path != TMP
             and not any(lies_inside(path, w) for w in rules.writable)
-            and os.path.lexists(path)
         ):
             return {"rule": "own_tmp", "profile": rules.profile, "path": str(path)}
     return None

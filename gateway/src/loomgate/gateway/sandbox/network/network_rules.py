@@ -1,19 +1,24 @@
 """A profile's network rule: what `network` in sandbox.toml says, which of two rules is
-stricter, and whether one outbound connection, its name already resolved, may go.
+stricter, whether a name may be resolved at all, and whether one outbound connection, its name
+already resolved, may go.
 
-Outside the addresses a list names by IP or range, only public addresses are reachable:
-loopback, private, link-local (the cloud metadata address 169.254.169.254 among them), CGNAT,
-multicast, unspecified, broadcast and reserved ranges are refused, and an IPv4-mapped IPv6
+Outside the addresses a list names by IP or range, only public addresses of other hosts are
+reachable: loopback, private, link-local (the cloud metadata address 169.254.169.254 among
+them), CGNAT, multicast, unspecified, broadcast and reserved ranges are refused, and so is every
+address of the host itself (a service listening on 0.0.0.0 answers on each); an IPv4-mapped IPv6
 address is judged as its IPv4 (NAT64 and 6to4 forms by the IPv4 they carry). A host-name pattern
-reaches public addresses only, so a name that resolves to a private address is refused (DNS
-rebinding). `*.github.com` covers every name under github.com but not github.com itself, as a
-TLS wildcard does.
+reaches those addresses only, so a name that resolves to a private address is refused (DNS
+rebinding). Under a list, a name no pattern names is refused before it is resolved, so that no
+lookup of it leaves the host. A refusal never tells the address a name resolved to.
+`*.github.com` covers every name under github.com but not github.com itself, as a TLS wildcard
+does.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -36,6 +41,7 @@ __all__ = [
     "NetworkRefusal",
     "at_least_as_strict",
     "decide",
+    "decide_name",
     "non_public",
     "parse_network",
 ]
@@ -141,21 +147,22 @@ HOST_NETWORK = NetworkPolicy("host")
 
 @dataclass(frozen=True)
 class NetworkRefusal:
-    """A connection decide() refused: the sentence, and the destination it was about."""
+    """A connection decide() refused: the sentence, and the destination it was about (a name
+    asked for, never the address it resolved to; else the address asked for)."""
 
     reason: str
     profile: str
     host: str | None  # the name asked for; None when an address was asked for
-    address: str  # the address checked
+    address: str | None  # the address asked for; None when a name was
     port: int
 
     @property
     def destination(self) -> str:
-        """Return "pypi.org:443 (151.101.0.223)", or "10.0.0.5:443" for an address."""
-        where = f"[{self.address}]" if ":" in self.address else self.address
-        if self.host is None:
-            return f"{where}:{self.port}"
-        return f"{self.host}:{self.port} ({self.address})"
+        """Return "pypi.org:443" for a name, "10.0.0.5:443" or "[fd00::1]:80" for an address."""
+        if self.host is not None:
+            return f"{self.host}:{self.port}"
+        where = str(self.address)
+        return f"[{where}]:{self.port}" if ":" in where else f"{where}:{self.port}"
 
 
 def parse_network(value: bool | str | list[str]) -> NetworkPolicy:
@@ -249,28 +256,58 @@ def _host_name(text: str) -> str:
     return name
 
 
+def decide_name(
+    policy: NetworkPolicy, *, profile: str, host: str, port: int
+) -> NetworkRefusal | None:
+    """Return why the name `host` is refused before it is resolved under `policy`, the rule of
+    `profile` (a list that names it on no port, or not on `port`: no lookup of it leaves the
+    host), or None when it may be resolved and its addresses decide()d."""
+    name = host.lower().removesuffix(".")
+    if policy.kind == "host":
+        raise ValueError("the host's network is not proxied: decide() has nothing to check")
+    if policy.kind == "none":
+        return NetworkRefusal(f"profile {profile!r} has no network", profile, name, None, port)
+    if policy.kind == "public":
+        return None
+    by_name = [p for p in policy.patterns if p.names(name)]
+    if any(p.allows_port(port) for p in by_name):
+        return None
+    asked = f"{name} port {port}" if by_name else name
+    reason = f"{asked} is not named by profile {profile!r}, which names {policy.describe()}"
+    return NetworkRefusal(reason, profile, name, None, port)
+
+
 def decide(
-    policy: NetworkPolicy, *, profile: str, host: str | None, address: Address, port: int
+    policy: NetworkPolicy,
+    *,
+    profile: str,
+    host: str | None,
+    address: Address,
+    port: int,
+    own: Collection[Address],
 ) -> NetworkRefusal | None:
     """Return why a connection to `address`:`port` (resolved from `host`, None when an address
-    was asked for) is refused under `policy`, the rule of `profile`, or None when it may go."""
+    was asked for) is refused under `policy`, the rule of `profile`, or None when it may go;
+    `own`: the host's own addresses (as judged())."""
     checked = judged(address)
     name = None if host is None or _is_address(host) else host.lower().removesuffix(".")
 
     def refused(reason: str) -> NetworkRefusal:
-        return NetworkRefusal(reason, profile, name, str(checked), port)
+        return NetworkRefusal(reason, profile, name, None if name else str(checked), port)
 
     if policy.kind == "host":
         raise ValueError("the host's network is not proxied: decide() has nothing to check")
     if policy.kind == "none":
         return refused(f"profile {profile!r} has no network")
-    asked = f"{name} ({checked})" if name else str(checked)
+    # A name is told as itself: what it resolved to stays the proxy's.
+    said = f"{name} resolves to" if name else f"{checked} is"
     blocked = non_public(checked)
+    if blocked is None and checked in own:
+        blocked = "an address of this host"
     if policy.kind == "public":
         if blocked is None:
             return None
-        said = f"{name} resolves to {checked}, {blocked}" if name else f"{checked} is {blocked}"
-        return refused(f"{said}, which profile {profile!r} does not name")
+        return refused(f"{said} {blocked}, which profile {profile!r} does not name")
     by_address = [p for p in policy.patterns if p.network and checked in p.network]
     if any(p.allows_port(port) for p in by_address):
         return None
@@ -280,13 +317,12 @@ def decide(
     if blocked is not None:
         if any(p.allows_port(port) for p in by_name):
             return refused(
-                f"{name} resolves to {checked}, {blocked}; profile {profile!r} names {name}, "
-                f"but a name reaches public addresses only: name {checked} to reach it"
+                f"{said} {blocked}; profile {profile!r} names {name}, but a name reaches only "
+                "public addresses of other hosts: name the address to reach it"
             )
-        said = f"{name} resolves to {checked}, {blocked}" if name else f"{checked} is {blocked}"
-        if by_address:
-            return refused(f"{said}, which profile {profile!r} names for other ports only")
-        return refused(f"{said}, which profile {profile!r} does not name")
+        which = "names for other ports only" if by_address else "does not name"
+        return refused(f"{said} {blocked}, which profile {profile!r} {which}")
+    asked = name or str(checked)
     names = policy.describe()
     if by_name or by_address:
         return refused(

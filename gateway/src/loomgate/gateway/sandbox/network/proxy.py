@@ -1,10 +1,12 @@
 """The gateway's egress proxy for one kernel: HTTP (CONNECT, and absolute-form requests
 forwarded one per connection: `proxy_http.py`) and SOCKS5 (RFC 1928: no authentication,
-CONNECT) on one socket, in the gateway's own event loop. Each destination is resolved here,
-every address checked by `network_rules.decide()`, and the connection made to the first address
-allowed, the one checked, never to a name resolved again; refusals are kept for the cell's rule
-note. Once answered, a connection is bytes relayed both ways (`relay.py`), in the connection's
-task, which close() ends.
+CONNECT) on one socket, in the gateway's own event loop. A name is first checked by
+`network_rules.decide_name()` (under a list, one the list does not name is never resolved), then
+resolved here, every address checked by `network_rules.decide()` against the host's own
+addresses too (`host_addresses.py`), and the connection made to the first address allowed, the
+one checked, never to a name resolved again; refusals are kept for the cell's rule note, and no
+answer tells the address a name resolved to. Once answered, a connection is bytes relayed both
+ways (`relay.py`), in the connection's task, which close() ends.
 
 A confined kernel's clients reach it through the bridge inside the kernel's network namespace
 (`bridge.py`), which hands each TCP connection's socket over the unix socket (`handover.py`):
@@ -42,7 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from loomgate.gateway.sandbox.network.handover import first_message, handed_socket
-from loomgate.gateway.sandbox.network.network_rules import NetworkPolicy, NetworkRefusal, decide
+from loomgate.gateway.sandbox.network.host_addresses import host_addresses
+from loomgate.gateway.sandbox.network.network_rules import (
+    NetworkPolicy,
+    NetworkRefusal,
+    decide,
+    decide_name,
+)
 from loomgate.gateway.sandbox.network.proxy_http import (
     HEAD_LIMIT,
     BadRequest,
@@ -284,6 +292,10 @@ class KernelProxy:
             family = int(socket.AF_INET6 if literal.version == 6 else socket.AF_INET)
             candidates: list[tuple[int, tuple[Any, ...]]] = [(family, (str(literal), port))]
         else:
+            early = decide_name(self.policy, profile=self.profile, host=host, port=port)
+            if early is not None:
+                self._refusals.append((time.time(), early))
+                raise Failure(403, SOCKS_REFUSED, early.reason)
             try:
                 candidates = await self._resolve(host, port)
             except (OSError, UnicodeError) as error:
@@ -291,11 +303,16 @@ class KernelProxy:
                 raise Failure(
                     502, SOCKS_UNRESOLVED, f"{host} could not be resolved: {why}"
                 ) from None
+        try:
+            own = host_addresses()
+        except OSError as error:
+            said = f"this host's own addresses could not be read: {error.strerror or error}"
+            raise Failure(502, 0x01, said) from None
         refusal, allowed = None, []
         for family, sockaddr in dict.fromkeys(candidates):
             address = ipaddress.ip_address(sockaddr[0])
             verdict = decide(
-                self.policy, profile=self.profile, host=name, address=address, port=port
+                self.policy, profile=self.profile, host=name, address=address, port=port, own=own
             )
             if verdict is None:
                 allowed.append((family, sockaddr))
@@ -322,8 +339,7 @@ class KernelProxy:
                 sock.close()
                 raise
             sock.close()
-        where = f"{host}:{port}" + (f" ({allowed[-1][1][0]})" if name and allowed else "")
-        why = f"could not connect to {where}: {os.strerror(failed)}"
+        why = f"could not connect to {host}:{port}: {os.strerror(failed)}"
         raise Failure(502, SOCKS_ERRNO.get(failed, 0x01), why)
 
 

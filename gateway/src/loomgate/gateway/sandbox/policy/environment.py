@@ -1,10 +1,13 @@
-"""The environment a confined kernel inherits: the gateway's, without its secrets."""
+"""The environment a confined kernel inherits: the gateway's, without its secrets (by their
+names, and any value that carries a URL's credentials)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
 from fnmatch import translate
+
+from loomgate.shared.credentials import carries_credentials
 
 __all__ = ["SECRET_ENVIRONMENT", "confined_environment", "is_secret"]
 
@@ -69,7 +72,12 @@ def is_secret(name: str, extra_secret: Iterable[str] = ()) -> bool:
 def confined_environment(
     env: Mapping[str, str], extra_secret: Iterable[str] = ()
 ) -> dict[str, str]:
-    """Return `env` without the variables a confined kernel must not inherit: SECRET_ENVIRONMENT
-    and the names in `extra_secret` (the gateway's --token-env variable)."""
+    """Return `env` without the variables a confined kernel must not inherit: SECRET_ENVIRONMENT,
+    the names in `extra_secret` (the gateway's --token-env variable), and any whose value
+    carries a URL's credentials (UV_INDEX_URL=https://user:secret@…)."""
     extra = frozenset(extra_secret)
-    return {name: value for name, value in env.items() if not is_secret(name, extra)}
+    return {
+        name: value
+        for name, value in env.items()
+        if not is_secret(name, extra) and not carries_credentials(value)
+    }
