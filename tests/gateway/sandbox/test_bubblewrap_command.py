@@ -88,15 +88,8 @@ def argv(
     )
 
 
-# The project's .git (with hooks and config; info, modules, worktrees and config.worktree get
-# placeholders), with no protected name but .git.
-GIT_GUARD = [
-    "--bind T/project/.git T/project/.git",
-    *(
-        f"--ro-bind T/project/.git/{part} T/project/.git/{part}"
-        for part in ("config", "config.worktree", "hooks", "info", "modules", "worktrees")
-    ),
-]
+# The project's .git, read-only as a whole, with no protected name but .git.
+GIT_GUARD = ["--ro-bind T/project/.git T/project/.git"]
 
 
 def words(tree: Path, *pairs: str) -> list[str]:
@@ -115,15 +108,8 @@ def test_the_whole_command_in_order(tree: Path) -> None:
             "--bind T/project T/project",
             # a protected name, read-only before it exists (its placeholder was made for it)
             "--ro-bind T/project/.envrc T/project/.envrc",
-            # .git a mount point (it cannot be renamed or replaced), writable for commits, and
-            # what git runs for you later read-only in it (missing ones got placeholders)
-            "--bind T/project/.git T/project/.git",
-            "--ro-bind T/project/.git/config T/project/.git/config",
-            "--ro-bind T/project/.git/config.worktree T/project/.git/config.worktree",
-            "--ro-bind T/project/.git/hooks T/project/.git/hooks",
-            "--ro-bind T/project/.git/info T/project/.git/info",
-            "--ro-bind T/project/.git/modules T/project/.git/modules",
-            "--ro-bind T/project/.git/worktrees T/project/.git/worktrees",
+            # .git a mount point (it cannot be renamed or replaced), read-only as a whole
+            "--ro-bind T/project/.git T/project/.git",
             # hidden after writable: a hidden file in a writable dir stays hidden
             f"--ro-bind {empty} T/project/.env",
             # dirs on the way to the kernel's own files: enterable, what they hold hidden
@@ -146,6 +132,7 @@ def test_the_whole_command_in_order(tree: Path) -> None:
             "--remount-ro T/state/kernels/k1",
             "--remount-ro T/runtime",
             "--setenv TMPDIR /tmp --setenv IPYTHONDIR /tmp/ipython",
+            "--setenv PYTHONPYCACHEPREFIX /tmp/pycache",
             "--unsetenv JPY_PARENT_PID",
             "--unsetenv TOKEN",
             "--chdir T/project",
@@ -182,6 +169,7 @@ def test_a_kernel_dir_outside_the_hidden_paths_is_hidden_but_its_own_dirs(tree: 
             "--remount-ro T/home/.ssh",
             "--remount-ro T/k",
             "--setenv TMPDIR /tmp --setenv IPYTHONDIR /tmp/ipython",
+            "--setenv PYTHONPYCACHEPREFIX /tmp/pycache",
             "--chdir T/project",
         ),
         "--",
@@ -214,6 +202,7 @@ def test_paths_are_bound_where_they_really_are(tree: Path) -> None:
         "--remount-ro T/home/.ssh",
         "--remount-ro T/state/kernels/k1",
         "--setenv TMPDIR /tmp --setenv IPYTHONDIR /tmp/ipython",
+        "--setenv PYTHONPYCACHEPREFIX /tmp/pycache",
         "--unsetenv JPY_PARENT_PID",
         "--unsetenv TOKEN",
         "--chdir T/project",
@@ -245,6 +234,7 @@ def test_missing_and_nested_paths_are_left_out(tree: Path) -> None:
         "--remount-ro T/home",
         "--remount-ro T/state/kernels/k1",
         "--setenv TMPDIR /tmp --setenv IPYTHONDIR /tmp/ipython",
+        "--setenv PYTHONPYCACHEPREFIX /tmp/pycache",
         "--unsetenv JPY_PARENT_PID",
         "--unsetenv TOKEN",
         "--chdir T/project",
@@ -357,20 +347,6 @@ def test_signalling_a_sandbox_that_is_gone_says_so() -> None:
             confiner.signal_init(unused_pid(), signum)
 
 
-GIT_PARTS = [
-    (f".git/{part}", False, kind)
-    for part, kind in (
-        ("hooks", "dir"),
-        ("info", "dir"),
-        ("modules", "dir"),
-        ("worktrees", "dir"),
-        ("config", "file"),
-        ("config.worktree", "file"),
-        ("commondir", None),
-    )
-]
-
-
 def lay_out(top: Path, layout: str) -> None:
     """Make the layout named `layout` in the writable dir `top` (and `top/../main`)."""
     main_git = top.parent / "main" / ".git"
@@ -381,34 +357,42 @@ def lay_out(top: Path, layout: str) -> None:
         (top / ".git").write_text("gitdir: ../main/.git/worktrees/w\n")
     if layout == "nested name":
         (top / ".github" / "workflows").mkdir(parents=True)
+    if layout == "host code":
+        for name in ("main.py", "env/pyvenv.cfg", "env/lib/x.py", "node_modules/a/b.js"):
+            (top / name).parent.mkdir(parents=True, exist_ok=True)
+            (top / name).write_text("")
+        for name in ("pkg/__pycache__/m.cpython-311.pyc", "pkg/m.py", "pkg/sub/n.py"):
+            (top / name).parent.mkdir(parents=True, exist_ok=True)
+            (top / name).write_text("")
 
 
-Guard = tuple[str, bool, str | None]
+Guard = tuple[str, str | None]
 WORKTREE = "../main/.git/worktrees/w"
 GUARD_CASES: list[tuple[str, tuple[str, ...], list[Guard]]] = [
     # a writable dir without .git cannot get one: its placeholder is mounted read-only
-    ("no git", (".envrc",), [(".git", False, "dir"), (".envrc", False, "dir")]),
-    # .git is a mount point, writable for commits; what git runs later is read-only
-    ("git dir", (".envrc",), [(".git", True, None), *GIT_PARTS, (".envrc", False, "dir")]),
+    ("no git", (".envrc",), [(".git", "dir"), (".envrc", "dir")]),
+    # .git is a mount point, read-only as a whole: no commit from inside
+    ("git dir", (".envrc",), [(".git", "dir"), (".envrc", "dir")]),
     # a .git file cannot be re-pointed; the gitdir it names is guarded where it is writable
+    ("worktree", (), [(".git", None), (WORKTREE, None)]),
+    ("worktree elsewhere", (), [(".git", None)]),
+    ("whole git", (".git",), [(".git", "dir")]),
+    # a nested name gets its placeholder at its first missing part
+    ("no nested name", (".github/workflows",), [(".git", "dir"), (".github", "dir")]),
+    ("nested name", (".github/workflows",), [(".git", "dir"), (".github/workflows", "dir")]),
+    # what the person's tools run later: a venv (any name), node_modules, bytecode caches, and
+    # a cache made where there is Python source without one
     (
-        "worktree",
+        "host code",
         (),
         [
-            (".git", False, None),
-            (WORKTREE, True, None),
-            *[(f"{WORKTREE}/{p[5:]}", w, k) for p, w, k in GIT_PARTS],
+            (".git", "dir"),
+            ("node_modules", None),
+            ("env", None),
+            ("pkg/__pycache__", None),
+            ("__pycache__", "dir"),
+            ("pkg/sub/__pycache__", "dir"),
         ],
-    ),
-    ("worktree elsewhere", (), [(".git", False, None)]),
-    # a profile protecting .git keeps all of it read-only (no commits from inside)
-    ("whole git", (".git",), [(".git", False, "dir")]),
-    # a nested name gets its placeholder at its first missing part
-    ("no nested name", (".github/workflows",), [(".git", False, "dir"), (".github", False, "dir")]),
-    (
-        "nested name",
-        (".github/workflows",),
-        [(".git", False, "dir"), (".github/workflows", False, "dir")],
     ),
 ]
 
@@ -424,28 +408,23 @@ def test_what_stays_read_only_in_a_writable_dir(
     lay_out(top, layout)
     writable = [top] if layout == "worktree elsewhere" else [top, tmp_path / "main"]
     found = bubblewrap.guarded(top, names, writable)
-    assert [(os.path.relpath(p, top), w, k) for p, w, k in found] == expected
+    assert [(os.path.relpath(p, top), k) for p, k in found] == expected
 
 
 def test_placeholders_are_made_before_the_mounts_and_recorded(tree: Path) -> None:
     project = tree / "project"
+    (project / "app.py").write_text("")
     command = argv(tree, protected=(".envrc", ".github/workflows"))
-    for name in (".envrc", ".github", ".git/info", ".git/modules", ".git/worktrees"):
+    for name in (".envrc", ".github", "__pycache__"):
         assert (project / name).is_dir(), name
         assert f"{project / name}" in command
-    assert (project / ".git/config.worktree").read_bytes() == b""
-    assert not (project / ".git/commondir").exists()  # git dies on an empty one
     record = json.loads(placeholders.record_file(tree / "state/kernels/k1").read_text())
     assert set(record["created"]) == {
-        str(project / name)
-        for name in (".envrc", ".github", *(f".git/{p}" for p in GIT_PLACEHOLDERS))
+        str(project / name) for name in (".envrc", ".github", "__pycache__")
     }
     assert placeholders.remove(tree / "state/kernels/k1")
-    assert sorted(p.name for p in project.iterdir()) == [".env", ".git"]
+    assert sorted(p.name for p in project.iterdir()) == [".env", ".git", "app.py"]
     assert sorted(p.name for p in (project / ".git").iterdir()) == ["config", "hooks"]
-
-
-GIT_PLACEHOLDERS = ("info", "modules", "worktrees", "config.worktree")
 
 
 @pytest.mark.parametrize("name", [".vscode", ".git", ".github/workflows"])
@@ -511,10 +490,14 @@ def test_the_environment_is_read_only_inside_a_writable_dir(tree: Path) -> None:
         protected=(),
     )
     assert after_tmp(command) == []  # inside a writable dir: made visible by it
-    guarded_end = command.index(f"{project}/.git/worktrees") + 2  # source, target
+    guarded_end = command.index(f"{project}/.git") + 2  # source, target
     hidden_start = command.index(f"{project}/.env") - 2  # the first hidden path
+    # The venv is read-only as any venv in a writable dir is, and as the kernel's environment.
     assert command[guarded_end:hidden_start] == words(
-        tree, "--ro-bind T/project/.venv T/project/.venv", "--ro-bind T/project/src T/project/src"
+        tree,
+        "--ro-bind T/project/.venv T/project/.venv",
+        "--ro-bind T/project/.venv T/project/.venv",
+        "--ro-bind T/project/src T/project/src",
     )
     assert f"{tree}/home" not in command  # writable, but inside what loomgate runs from
 
@@ -621,14 +604,14 @@ def test_a_profile_protecting_git_keeps_a_worktrees_gitdir_read_only_whole(
     top.mkdir()
     lay_out(top, "worktree")
     found = bubblewrap.guarded(top, (".git", ".envrc"), [top, tmp_path / "main"])
-    assert [(os.path.relpath(p, top), w, k) for p, w, k in found] == [
-        (".git", False, None),
-        (WORKTREE, False, None),
-        (".envrc", False, "dir"),  # the names after .git are still guarded
+    assert [(os.path.relpath(p, top), k) for p, k in found] == [
+        (".git", None),
+        (WORKTREE, None),
+        (".envrc", "dir"),  # the names after .git are still guarded
     ]
 
 
-def test_a_worktree_of_another_writable_dir_is_bound_with_its_gitdir(tree: Path) -> None:
+def test_a_worktree_of_another_writable_dir_is_read_only_with_its_gitdir(tree: Path) -> None:
     main, project = tree / "main", tree / "project"
     (main / ".git/worktrees/w").mkdir(parents=True)
     (project / ".git/config").unlink()
@@ -638,8 +621,11 @@ def test_a_worktree_of_another_writable_dir_is_bound_with_its_gitdir(tree: Path)
     command = argv(tree, writable=[project, main])
     gitdir = str(main / ".git/worktrees/w")
     triples = set(zip(command, command[1:], command[2:], strict=False))
-    assert ("--bind", gitdir, gitdir) in triples  # commits from the worktree go there
-    assert ("--ro-bind", f"{gitdir}/hooks", f"{gitdir}/hooks") in triples  # what git runs
+    # Read-only within the main repository's .git, read-only as a whole: no commit from the
+    # worktree either.
+    main_git = str(main / ".git")
+    assert ("--ro-bind", main_git, main_git) in triples
+    assert ("--bind", gitdir, gitdir) not in triples
     assert ("--ro-bind", str(project / ".git"), str(project / ".git")) in triples
 
 

@@ -248,7 +248,10 @@ BAD = [
         5,
         "profile 'a': unprotected: 'notes.md' is not protected by default, so it cannot be taken "
         "out (the defaults: .mcp.json, .claude, .codex, .cursor, .vscode, .idea, .envrc, "
-        ".gitmodules, ipython_config.py, ipython_kernel_config.py, .ipython, .jupyter, "
+        ".gitmodules, .pre-commit-config.yaml, .husky, .npmrc, .yarnrc, .yarnrc.yml, "
+        ".devcontainer, CLAUDE.md, AGENTS.md, GEMINI.md, .gemini, .windsurfrules, .clinerules, "
+        ".github/copilot-instructions.md, .venv, venv, node_modules, "
+        "ipython_config.py, ipython_kernel_config.py, .ipython, .jupyter, "
         "jupyter_config.py, jupyter_config.json, jupyter_server_config.py, "
         "jupyter_server_config.json, jupyter_notebook_config.py, jupyter_notebook_config.json, "
         "jupyter_lab_config.py, jupyter_lab_config.json, jupyter_nbconvert_config.py, "

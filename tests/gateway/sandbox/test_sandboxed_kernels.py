@@ -602,7 +602,7 @@ async def test_a_write_to_a_protected_path_names_it(
     assert failure is not None, output_texts(execution)
     assert (failure["rule"], failure["profile"]) == ("protected", profile)
     path = Path(str(failure["path"]))
-    assert path == place.project / name or path == place.project / name.partition("/")[0]
+    assert path.is_relative_to(place.project / name.partition("/")[0]), path
     assert not (place.project / name).is_file()  # a placeholder dir at most, while it runs
 
 

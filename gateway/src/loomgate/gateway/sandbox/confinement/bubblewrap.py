@@ -3,6 +3,7 @@ own host dir that command relies on, and signalling the sandbox from outside."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from loomgate.gateway.sandbox.network.kernel_network import (
     relayed,
 )
 from loomgate.gateway.sandbox.policy.home_view import HomeView, home_view, xdg_dirs
+from loomgate.gateway.sandbox.policy.host_code import MAX_DIRS, host_code
 from loomgate.gateway.sandbox.policy.installation import installation_roots, interpreter_roots
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
 from loomgate.gateway.sandbox.policy.protected_names import (
@@ -29,6 +31,8 @@ from loomgate.gateway.sandbox.policy.protected_names import (
     symlinked_protections,
     unprotectable,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ISOLATION",
@@ -59,21 +63,7 @@ TMP = Path("/tmp")
 # The kernel's IPython dir, in its own /tmp: ~/.ipython is read-only in the sandbox, and IPython
 # would otherwise make a new temp dir, with a warning, each time something asks for it.
 IPYTHON_DIR = TMP / "ipython"
-# In a gitdir in a writable dir, what git runs for you later, outside any sandbox: hooks, config
-# (hooksPath, fsmonitor, aliases, filters), the per-worktree config, info/ (attributes naming
-# drivers, excludes, sparse-checkout), modules/ (submodules' own gitdirs, hooks and config) and
-# worktrees/ (linked worktrees' gitdirs and their commondir), each with the placeholder a missing
-# one gets; commondir (re-points a gitdir at another) only where it is (git dies on an empty one).
-# The rest stays writable (objects, refs, logs, the index, HEAD): commits from inside work.
-GIT_READ_ONLY: tuple[tuple[str, Kind | None], ...] = (
-    ("hooks", "dir"),
-    ("info", "dir"),
-    ("modules", "dir"),
-    ("worktrees", "dir"),
-    ("config", "file"),
-    ("config.worktree", "file"),
-    ("commondir", None),
-)
+PYCACHE_PREFIX = TMP / "pycache"
 PROC_READ_ONLY = (Path("/proc/sys"), Path("/proc/sysrq-trigger"))
 HIDDEN_DIR_MODE = "0000"  # listing or entering it: PermissionError
 PASSAGE_DIR_MODE = "0111"  # a hidden dir on the way to the kernel's own files: enter, not list
@@ -199,11 +189,10 @@ def command(
     for path in writable:
         argv += ["--bind", str(path), str(path)]
     guards = [g for top in writable for g in guarded(top, rules.protected, writable)]
-    placeholders.make(kernel_dir, [(path, kind) for path, _, kind in guards if kind is not None])
-    # Parents before what lies in them: a worktree's gitdir (writable) inside worktrees/.
-    for path, writes, _ in sorted(guards, key=lambda guard: guard[0].parts):
-        if os.path.lexists(path):
-            argv += ["--bind" if writes else "--ro-bind", str(path), str(path)]
+    placeholders.make(kernel_dir, [(path, kind) for path, kind in guards if kind is not None])
+    kept = outermost([path for path, _ in guards if os.path.lexists(path)])
+    for path in sorted(kept, key=lambda path: path.parts):
+        argv += ["--ro-bind", str(path), str(path)]
     for path in sorted(outermost(inside), key=lambda path: path.parts):
         argv += ["--ro-bind", str(path), str(path)]
     for path in outermost(existing([*rules.hidden, kernel_dir])):
@@ -216,6 +205,8 @@ def command(
     for path in tmpfs:
         argv += ["--remount-ro", str(path)]
     argv += ["--setenv", "TMPDIR", str(TMP), "--setenv", "IPYTHONDIR", str(IPYTHON_DIR)]
+    # The kernel's own bytecode goes to its /tmp: the caches in the writable dirs are read-only.
+    argv += ["--setenv", "PYTHONPYCACHEPREFIX", str(PYCACHE_PREFIX)]
     if proxied:
         for name, value in proxy_environment(BRIDGE_PORT).items():
             argv += ["--setenv", name, value]
@@ -247,27 +238,25 @@ def home_arguments(view: HomeView, environment: list[Path], tmpfs: list[Path]) -
     return argv
 
 
-Guard = tuple[Path, bool, Kind | None]  # a path, whether it stays writable, its placeholder
+Guard = tuple[Path, Kind | None]  # a path kept read-only, and its placeholder
 
 
 def guarded(top: Path, names: Sequence[str], writable: Sequence[Path]) -> list[Guard]:
-    """Return what stays read-only in the writable dir `top`: its `.git` (a mount point: it
-    cannot be renamed or replaced, and a `top` without one cannot get one) with its parts, and
-    each protected name (its first missing part gets the placeholder: nothing can be made
-    under it). `.git` among `names` keeps the whole of it read-only (no commits from inside)."""
+    """Return what stays read-only in the writable dir `top`: the whole of its `.git` (a mount
+    point: it cannot be renamed or replaced, and a `top` without one cannot get one) or of the
+    gitdir a `.git` file names, each protected name (its first missing part gets the
+    placeholder: nothing can be made under it), and what the person's tools run later
+    (host_code.py: environments, node_modules, bytecode caches, a cache made where there is
+    Python source without one)."""
     git = top / GIT
     found: list[Guard] = []
-    whole = GIT in names
-    if not os.path.lexists(git) or (whole and git.is_dir()):
-        found.append((git, False, "dir"))
-    elif git.is_dir():
-        found += [(git, True, None), *gitdir_parts(git)]
+    if not os.path.lexists(git) or git.is_dir():
+        found.append((git, "dir"))
     else:  # a .git file: the gitdir it names is guarded where a sandbox could write it
-        found.append((git, False, None))
+        found.append((git, None))
         gitdir = gitdir_of(git)
         if gitdir is not None and any(within(gitdir, w) for w in writable):
-            found += [(gitdir, False, None)] if whole else [(gitdir, True, None)]
-            found += [] if whole else gitdir_parts(gitdir)
+            found.append((gitdir, None))
     for name in names:
         if name == GIT:
             continue
@@ -276,13 +265,18 @@ def guarded(top: Path, names: Sequence[str], writable: Sequence[Path]) -> list[G
             path = path / part
             if not os.path.lexists(path):
                 break
-        found.append((path, False, "dir"))
+        found.append((path, "dir"))
+    code = host_code(top)
+    if code.cut:
+        log.warning(
+            "Only the first %d dirs of %s were looked at for environments and bytecode caches "
+            "(docs/sandbox.md)",
+            MAX_DIRS,
+            top,
+        )
+    found += [(path, None) for path in code.kept]
+    found += [(path, "dir") for path in code.made]
     return found
-
-
-def gitdir_parts(gitdir: Path) -> list[Guard]:
-    """Return the parts of `gitdir` that stay read-only (GIT_READ_ONLY)."""
-    return [(gitdir / name, False, kind) for name, kind in GIT_READ_ONLY]
 
 
 def gitdir_of(git_file: Path) -> Path | None:

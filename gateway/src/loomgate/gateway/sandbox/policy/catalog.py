@@ -15,6 +15,7 @@ from loomgate.gateway.sandbox.policy.config import (
 )
 from loomgate.gateway.sandbox.policy.installation import installation_roots
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules, at_least_as_strict
+from loomgate.gateway.sandbox.policy.state_dirs import known_state_dirs, note_state_dir
 from loomgate.shared import paths
 from loomgate.shared.echo import echo
 
@@ -35,11 +36,16 @@ class SandboxCatalog:
             state_dir / "runtime",
         }
         # The config dir too: gateways.toml may hold tokens.
-        self.private = tuple(
-            sorted({state_dir, paths.state_dir(), paths.config_dir(), *runtime_dirs})
-        )
+        self._private = {state_dir, paths.state_dir(), paths.config_dir(), *runtime_dirs}
+        note_state_dir(state_dir)
         self._config: SandboxConfig | None = None
         self._stamp: tuple[float, int] | None = None
+
+    @property
+    def private(self) -> tuple[Path, ...]:
+        """Return the dirs every confined kernel is kept out of: this gateway's, Jupyter's
+        runtime dirs, and every other gateway's state dir noted so far (state_dirs.py)."""
+        return tuple(sorted({*self._private, *known_state_dirs()}))
 
     def config(self) -> SandboxConfig:
         """Return the profiles as the file says now (Unavailable naming file and line if the

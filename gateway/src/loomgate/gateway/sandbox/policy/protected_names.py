@@ -16,9 +16,10 @@ __all__ = [
 ]
 
 # Read-only in every writable dir, also before they exist: files that programs of the person's
-# load and act on when started there later (MCP hosts, agents' hooks, editors, direnv, git's
-# submodules, IPython and Jupyter). Relative to each writable dir; a profile adds names
-# (`protected`) and the person may take a default out (`unprotected`). Each `jupyter X` app reads
+# load and act on when started there later (MCP hosts, agents' hooks and instructions, editors,
+# direnv, git's submodules and hooks, npm, environments, IPython and Jupyter). Relative to each
+# writable dir; a profile adds names (`protected`) and the person may take a default out
+# (`unprotected`). Each `jupyter X` app reads
 # jupyter_config and jupyter_X_config (X: its name, "-" as "_"); before jupyter_core 4.11.2 and
 # IPython 8.0.1 they read them from the directory they were started in too.
 JUPYTER_APPS = (
@@ -42,14 +43,33 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
     ".idea",
     ".envrc",
     ".gitmodules",
+    # what git runs at a commit, npm and yarn at each script, a devcontainer on the host
+    ".pre-commit-config.yaml",
+    ".husky",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".devcontainer",
+    # instructions to agents that run unconfined
+    "CLAUDE.md",
+    "AGENTS.md",
+    "GEMINI.md",
+    ".gemini",
+    ".windsurfrules",
+    ".clinerules",
+    ".github/copilot-instructions.md",
+    # environments the person's tools run from (any dir with a pyvenv.cfg: host_code.py)
+    ".venv",
+    "venv",
+    "node_modules",
     "ipython_config.py",
     "ipython_kernel_config.py",
     ".ipython",
     ".jupyter",
     *(f"jupyter{app}_config.{suffix}" for app in JUPYTER_APPS for suffix in ("py", "json")),
 )
-# In every writable dir: pinned, its hooks, config… read-only (bubblewrap.py says which), never
-# taken out; a profile that protects it keeps the whole of it read-only (no commits from inside).
+# In every writable dir: read-only as a whole (no commits from inside: its hooks, config and
+# index are what git runs and reads for the person later), never taken out.
 GIT = ".git"
 
 
