@@ -7,8 +7,9 @@ One gateway per mechanism (`LOOMGATE_SANDBOX_MECHANISM`: bubblewrap on PATH, the
 bubblewrap, Landlock alone), each with default none, each checked to run the mechanism it was
 given. Kernel start (POST kernels → idle, prewarm off; each once the last kernel's processes are
 gone): on each gateway a `none` and a `workspace` kernel (its own network namespace, the bridge
-and the gateway's proxy), all six in a new order each round; each mechanism held to its goal by
-the median of its same-gateway, same-round differences (workspace − none). run_cell("1+1")
+and the gateway's proxy; under Landlock alone, which refuses the shipped workspace, workspace
+redefined with no writable dir), all six in a new order each round; each mechanism held to its
+goal by the median of its same-gateway, same-round differences (workspace − none). run_cell("1+1")
 through the gateway's submit: a workspace kernel on each gateway, a none kernel and a second
 none kernel (the floor: what two kernels differ by), one cell each in turn, each checked to
 answer `2`. Goals (issue 42): start ≤ +50 ms, run_cell ≤ 1.03× of none.
@@ -58,6 +59,9 @@ def mechanism_gateway(root: Path, mechanism: str) -> GatewayProcess:
     `mechanism` alone."""
     gateway = gateway_in(root, mechanism, "none")
     gateway.env[ENV] = mechanism
+    if mechanism == "landlock":  # its project's .git cannot stay read-only there
+        with (root / mechanism / "config" / "loomgate" / "sandbox.toml").open("a") as config:
+            config.write("\n[profiles.workspace]\nwritable = []\n")
     return gateway
 
 

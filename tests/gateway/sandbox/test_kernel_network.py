@@ -2,8 +2,8 @@
 gateway's proxy, which lets it reach what its profile names and refuses the rest, with the rule
 line; pip installs through it; a kernel taken back after a SIGKILL has its network again; a
 gateway run from under the host's /tmp (a clone there) gives its kernels the network its status
-names; the same under Landlock alone. Traffic goes only to servers this test starts on
-127.0.0.1."""
+names; the same under Landlock alone (under profiles with no writable dir: it refuses the
+others). Traffic goes only to servers this test starts on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -47,9 +47,12 @@ class Place:
 
 
 def write_profiles(place: Place) -> None:
-    """The default (workspace), and `local`: workspace naming the test's server."""
+    """The default (workspace), `local`: workspace naming the test's server, and each without a
+    writable dir (`held`, `local-held`), as Landlock alone can hold them."""
     (place.config / "loomgate" / "sandbox.toml").write_text(
-        f'default = "workspace"\n\n[profiles.local]\nnetwork = ["127.0.0.1:{place.port}"]\n'
+        f'default = "workspace"\n\n[profiles.local]\nnetwork = ["127.0.0.1:{place.port}"]\n\n'
+        "[profiles.held]\nwritable = []\n\n"
+        '[profiles.local-held]\nextends = "local"\nwritable = []\n'
     )
 
 
@@ -242,16 +245,20 @@ async def test_under_landlock_alone_the_proxy_holds_as_well(place: Place) -> Non
     try:
         gateway.start()
         async with client(gateway) as http:
-            named = await kernel(http, "named", place, sandbox="local")
+            named = await kernel(http, "named", place, sandbox="local-held")
             assert (
                 "landlock"
                 in (await http.get(f"{KERNELS}/{named}")).json()["kernel"]["sandbox"]["mechanism"]
             )
             fetched = await run(http, named, FETCH.format(port=place.port))
             assert fetched["state"] == "completed" and "hello from loopback" in texts(fetched)
-            refused = await kernel(http, "refused", place)
+            refused = await kernel(http, "refused", place, sandbox="held")
             denied = await run(http, refused, FETCH.format(port=place.port))
-            assert denied["sandbox_failure"]["path"] == f"127.0.0.1:{place.port}"
+            assert denied["sandbox_failure"] == {
+                "rule": "network",
+                "profile": "held",
+                "path": f"127.0.0.1:{place.port}",
+            }
             # Landlock lets its TCP reach only the proxy's port: the server itself is refused.
             raw = await run(http, refused, RAW.format(port=place.port))
             assert raw["error"]["value"] == "[Errno 13] Permission denied"

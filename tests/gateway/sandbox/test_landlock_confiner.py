@@ -26,7 +26,9 @@ from loomgate.gateway.sandbox.confinement.landlock_confiner import (
     interpreter_prefixes,
     join,
     kernel_temp_dir,
+    unheld,
     unread,
+    writable_dirs,
 )
 from loomgate.gateway.sandbox.confinement.limits import (
     NPROC_ROOT,
@@ -34,7 +36,7 @@ from loomgate.gateway.sandbox.confinement.limits import (
     KernelLimits,
     LimitsHost,
 )
-from loomgate.gateway.sandbox.policy.profiles import SandboxRules
+from loomgate.gateway.sandbox.policy.profiles import DEFAULT_PROTECTED, SandboxRules
 from tests.gateway.sandbox import sandboxes
 
 SCOPES = (
@@ -115,6 +117,85 @@ def test_no_network_needs_tcp_rules(abi: int, refused: bool) -> None:
     assert confiner.tcp_ports(Kernel(sandboxes.rules(network="host"), *where)) is None
     proxied = Kernel(sandboxes.rules(network=True), *where, proxy_port=40123)
     assert confiner.tcp_ports(proxied) == (40123,)  # its proxy's, nothing else
+
+
+# Under Landlock alone a profile is refused when its writable dirs keep names read-only inside
+# them: every writable dir keeps its .git, so any writable dir, whatever the profile's name.
+PROJECT, DATA = Path("/srv/project"), Path("/srv/data")
+OUT = "or choose the sandbox profile none"
+FIX = (
+    "which Landlock alone cannot hold (a right on a dir holds for its whole tree): install your "
+    "distribution's bubblewrap and let it make user namespaces (on Ubuntu, an AppArmor profile "
+    "for /usr/bin/bwrap, which 25.04 and later ship), use a profile with no writable dir "
+    f"(writable = []), {OUT}"
+)
+
+
+def named(profile: str, protected: tuple[str, ...] = DEFAULT_PROTECTED) -> SandboxRules:
+    """Return test rules under the name `profile`, protecting `protected` (network on)."""
+    rules = sandboxes.rules(network=True)
+    return SandboxRules(**{**vars(rules), "profile": profile, "protected": protected})
+
+
+@pytest.mark.parametrize(
+    ("rules", "dirs", "refusal"),
+    [
+        # Nothing writable: nothing it promises lies beyond Landlock, whatever its name.
+        (named("workspace"), [], None),
+        (named("strict"), [], None),
+        (named("mine", ()), [], None),
+        (
+            named("workspace"),
+            [PROJECT],
+            f"profile 'workspace' keeps .git's hooks and config and {len(DEFAULT_PROTECTED)} "
+            f"other names (.mcp.json, .claude, …) read-only inside its writable dir {PROJECT}, "
+            f"{FIX}",
+        ),
+        (
+            named("strict"),
+            [PROJECT],
+            f"profile 'strict' keeps .git's hooks and config and {len(DEFAULT_PROTECTED)} other "
+            f"names (.mcp.json, .claude, …) read-only inside its writable dir {PROJECT}, {FIX}",
+        ),
+        # Every default name taken out: the .git it always keeps is still beyond Landlock.
+        (
+            named("open", ()),
+            [PROJECT],
+            f"profile 'open' keeps .git's hooks and config read-only inside its writable dir "
+            f"{PROJECT}, {FIX}",
+        ),
+        (
+            named("mine", (".envrc",)),
+            [PROJECT, DATA],
+            "profile 'mine' keeps .git's hooks and config and 1 other name (.envrc) read-only "
+            f"inside its writable dirs {PROJECT}, {DATA}, {FIX}",
+        ),
+        (
+            named("sealed", (".git", ".envrc", ".vscode")),
+            [DATA],
+            "profile 'sealed' keeps .git and 2 other names (.envrc, .vscode) read-only inside "
+            f"its writable dir {DATA}, {FIX}",
+        ),
+    ],
+)
+def test_landlock_alone_refuses_names_kept_read_only_in_a_writable_dir(
+    rules: SandboxRules, dirs: list[Path], refusal: str | None
+) -> None:
+    assert unheld(rules, dirs) == refusal
+
+
+def test_the_writable_dirs_are_the_real_dirs_among_the_writable_paths(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "data.db").write_text("")
+    (tmp_path / "linked").symlink_to(tmp_path / "project")
+    writable = [tmp_path / n for n in ("project", "data.db", "missing", "linked")]
+    rules = sandboxes.rules(writable=writable)
+    assert writable_dirs(rules) == [tmp_path / "project"]
+    # A file or a path not there keeps nothing inside it: such a profile starts.
+    LandlockConfiner(7).check(sandboxes.rules(writable=writable[1:3]))
+    refused = f"inside its writable dir {tmp_path / 'project'},"
+    with pytest.raises(SandboxUnavailable, match=refused):
+        LandlockConfiner(7).check(rules)
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ V1 = LimitsHost(1, {"memory": Path("/m"), "pids": Path("/p")})
 V2 = LimitsHost(2, {"memory": Path("/g"), "pids": Path("/g")})
 SCOPE = LimitsHost(None, {}, "/usr/bin/systemd-run")
 NOWHERE = LimitsHost()
+HERE = Path(__file__).parent  # a dir every checkout has
 OR_NONE = "or choose the sandbox profile none"
 APPARMOR = "bwrap: setting up uid map: Permission denied"
 PATH_OK = BwrapTrial("bubblewrap on PATH", "/usr/bin/bwrap", "0.8.0")
@@ -210,6 +211,18 @@ def test_where_no_mechanism_works_a_confined_kernel_is_refused_with_the_remedy(
             "without bubblewrap: install bubblewrap and let it make user namespaces, use a "
             f"profile with network = true, {OR_NONE}$",
         ),
+        # A writable dir keeps its .git and the protected names read-only: not under Landlock.
+        (
+            LandlockConfiner(7),
+            sandboxes.rules(writable=[HERE], network=True),
+            f"^profile 'test' keeps .git's hooks and config and 32 other names \\(.mcp.json, "
+            f"\\.claude, …\\) read-only inside its writable dir {HERE}, which Landlock alone "
+            "cannot hold \\(a right on a dir holds for its whole tree\\): install your "
+            "distribution's bubblewrap and let it make user namespaces \\(on Ubuntu, an AppArmor "
+            "profile for /usr/bin/bwrap, which 25.04 and later ship\\), use a profile with no "
+            f"writable dir \\(writable = \\[\\]\\), {OR_NONE}$",
+        ),
+        (LandlockConfiner(4), sandboxes.rules(writable=[HERE], network=False), "writable dir"),
     ],
 )
 def test_what_a_mechanism_cannot_enforce_is_refused_with_a_way_out(
@@ -230,6 +243,9 @@ def test_what_a_mechanism_cannot_enforce_is_refused_with_a_way_out(
         (path_bwrap(host=NOWHERE), sandboxes.rules(processes=10)),  # RLIMIT_NPROC
         (LandlockConfiner(1), sandboxes.rules(network=True, processes=10)),
         (LandlockConfiner(4), sandboxes.rules(network=False)),
+        # Bubblewrap keeps what lies in a writable dir read-only; Landlock needs none writable.
+        (path_bwrap(abi=0), sandboxes.rules(writable=[HERE], network=True)),
+        (LandlockConfiner(7), sandboxes.rules(writable=[HERE / "test_mechanism.py"])),
     ],
 )
 def test_what_a_mechanism_enforces_starts(

@@ -1,9 +1,10 @@
 """Real gateways under each mechanism this machine can be made to choose: bubblewrap on PATH, the
 shipped one (a bwrap on PATH failing as AppArmor makes it fail), Landlock alone (that bwrap, and
 LOOMGATE_SANDBOX_MECHANISM=landlock, as a person would force it). Each names the mechanism in
-force (info, the kernel's wire form), and its default kernel starts, runs cells, writes its
-project and fails to read a hidden file or write outside; a kernel that takes only TCP starts
-and runs under each too."""
+force (info, the kernel's wire form), and a kernel under each profile it holds (the shipped ones
+under bubblewrap; under Landlock alone, which refuses them, the same with a writable file for a
+writable dir) starts, runs cells, writes in the project and fails to read a hidden file or write
+outside; a kernel that takes only TCP starts and runs under each too."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ from tests.support.gateways import GatewayProcess, client
 from tests.support.sandboxed_gateways import sandbox_root
 
 APPARMOR = "bwrap: setting up uid map: Permission denied"
+# Workspace and strict with a writable file, not a dir: nothing lies in it that Landlock alone
+# would have to keep read-only.
+HELD = (
+    '[profiles.held]\nwritable = ["{cwd}/made.txt"]\n\n'
+    '[profiles.held-strict]\nextends = "strict"\nwritable = ["{cwd}/made.txt"]\n'
+)
 MECHANISMS = {
     "bubblewrap": "bubblewrap 0.8.0 (/usr/bin/bwrap), landlock scopes, cgroup v1",
     "shipped": "bubblewrap 0.11.0 (shipped with loomgate), landlock scopes, cgroup v1",
@@ -43,6 +50,8 @@ def root() -> Iterator[Path]:
             f"echo '{APPARMOR}' >&2\nexit 1\n"
         )
         denied.chmod(0o755)
+        (path / "project" / "made.txt").write_text("")
+        (path / "config" / "loomgate" / "sandbox.toml").write_text(HELD)
         yield path
 
 
@@ -78,8 +87,15 @@ async def test_each_mechanism_runs_a_confined_kernel(root: Path, mechanism: str)
             }[mechanism]
             assert info["sandbox_refused"] == refused
             assert (info["sandbox_lacks"][: len(LACKS)] == list(LACKS)) is (mechanism == "landlock")
-            for profile in ("workspace", "strict"):
-                r = await http.post(KERNELS, json={"name": profile, "sandbox": profile})
+            profiles = ("workspace", "strict")
+            if mechanism == "landlock":
+                for refused_profile in profiles:
+                    r = await http.post(KERNELS, json={"sandbox": refused_profile})
+                    assert r.status_code == 503, r.text
+                    assert "which Landlock alone cannot hold" in r.json()["message"], r.text
+                profiles = ("held", "held-strict")
+            for name, profile in zip(("workspace", "strict"), profiles, strict=True):
+                r = await http.post(KERNELS, json={"name": name, "sandbox": profile})
                 assert r.status_code == 201, r.text
                 sandbox = r.json()["kernel"]["sandbox"]
                 assert sandbox["mechanism"] == MECHANISMS[mechanism]  # limits: the defaults
@@ -105,8 +121,8 @@ async def test_each_mechanism_runs_a_confined_kernel(root: Path, mechanism: str)
             assert offline["state"] == "error", offline
             # A kernel that takes only TCP (ipymini): its own ports on its own loopback, or,
             # under Landlock alone, the five it may bind; with and without network.
-            for profile in ("workspace", "strict"):
-                name = f"tcp-{profile}"
+            for kind, profile in zip(("workspace", "strict"), profiles, strict=True):
+                name = f"tcp-{kind}"
                 body = {"name": name, "sandbox": profile, "kernel_spec": "py"}
                 r = await http.post(KERNELS, json=body)
                 assert r.status_code == 201, r.text

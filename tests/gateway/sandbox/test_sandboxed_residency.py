@@ -112,10 +112,14 @@ async def test_a_kernel_is_taken_back_by_a_gateway_that_chose_another_mechanism(
 ) -> None:
     gateway = gateway_in(root)
     gateway.env["LOOMGATE_SANDBOX_MECHANISM"] = first
+    # Landlock alone refuses the default (its project's .git cannot stay read-only there).
+    (root / "config" / "loomgate" / "sandbox.toml").write_text("[profiles.held]\nwritable = []\n")
+    body = {"name": "kept", "cwd": str(root / "project")}
+    body |= {"sandbox": "held"} if first == "landlock" else {}
     try:
         gateway.start()
         async with client(gateway) as http:
-            r = await http.post(KERNELS, json={"name": "kept", "cwd": str(root / "project")})
+            r = await http.post(KERNELS, json=body)
             assert r.status_code == 201, r.text
             mechanism = r.json()["kernel"]["sandbox"]["mechanism"]
             assert mechanism.startswith("landlock only" if first == "landlock" else "bubblewrap")

@@ -35,8 +35,18 @@ from loomgate.gateway.sandbox.confinement.limits import (
 )
 from loomgate.gateway.sandbox.network.kernel_network import UNSET, proxy_environment
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
+from loomgate.gateway.sandbox.policy.protected_names import GIT
 
-__all__ = ["DEVICE_FILES", "ENV", "LandlockConfiner", "kernel_temp_dir"]
+__all__ = [
+    "BUBBLEWRAP_FIX",
+    "DEVICE_FILES",
+    "ENV",
+    "WRITABLE_DIR",
+    "LandlockConfiner",
+    "kernel_temp_dir",
+    "unheld",
+    "writable_dirs",
+]
 
 T = TypeVar("T")
 ENV = "/usr/bin/env"  # sets the kernel's own temp dirs and unsets what it must not inherit
@@ -55,19 +65,27 @@ DEVICE_FILES = (
 READ_TIMEOUT = 10.0  # seconds the gateway holds the FIFO for its shell to read the line
 READ_POLL = 0.001
 SHARED_MEMORY = Path("/dev/shm")  # POSIX semaphores and shared memory (multiprocessing)
+WRITABLE_DIR = (
+    "a writable dir: its .git and protected names cannot stay read-only in it (a right on a dir "
+    "holds for its whole tree), so a profile with one is refused"
+)
 # What Landlock alone cannot give any kernel (docs/sandbox.md's table of mechanisms).
 LACKS = (
     "its own /tmp (the host's is closed to it; TMPDIR is a temp dir of its own)",
     "its own /proc (other processes and their command lines are visible)",
     "a pid namespace (a process it moves to a new session outlives it)",
     "hiding unix sockets by path (the session bus, docker.sock: reachable where they exist)",
-    "keeping protected paths inside writable dirs read-only (.git, project config files): a "
-    "right on a dir holds for its whole tree",
+    WRITABLE_DIR,
     "listing the dirs on the way to a hidden path (/, your home)",
     "its own /dev/shm (the host's is shared)",
     "a terminal (/dev/pts, where yours are, is closed)",
 )
 NO_UDP = "refusing UDP without network (Landlock refuses TCP only)"
+BUBBLEWRAP_FIX = (
+    "install your distribution's bubblewrap and let it make user namespaces (on Ubuntu, an "
+    "AppArmor profile for /usr/bin/bwrap, which 25.04 and later ship)"
+)
+SHOWN_NAMES = 2  # protected names a refusal shows before "…"
 
 
 def joined_fifo(kernel_dir: Path) -> Path:
@@ -139,7 +157,8 @@ class LandlockConfiner(Confiner):
 
     def check(self, rules: SandboxRules) -> None:
         """Raise SandboxUnavailable when `rules` have no network and this ABI cannot refuse
-        TCP: nothing would hold the kernel off the network."""
+        TCP (nothing would hold the kernel off the network), or when they keep names read-only
+        inside a writable dir (`unheld`)."""
         if rules.network.off and self.abi < landlock.NET_ABI:
             raise SandboxUnavailable(
                 f"profile {rules.profile!r} has no network, and Landlock ABI {self.abi} "
@@ -148,6 +167,9 @@ class LandlockConfiner(Confiner):
                 "bubblewrap and let it make user namespaces, use a profile with network = true, "
                 f"{OR_NONE}"
             )
+        refusal = unheld(rules, writable_dirs(rules))
+        if refusal is not None:
+            raise SandboxUnavailable(refusal)
 
     def create_limits(self, kernel_id: str, rules: SandboxRules) -> KernelLimits:
         """Return kernel `kernel_id`'s limits on this host (its cgroups created)."""
@@ -310,6 +332,33 @@ def unread(fd: int) -> int:
     waiting = array.array("i", [0])
     fcntl.ioctl(fd, termios.FIONREAD, waiting)
     return waiting[0]
+
+
+def writable_dirs(rules: SandboxRules) -> list[Path]:
+    """Return the writable paths of `rules` that are dirs, as Landlock would grant them (real):
+    each holds its .git and the protected names (a file, or a path not there, holds none)."""
+    return [path for path in dict.fromkeys(real(p) for p in rules.writable) if path.is_dir()]
+
+
+def unheld(rules: SandboxRules, dirs: Sequence[Path]) -> str | None:
+    """Return the sentence refusing `rules` under Landlock alone when their writable dirs `dirs`
+    keep names read-only inside them (None: there is none). Each keeps its .git, whatever the
+    profile takes out, and Landlock only allows: the right to create a file in a dir holds in
+    its .git/hooks too, so no ruleset keeps a dir writable and what lies in it read-only."""
+    if not dirs:
+        return None
+    others = [name for name in rules.protected if name != GIT]
+    kept = ".git" if GIT in rules.protected else ".git's hooks and config"
+    if others:
+        shown = ", ".join(others[:SHOWN_NAMES]) + (", …" if len(others) > SHOWN_NAMES else "")
+        kept += f" and {len(others)} other name{'s' if len(others) > 1 else ''} ({shown})"
+    where = "dir" if len(dirs) == 1 else "dirs"
+    return (
+        f"profile {rules.profile!r} keeps {kept} read-only inside its writable {where} "
+        f"{', '.join(map(str, dirs))}, which Landlock alone cannot hold (a right on a dir holds "
+        f"for its whole tree): {BUBBLEWRAP_FIX}, use a profile with no writable dir "
+        f"(writable = []), {OR_NONE}"
+    )
 
 
 def read_only(rules: SandboxRules) -> list[Path]:
