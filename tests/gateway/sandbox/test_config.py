@@ -240,7 +240,7 @@ BAD = [
     (
         '[profiles.a]\nunprotected = [".git"]\n',
         2,
-        "profile 'a': unprotected: '.git' is always guarded (its hooks and config run outside): "
+        "profile 'a': unprotected: '.git' is always read-only (its hooks and config run outside): "
         "it cannot be taken out",
     ),
     (

@@ -147,27 +147,26 @@ def named(profile: str, protected: tuple[str, ...] = DEFAULT_PROTECTED) -> Sandb
         (
             named("workspace"),
             [PROJECT],
-            f"profile 'workspace' keeps .git's hooks and config and {len(DEFAULT_PROTECTED)} "
+            f"profile 'workspace' keeps .git and {len(DEFAULT_PROTECTED)} "
             f"other names (.mcp.json, .claude, …) read-only inside its writable dir {PROJECT}, "
             f"{FIX}",
         ),
         (
             named("strict"),
             [PROJECT],
-            f"profile 'strict' keeps .git's hooks and config and {len(DEFAULT_PROTECTED)} other "
+            f"profile 'strict' keeps .git and {len(DEFAULT_PROTECTED)} other "
             f"names (.mcp.json, .claude, …) read-only inside its writable dir {PROJECT}, {FIX}",
         ),
         # Every default name taken out: the .git it always keeps is still beyond Landlock.
         (
             named("open", ()),
             [PROJECT],
-            f"profile 'open' keeps .git's hooks and config read-only inside its writable dir "
-            f"{PROJECT}, {FIX}",
+            f"profile 'open' keeps .git read-only inside its writable dir {PROJECT}, {FIX}",
         ),
         (
             named("mine", (".envrc",)),
             [PROJECT, DATA],
-            "profile 'mine' keeps .git's hooks and config and 1 other name (.envrc) read-only "
+            "profile 'mine' keeps .git and 1 other name (.envrc) read-only "
             f"inside its writable dirs {PROJECT}, {DATA}, {FIX}",
         ),
         (

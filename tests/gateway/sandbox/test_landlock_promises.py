@@ -40,7 +40,7 @@ GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 def refusal(profile: str, project: Path) -> str:
     """Return the sentence refusing a kernel of `profile` (as PROFILES has it) in `project`."""
-    kept = ".git's hooks and config"
+    kept = ".git"
     if profile != "open":
         kept += f" and {len(DEFAULT_PROTECTED)} other names (.mcp.json, .claude, …)"
     return f"profile {profile!r} keeps {kept} read-only inside its writable dir {project}, {FIX}"

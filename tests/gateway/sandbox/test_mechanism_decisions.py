@@ -215,7 +215,7 @@ def test_where_no_mechanism_works_a_confined_kernel_is_refused_with_the_remedy(
         (
             LandlockConfiner(7),
             sandboxes.rules(writable=[HERE], network=True),
-            f"^profile 'test' keeps .git's hooks and config and 32 other names \\(.mcp.json, "
+            f"^profile 'test' keeps .git and 48 other names \\(.mcp.json, "
             f"\\.claude, …\\) read-only inside its writable dir {HERE}, which Landlock alone "
             "cannot hold \\(a right on a dir holds for its whole tree\\): install your "
             "distribution's bubblewrap and let it make user namespaces \\(on Ubuntu, an AppArmor "

@@ -348,7 +348,7 @@ def unheld(rules: SandboxRules, dirs: Sequence[Path]) -> str | None:
     if not dirs:
         return None
     others = [name for name in rules.protected if name != GIT]
-    kept = ".git" if GIT in rules.protected else ".git's hooks and config"
+    kept = ".git"
     if others:
         shown = ", ".join(others[:SHOWN_NAMES]) + (", …" if len(others) > SHOWN_NAMES else "")
         kept += f" and {len(others)} other name{'s' if len(others) > 1 else ''} ({shown})"

@@ -63,7 +63,8 @@ def unprotected_problem(item: str) -> str | None:
     """Return why a well-formed name cannot be taken out of the protected ones (None: it can)."""
     if item == GIT:
         return (
-            f"{item!r} is always guarded (its hooks and config run outside): it cannot be taken out"
+            f"{item!r} is always read-only (its hooks and config run outside): "
+            "it cannot be taken out"
         )
     if item not in DEFAULT_PROTECTED:
         return (
