@@ -1,7 +1,8 @@
-"""Secrets by allow-list, on a real gateway and real confined kernels (bubblewrap on PATH and the
-shipped one): what appears in the home dir after a kernel started, and a hidden file replaced by
-a rename, stay out of its reach; the person's own files and the listed dot names stay readable;
-a profile's `readable` adds a name.
+"""Secrets by allow-list, on a real gateway and real confined kernels (bubblewrap on PATH, the
+shipped one, and Landlock alone): what appears in the home dir after a kernel started, and a
+hidden file replaced by a rename, stay out of its reach; the person's own files and the listed
+dot names stay readable; a dot name no list holds is not readable, and a profile's `readable`
+adds one.
 
 The gateway's HOME and config lie under /var/tmp: a confined kernel's /tmp is its own.
 """
@@ -43,7 +44,7 @@ print(json.dumps(found))
 """
 
 
-@pytest.fixture(scope="module", params=["bubblewrap", "shipped"])
+@pytest.fixture(scope="module", params=["bubblewrap", "shipped", "landlock"])
 def place(request: pytest.FixtureRequest) -> Iterator[tuple[GatewayHome, str]]:
     """A home with the person's files and secrets, under /var/tmp; removed afterwards."""
     with gateway_home("home-view") as here:
@@ -58,7 +59,9 @@ def place(request: pytest.FixtureRequest) -> Iterator[tuple[GatewayHome, str]]:
             (home / name).parent.mkdir(parents=True, exist_ok=True)
             (home / name).write_text(text)
         (here.config / "loomgate" / "sandbox.toml").write_text(
-            'default = "workspace"\n\n[profiles.tool]\nreadable = ["~/.newtool"]\n'
+            # No writable dir: a profile Landlock alone holds too (test_landlock_promises.py).
+            'default = "workspace"\n\n[profiles.quiet]\nwritable = []\n\n'
+            '[profiles.tool]\nextends = "quiet"\nreadable = ["~/.newtool"]\n'
         )
         yield here, str(request.param)
 
@@ -105,9 +108,9 @@ async def started(http: httpx.AsyncClient, here: GatewayHome, profile: str) -> s
 async def test_secrets_made_or_replaced_after_the_start_stay_out_of_reach(
     http: httpx.AsyncClient, place: tuple[GatewayHome, str]
 ) -> None:
-    here, _ = place
+    here, mechanism = place
     home = here.home
-    kernel = await started(http, here, "workspace")
+    kernel = await started(http, here, "quiet")
     try:
         assert (await http.get(f"{KERNELS}/{kernel}")).json()["kernel"]["sandbox"]["mechanism"]
         made = [home / name for name in LATER]
@@ -128,7 +131,10 @@ async def test_secrets_made_or_replaced_after_the_start_stay_out_of_reach(
         assert found[name] in ("FileNotFoundError", "PermissionError"), (name, found[name])
     assert found["projects/data.csv"] == "a,b\n"
     assert found[".gitconfig"] == "[user]\n"
-    assert found[".newtool/config"] == "FileNotFoundError"  # no list holds it
+    # A dot name no list holds: not in a bubblewrap kernel's view, unreadable under Landlock
+    # alone (whose walk goes around it).
+    denied = "FileNotFoundError" if mechanism != "landlock" else "PermissionError"
+    assert found[".newtool/config"] == denied
 
 
 async def test_a_profile_makes_a_name_readable(

@@ -93,6 +93,9 @@ class HomeView:
     listed: tuple[Path, ...]  # parents before what lies in them
     shown: tuple[Path, ...]
     links: tuple[tuple[Path, str], ...]
+    # The entries of the listed dirs no list holds (a mechanism that only allows walks around
+    # them, as around hidden paths).
+    left_out: tuple[Path, ...] = ()
 
 
 def home_view(
@@ -118,6 +121,7 @@ def home_view(
     shown: list[Path] = []
     links: list[tuple[Path, str]] = []
     made: list[Path] = []
+    left_out: list[Path] = []
     queue = [home]
     while queue:
         top = queue.pop(0)
@@ -131,6 +135,7 @@ def home_view(
             if any(lies_inside(path, h) for h in hidden):
                 continue  # covered where it exists (hidden), not found where it appears later
             if not allowed(path, top, home, kept, named):
+                left_out.append(path)
                 continue
             if entry.is_symlink():
                 links.append((path, str(path.readlink())))
@@ -138,7 +143,13 @@ def home_view(
                 queue.append(path)
             else:
                 shown.append(path)
-    return HomeView(home=home, listed=tuple(made), shown=tuple(shown), links=tuple(links))
+    return HomeView(
+        home=home,
+        listed=tuple(made),
+        shown=tuple(shown),
+        links=tuple(links),
+        left_out=tuple(left_out),
+    )
 
 
 def allowed(path: Path, top: Path, home: Path, kept: set[Path], named: set[Path]) -> bool:
