@@ -34,7 +34,7 @@ def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServ
     """One JupyterLab (collaboration and live cells on) for the tests that each open a notebook
     of their own in it (so a session, a kernel and a room of their own); stopped with its
     kernels."""
-    server = JupyterServerProcess(tmp_path_factory.mktemp("shared-lab") / "person")
+    server = JupyterServerProcess(tmp_path_factory.mktemp("shared-lab") / "person", agents=True)
     try:
         server.start()
         yield server
@@ -199,7 +199,7 @@ async def test_the_agents_cell_appears_while_it_runs_and_the_persons_edits_survi
 
 
 async def test_with_live_cells_off_the_notebook_is_untouched(tmp_path: Path) -> None:
-    lab = JupyterServerProcess(tmp_path / "person")
+    lab = JupyterServerProcess(tmp_path / "person", agents=True)
     off = loomgate_cli(lab.env, "jupyter", "enable", "--no-live-cells")
     assert off.returncode == 0, off.stderr
     assert "Live cells: off" in off.stdout
@@ -217,7 +217,7 @@ async def test_with_live_cells_off_the_notebook_is_untouched(tmp_path: Path) -> 
 async def test_without_jupyter_collaboration_nothing_is_written_into_the_file(
     tmp_path: Path,
 ) -> None:
-    lab = JupyterServerProcess(tmp_path / "person")
+    lab = JupyterServerProcess(tmp_path / "person", agents=True)
     config = Path(lab.env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
     without = {"ServerApp": {"jpserver_extensions": {"jupyter_server_ydoc": False}}}
     config.write_text(json.dumps(without))

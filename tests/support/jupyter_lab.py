@@ -52,7 +52,11 @@ def loomgate_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess
 class JupyterServerProcess:
     """`jupyter lab` (app "lab") or `jupyter server` (app "server") in dirs of its own."""
 
-    def __init__(self, home: Path, *, app: str = "lab", extension: bool = True) -> None:
+    def __init__(
+        self, home: Path, *, app: str = "lab", extension: bool = True, agents: bool = False
+    ) -> None:
+        """`agents`: the person lets agents into their notebooks' kernels (sandbox.toml's
+        `jupyter_api_open_to_agents`), closed to them otherwise."""
         self.home = home
         self.app = app
         self.env = jupyter_environment(home)
@@ -66,6 +70,10 @@ class JupyterServerProcess:
         if extension:
             enabled = loomgate_cli(self.env, "jupyter", "enable")  # the README's command
             assert enabled.returncode == 0, enabled.stderr
+        if agents:
+            config = Path(self.env["XDG_CONFIG_HOME"]) / "loomgate"
+            config.mkdir(parents=True, exist_ok=True)
+            (config / "sandbox.toml").write_text("jupyter_api_open_to_agents = true\n")
 
     @property
     def headers(self) -> dict[str, str]:

@@ -481,3 +481,22 @@ def test_kind_errors_point_at_the_gateway_at_fault(tmp_path: Path, text: str, me
     with pytest.raises(GatewayConfigError) as refused:
         load_gateways_toml(path)
     assert str(refused.value) == f"{path} {message}"
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "token"),
+    [
+        # a URL the model names: no token, whatever the environment holds
+        ("http://elsewhere:9", {"LOOMGATE_TOKEN": "t"}, None),
+        ("http://h:1", {"LOOMGATE_URL": "http://h:1", "LOOMGATE_TOKEN": "t"}, None),
+        # a gateways.toml name carries its own token to the gateway it names
+        ("box", {"LOOMGATE_TOKEN": "t"}, "box-secret"),
+    ],
+)
+def test_a_url_the_model_names_carries_no_token(
+    config: Path, option: str, env: dict[str, str], token: str | None
+) -> None:
+    write(config, GATEWAYS)
+    target = select_gateway(option, env, named_by_model=True)
+    assert (target.token, target.token_source is None) == (token, token is None)
+    assert select_gateway(option, env).token == (token or "t")  # the person's: as before
