@@ -63,6 +63,7 @@ RULES = SandboxRules(
     NO_NETWORK,
     4 << 30,
     512,
+    protected=(".envrc",),
 )
 TEMP = Path("/private/var/folders/ab/T/loomgate-k1")
 KERNEL = Path("/Users/u/.local/state/loomgate/kernels/k1")
@@ -95,6 +96,17 @@ def test_the_profile_in_order() -> None:
             ["literal", q("/dev/tty")],
             ["literal", q("/dev/dtracehelper")],
             ["literal", q("/dev/urandom")],
+        ],
+        # what stays read-only in the writable paths, by path, also before it exists
+        [
+            "deny",
+            "file-write*",
+            ["subpath", q("/Users/u/project/.git")],
+            ["subpath", q("/Users/u/project/.envrc")],
+            ["subpath", q('/Volumes/My "Data"\\x/.git')],
+            ["subpath", q('/Volumes/My "Data"\\x/.envrc')],
+            ["regex", "#", q("^/Users/u/project/(.*/)?(__pycache__|node_modules)(/|$)")],
+            ["regex", "#", q('^/Volumes/My "Data"\\\\x/(.*/)?(__pycache__|node_modules)(/|$)')],
         ],
         [
             "deny",
@@ -215,4 +227,23 @@ def test_a_kernel_that_takes_only_tcp_may_listen_on_its_own_ports_without_networ
         ["local", "unix-socket", ["subpath", q(KERNEL)]],
         ["local", "ip", q("localhost:40001")],
         ["local", "ip", q("localhost:40002")],
+    ]
+
+
+def test_a_writable_dirs_venv_and_environment_stay_read_only_by_path(tmp_path: Path) -> None:
+    project = tmp_path / "proj.x"
+    (project / "tools").mkdir(parents=True)
+    (project / "tools/pyvenv.cfg").write_text("home = /usr/bin\n")
+    rules = replace(RULES, writable=(project,), read_only=(project / "src",), protected=())
+    denied = next(f for f in forms(rules) if f[:2] == ["deny", "file-write*"] and len(f) > 2)
+    assert denied[2:] == [
+        ["subpath", q(project / ".git")],
+        ["subpath", q(project / "src")],
+        ["subpath", q(project / "tools")],
+        # the regex matches the dir as it is named: its "." is no wildcard
+        [
+            "regex",
+            "#",
+            q("^" + str(project).replace(".", "\\.") + "/(.*/)?(__pycache__|node_modules)(/|$)"),
+        ],
     ]

@@ -2,7 +2,9 @@
 
 Untested on macOS here (the tests read the generated text). In SBPL the last matching rule
 decides, so the order below is the policy: writes are denied, then allowed in the writable
-paths; hidden paths are denied after that (hidden wins inside writable); the kernel's own dirs
+paths; what stays read-only inside them is denied after that, by its path, also before it
+exists (`.git`, the protected names, the environments, every `__pycache__` and `node_modules`
+at any depth); hidden paths are denied next (hidden wins inside writable); the kernel's own dirs
 and files are allowed last (they may lie inside a hidden dir, as the state dir and the Jupyter
 runtime dir are).
 """
@@ -12,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from loomgate.gateway.sandbox.policy.host_code import NODE_MODULES, PYCACHE, host_code
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules
+from loomgate.gateway.sandbox.policy.protected_names import GIT
 
 __all__ = ["SANDBOX_EXEC", "sandbox_exec_command", "sbpl_profile", "sbpl_string"]
 
@@ -49,6 +53,26 @@ def filters(kind: str, paths: Iterable[Path | str]) -> list[str]:
             raise ValueError(f"Path {text!r} is not absolute; the sandbox profile needs it so.")
         lines.append(f"  ({kind} {sbpl_string(text)})")
     return lines
+
+
+def sbpl_regex(top: Path, tail: str) -> str:
+    """Return a `(regex #"^TOP…")` filter line: `top` matched as it is, then the regex `tail`
+    (its metacharacters escaped for the regex, then the whole for SBPL's string)."""
+    sbpl_string(str(top))  # refuses control characters
+    escaped = "".join(f"\\{c}" if c in "\\.[]{}()*+?^$|" else c for c in str(top))
+    return f"  (regex #{sbpl_string('^' + escaped + tail)})"
+
+
+def kept_read_only(rules: SandboxRules) -> list[str]:
+    """Return the filters of what stays read-only inside the writable paths: each one's `.git`
+    and protected names (a subpath: the name, and all beneath it, existing or not), the
+    environments in it (its venvs, loomgate's), and every bytecode cache and node_modules."""
+    paths = [top / name for top in rules.writable for name in (GIT, *rules.protected)]
+    paths += [*rules.read_only, *(p for top in rules.writable for p in host_code(top).kept)]
+    names = f"({PYCACHE}|{NODE_MODULES})"
+    return filters("subpath", paths) + [
+        sbpl_regex(top, f"/(.*/)?{names}(/|$)") for top in rules.writable
+    ]
 
 
 def rule(action: str, operations: str, lines: list[str]) -> list[str]:
@@ -90,6 +114,8 @@ def sbpl_profile(
             filters("subpath", [*rules.writable, *own, *DEVICE_DIRS])
             + filters("literal", DEVICE_FILES),
         ),
+        ";; what stays read-only inside them, also before it exists",
+        *rule("deny", "file-write*", kept_read_only(rules)),
         ";; hidden: neither read nor written, even inside a writable path",
         *rule("deny", "file-read* file-write*", filters("subpath", rules.hidden)),
         ";; the kernel's own dirs and files, wherever they lie",

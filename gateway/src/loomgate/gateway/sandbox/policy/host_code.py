@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["MAX_DEPTH", "MAX_DIRS", "PYCACHE", "HostCode", "host_code"]
+__all__ = ["MAX_DEPTH", "MAX_DIRS", "NODE_MODULES", "PYCACHE", "HostCode", "host_code"]
 
 PYCACHE = "__pycache__"
 NODE_MODULES = "node_modules"
