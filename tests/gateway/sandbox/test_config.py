@@ -545,3 +545,57 @@ class TomlError(ValueError):
 )
 def test_syntax_error(text: str, error: ValueError, expected: tuple[int, str]) -> None:
     assert syntax_error(text, error) == expected
+
+
+def test_readable_paths_and_notebook_kernels_open_to_agents(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'jupyter_api_open_to_agents = true\n\n[profiles.tool]\nreadable = ["~/.newtool", "~/x/y"]\n'
+        '\n[profiles.more]\nextends = "tool"\nmemory = "1GiB"\n',
+    )
+    config = load_sandbox_config(path)
+    assert config.jupyter_api_open_to_agents is True
+    assert config.profile("tool").readable == ("~/.newtool", "~/x/y")
+    assert config.profile("more").readable == ("~/.newtool", "~/x/y")  # extended
+    assert config.profile("workspace").readable == ()
+    assert (
+        load_sandbox_config(write(tmp_path, 'default = "strict"\n')).jupyter_api_open_to_agents
+        is False
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            '\n[profiles.a]\nreadable = ["/srv/data"]\n',
+            3,
+            "profile 'a': 'readable' names paths in your home dir (~/x), not '/srv/data': the "
+            "rest of the file system is readable already",
+        ),
+        (
+            '[profiles.a]\nreadable = ["~/ok", "{cwd}/x"]\n',
+            2,
+            "profile 'a': 'readable' names paths in your home dir (~/x), not '{cwd}/x': the "
+            "rest of the file system is readable already",
+        ),
+        (
+            '[profiles.a]\nreadable = "~/x"\n',
+            2,
+            "profile 'a': 'readable' must be a list of paths in quotes "
+            '(e.g. readable = ["{cwd}", "~/.cache/pip"])',
+        ),
+        (
+            '\njupyter_api_open_to_agents = "yes"\n',
+            2,
+            "'jupyter_api_open_to_agents' must be true or false",
+        ),
+    ],
+)
+def test_readable_and_open_to_agents_are_refused_when_malformed(
+    tmp_path: Path, text: str, line: int, message: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(SandboxConfigError) as raised:
+        load_sandbox_config(path)
+    assert (raised.value.line, raised.value.message) == (line, message)

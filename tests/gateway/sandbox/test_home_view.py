@@ -142,3 +142,47 @@ def test_xdg_dirs_are_the_defaults_and_what_the_variables_name(
 ) -> None:
     found = xdg_dirs(Path("/h"), env)
     assert ([str(p) for p in found["config"]], [str(p) for p in found["cache"]]) == (config, cache)
+
+
+def test_every_xdg_dir_is_the_default_and_what_its_variable_names() -> None:
+    env = {
+        "XDG_CONFIG_HOME": "/x/c",
+        "XDG_DATA_HOME": "/x/d",
+        "XDG_STATE_HOME": "/x/s",
+        "XDG_CACHE_HOME": "/x/k",
+    }
+    found = {kind: [str(p) for p in paths] for kind, paths in xdg_dirs(Path("/h"), env).items()}
+    assert found == {
+        "config": ["/h/.config", "/x/c"],
+        "data": ["/h/.local/share", "/x/d"],
+        "state": ["/h/.local/state", "/x/s"],
+        "cache": ["/h/.cache", "/x/k"],
+    }
+    unset = {kind: [str(p) for p in paths] for kind, paths in xdg_dirs(Path("/h"), {}).items()}
+    assert unset == {
+        "config": ["/h/.config"],
+        "data": ["/h/.local/share"],
+        "state": ["/h/.local/state"],
+        "cache": ["/h/.cache"],
+    }
+
+
+def test_what_no_list_holds_is_left_out_by_name(home: Path) -> None:
+    view = home_view(home, hidden(home), [], xdg_dirs(home, {}))
+    assert view.home == home
+    assert sorted(relative(home, view.left_out)) == [
+        ".bashrc",
+        ".config/pypoetry",
+        ".netrc-link",  # a link no list holds, too
+        ".newtool",
+    ]
+
+
+def test_the_home_dir_named_hidden_or_readable_hides_and_shows_nothing_more(home: Path) -> None:
+    plain = home_view(home, hidden(home), [], xdg_dirs(home, {}))
+    named = home_view(home, [*hidden(home), home], [home], xdg_dirs(home, {}))
+    assert (named.listed, named.shown, named.left_out) == (
+        plain.listed,
+        plain.shown,
+        plain.left_out,
+    )

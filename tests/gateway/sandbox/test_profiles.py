@@ -587,3 +587,33 @@ def test_the_refusal_of_a_symlinked_name_names_the_profile(
     (cwd / ".vscode").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(SandboxRulesError, match="which the sandbox of profile 'workspace' cannot"):
         WORKSPACE.rules(cwd=cwd, home=home, session_runtime=NO_RUNTIME)
+
+
+def test_readable_paths_are_made_concrete_in_the_home_dir(tmp_path: Path) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "project"
+    cwd.mkdir()
+    profile = replace(WORKSPACE, readable=("~/.newtool", "~/a/b"))
+    rules = profile.rules(cwd=cwd, home=home, session_runtime=())
+    assert rules.readable == (home / ".newtool", home / "a/b")
+    assert WORKSPACE.rules(cwd=cwd, home=home, session_runtime=()).readable == ()
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "stricter"),
+    [
+        ((), (), True),
+        ((), ("~/x",), True),
+        (("~/x",), (), False),  # it shows more of the home dir
+        (("~/x/y",), ("~/x",), True),  # inside one the other shows
+        (("~/x",), ("~/x/y",), False),
+        (("~/x", "~/z"), ("~/x",), False),
+    ],
+)
+def test_a_profile_that_shows_more_of_the_home_dir_is_looser(
+    tmp_path: Path, mine: tuple[str, ...], theirs: tuple[str, ...], stricter: bool
+) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "project"
+    cwd.mkdir()
+    a = replace(WORKSPACE, readable=mine).rules(cwd=cwd, home=home, session_runtime=())
+    b = replace(WORKSPACE, readable=theirs).rules(cwd=cwd, home=home, session_runtime=())
+    assert at_least_as_strict(a, b) is stricter

@@ -16,6 +16,7 @@ from loomgate.gateway.sandbox.failures.rule_failures import (
     failure_of,
     line_kind,
     path_before,
+    protected,
     unquote,
 )
 from loomgate.gateway.sandbox.network.network_rules import (
@@ -635,3 +636,21 @@ def test_a_kernel_has_its_own_tmp_unless_told(host_tmp_file: Path) -> None:
     stderr = f"cat: {host_tmp_file}: No such file or directory\n"
     found = failure_of(WS, error_name=None, error_value=None, output=stderr)
     assert found == {"rule": "own_tmp", "profile": "workspace", "path": str(host_tmp_file)}
+
+
+def test_a_read_only_tree_in_a_writable_dir_that_is_no_venv_is_protected(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    rules = SandboxRules(
+        "workspace",
+        True,
+        (project,),
+        (),
+        PUBLIC,
+        None,
+        None,
+        protected=(),
+        read_only=(project / "src",),  # an editable install's source tree: no pyvenv.cfg
+    )
+    assert protected(rules, project / "src" / "loomgate" / "x.py")
+    assert not protected(rules, project / "notes.txt")

@@ -25,6 +25,7 @@ def test_each_state_dir_is_noted_once_and_gone_ones_are_left_out(tmp_path: Path)
     note_state_dir(a, listed)
     assert known_state_dirs(listed) == [a, b]
     assert listed.stat().st_mode & 0o777 == 0o600
+    assert listed.parent.stat().st_mode & 0o777 == 0o700
     b.rmdir()
     assert known_state_dirs(listed) == [a]
     note_state_dir(a, listed)
