@@ -32,6 +32,11 @@ class Rule:
 
 
 FALSE = "None is false, as False is, wherever the value is read"
+NETLINK_READ = (
+    "the kernel makes each datagram of a netlink dump 32 KiB at most, whatever size a read asks "
+    "for (af_netlink caps max_recvmsg_len at SKB_WITH_OVERHEAD(32768)), so a read of 64 KiB or "
+    "more takes every one whole: the same messages"
+)
 STRICT = (
     "the rows zipped are always of one length (built together), so zip's strict check never "
     "fires and dropping it changes nothing"
@@ -873,6 +878,14 @@ RULES = (
         "'XXaeiouXX'",
         'no label begins with an "X", so the article is the same',
     ),
+    Rule(
+        "sandbox.network.host_addresses.x_host_addresses_",
+        "socket.SOCK_RAW, ) as sock:",
+        "NETLINK_ROUTE is 0, the protocol socket.socket() takes when none is given: the same "
+        "socket",
+    ),
+    Rule("sandbox.network.host_addresses.x_host_addresses_", "sock.recv(2 << 16)", NETLINK_READ),
+    Rule("sandbox.network.host_addresses.x_host_addresses_", "sock.recv(1 << 17)", NETLINK_READ),
     Rule("sandbox.network.proxy_http.x_answer_", 'encode("ASCII"', CODEC),
     Rule("sandbox.network.proxy_http.x_forwarded_", 'decode("LATIN-1")', CODEC),
     Rule("sandbox.network.proxy_http.x_parse_request_", 'decode("ASCII")', CODEC),
@@ -977,6 +990,12 @@ RULES = (
         "sandbox.confinement.packages.xǁKernelPackagesǁprepare_",
         '"pip", dir_fd=lent_fd)',
         WINDOWS_ONLY,
+    ),
+    Rule(
+        "sandbox.policy.host_code.x_host_code_",
+        "entry.is_dir(follow_symlinks=None)",
+        "DirEntry.is_dir reads follow_symlinks as a truth value, and None is false as False is: "
+        "a link is not followed either way",
     ),
     Rule(
         "sandbox.confinement.landlock_paths.x_on_the_way_",

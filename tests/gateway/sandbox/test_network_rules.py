@@ -469,23 +469,47 @@ def test_decide_a_named_port_on_a_non_public_address(
 
 
 @pytest.mark.parametrize(
-    ("host", "address", "destination"),
+    ("host", "address", "refusal"),
     [
-        ("[fd00::1]", "fd00::1", "[fd00::1]:80"),  # an address in brackets is an address
-        ("X10.0.0.5", "10.0.0.5", "x10.0.0.5:80"),  # only brackets are taken off
+        # an address asked for, in brackets or not, is told as the address
+        ("[fd00::1]", "fd00::1", NetworkRefusal(
+            "fd00::1 is a private address, which profile 'data' does not name",
+            "data", None, "fd00::1", 80)),
+        ("[2606:4700::1111]", "2606:4700::1111", NetworkRefusal(
+            "2606:4700::1111 is not named by profile 'data', which names other.org",
+            "data", None, "2606:4700::1111", 80)),
+        ("2606:4700::1111", "2606:4700::1111", NetworkRefusal(
+            "2606:4700::1111 is not named by profile 'data', which names other.org",
+            "data", None, "2606:4700::1111", 80)),
+        ("[10.0.0.5]", "10.0.0.5", NetworkRefusal(
+            "10.0.0.5 is a private address, which profile 'data' does not name",
+            "data", None, "10.0.0.5", 80)),
+        # a name, or anything else asked for, is told as the name (only brackets are taken off)
+        ("X10.0.0.5", "10.0.0.5", NetworkRefusal(
+            "x10.0.0.5 resolves to a private address, which profile 'data' does not name",
+            "data", "x10.0.0.5", None, 80)),
+        (" 10.0.0.5", "10.0.0.5", NetworkRefusal(
+            " 10.0.0.5 resolves to a private address, which profile 'data' does not name",
+            "data", " 10.0.0.5", None, 80)),
+        ("pypi.org", "151.101.0.223", NetworkRefusal(
+            "pypi.org is not named by profile 'data', which names other.org",
+            "data", "pypi.org", None, 80)),
     ],
-)
-def test_which_host_is_an_address_asked_for(host: str, address: str, destination: str) -> None:
-    refusal = decide(
-        parse_network(["other.org"]),
-        profile="data",
-        host=host,
-        address=ipaddress.ip_address(address),
-        port=80,
-        own=NONE_OWN,
+)  # fmt: skip
+def test_which_host_is_an_address_asked_for(
+    host: str, address: str, refusal: NetworkRefusal
+) -> None:
+    assert (
+        decide(
+            parse_network(["other.org"]),
+            profile="data",
+            host=host,
+            address=ipaddress.ip_address(address),
+            port=80,
+            own=NONE_OWN,
+        )
+        == refusal
     )
-    assert refusal is not None
-    assert refusal.destination == destination
 
 
 # The host's own addresses (as host_addresses() would list them on a host with public ones).
@@ -563,6 +587,7 @@ def test_no_refusal_tells_the_address_a_name_resolved_to(
          "secret-data.exfil.example.com is not named by profile 'p', which names pypi.org"),
         (["pypi.org"], "pypi.org", 443, None),
         (["pypi.org"], "PyPI.org.", 443, None),
+        (["pypi.org:443"], "pypi.org", 443, None),
         (["pypi.org:443"], "pypi.org", 80,
          "pypi.org port 80 is not named by profile 'p', which names pypi.org:443"),
         (["*.github.com"], "api.github.com", 443, None),
@@ -582,12 +607,11 @@ def test_decide_a_name_before_it_is_resolved(
     value: bool | list[str], host: str, port: int, said: str | None
 ) -> None:
     refusal = decide_name(parse_network(value), profile="p", host=host, port=port)
-    assert (None if refusal is None else refusal.reason) == said
-    if refusal is not None:
-        assert refusal.address is None
-        assert refusal.destination == f"{host.lower().removesuffix('.')}:{port}"
+    name = host.lower().removesuffix(".")
+    assert refusal == (None if said is None else NetworkRefusal(said, "p", name, None, port))
 
 
 def test_deciding_a_name_under_the_hosts_network_is_a_programming_error() -> None:
-    with pytest.raises(ValueError, match="not proxied"):
+    with pytest.raises(ValueError) as refused:
         decide_name(HOST_NETWORK, profile="mine", host="pypi.org", port=443)
+    assert str(refused.value) == "the host's network is not proxied: decide() has nothing to check"
