@@ -1149,6 +1149,8 @@ RULES = (
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "group = None", GROUPS),
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "os.getpgid(None)", GROUPS),
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "if group == init_pid", GROUPS),
+    Rule("agent_access.x_opened_line_", 'kernel.get("open_to_agents", None)', FALSE),
+    Rule("agent_access.x_opened_line_", 'kernel.get("open_to_agents", )', FALSE),
     Rule(
         "home_view.x_home_view_",
         "for path in readable if lies_inside(path, home) or path != home",

@@ -77,3 +77,9 @@ def test_the_models_refusal_names_the_kernel_and_who_opens_it(
         f"Kernel k {runs}, so a model may not use it; only the person opens it to agents "
         '(`loomgate agents open k`). connect(kernel="a-new-name") starts a kernel of your own.'
     )
+
+
+def test_a_kernel_from_a_gateway_that_does_not_say_is_not_called_open() -> None:
+    said = kernel()
+    del said["open_to_agents"]  # type: ignore[misc]
+    assert opened_line(said) == "kernel lab is closed to agents"
