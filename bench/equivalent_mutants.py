@@ -1149,6 +1149,18 @@ RULES = (
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "group = None", GROUPS),
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "os.getpgid(None)", GROUPS),
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "if group == init_pid", GROUPS),
+    Rule(
+        "bubblewrap.x_command_",
+        "sorted(kept, key=None)",
+        "outermost() keeps the guards' paths, and Python 3.11 orders Paths by their parts, as "
+        "the key does (3.12 orders them by their text)",
+    ),
+    Rule(
+        "bubblewrap.x_command_",
+        "sorted(kept, )",
+        "outermost() keeps the guards' paths, and Python 3.11 orders Paths by their parts, as "
+        "the key does (3.12 orders them by their text)",
+    ),
     Rule("agent_access.x_opened_line_", 'kernel.get("open_to_agents", None)', FALSE),
     Rule("agent_access.x_opened_line_", 'kernel.get("open_to_agents", )', FALSE),
     Rule(

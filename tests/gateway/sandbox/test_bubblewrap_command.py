@@ -18,6 +18,7 @@ from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapC
 from loomgate.gateway.sandbox.confinement.launch import SandboxLaunch
 from loomgate.gateway.sandbox.confinement.limits import KernelLimits
 from loomgate.gateway.sandbox.network import kernel_network
+from loomgate.gateway.sandbox.policy.home_view import home_view, xdg_dirs
 from tests.gateway.sandbox import sandboxes
 
 BWRAP = "/usr/bin/bwrap"
@@ -694,3 +695,86 @@ def test_the_confiner_hands_its_sandbox_relay_to_bwrap(tree: Path) -> None:
         sandbox, CMD, cwd=tree / "project", connection_file=tree / "c.json", unset_env=()
     )
     assert f"{sandbox.relay[0][0]}=9001" in argv
+
+
+def test_the_home_dir_is_shown_as_its_view_lists_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for name in ("a/x", ".config/pip/pip.conf", ".bashrc"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("")
+    (home / "link").symlink_to(home / "a")
+    env = home / ".tool/venv"
+    env.mkdir(parents=True)
+    view = home_view(home, [], [], xdg_dirs(home, {}))
+    tmpfs: list[Path] = []
+    argv = bubblewrap.home_arguments(view, [env, env / "lib"], tmpfs)
+    assert argv == words(
+        tmp_path,
+        "--tmpfs T/home --dir T/home/.config",
+        "--ro-bind-try T/home/a T/home/a",
+        "--ro-bind-try T/home/.config/pip T/home/.config/pip",
+        "--symlink T/home/a T/home/link",
+        "--ro-bind T/home/.tool/venv T/home/.tool/venv",  # the environment, outermost once
+    )
+    assert str(home / ".bashrc") not in argv
+    assert tmpfs == [home]
+    assert (
+        bubblewrap.home_arguments(home_view(Path("/"), [], [], xdg_dirs(Path("/"), {})), [], [])
+        == []
+    )
+    gone = home_view(tmp_path / "no-home", [], [], xdg_dirs(tmp_path / "no-home", {}))
+    assert bubblewrap.home_arguments(gone, [], tmpfs) == [] and tmpfs == [home]
+
+
+def triples(argv: list[str]) -> set[tuple[str, str, str]]:
+    """Return every three words in a row of `argv`."""
+    return set(zip(argv, argv[1:], argv[2:], strict=False))
+
+
+def test_a_readable_path_of_the_profile_is_shown_in_the_home_dir(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tree / "home"
+    (home / ".newtool").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    rules = replace(sandboxes.rules(writable=[tree / "project"]), readable=(home / ".newtool",))
+    command = bubblewrap.command(
+        rules,
+        CMD,
+        bwrap=BWRAP,
+        cwd=tree / "project",
+        kernel_dir=tree / "state/kernels/k1",
+        connection_file=None,
+    )
+    shown = ("--ro-bind-try", str(home / ".newtool"), str(home / ".newtool"))
+    assert shown in triples(command)
+    plain = bubblewrap.command(
+        replace(rules, readable=()),
+        CMD,
+        bwrap=BWRAP,
+        cwd=tree / "project",
+        kernel_dir=tree / "state/kernels/k1",
+        connection_file=None,
+    )
+    assert shown not in triples(plain)
+
+
+def test_a_writable_dir_looked_at_only_in_part_is_said_in_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from loomgate.gateway.sandbox.policy import host_code
+
+    monkeypatch.setattr(host_code, "MAX_DIRS", 1)
+    monkeypatch.setattr(bubblewrap, "MAX_DIRS", 1)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with caplog.at_level("WARNING", logger=bubblewrap.__name__):
+        bubblewrap.guarded(tmp_path, (), [tmp_path])
+    assert caplog.messages == [
+        f"Only the first 1 dirs of {tmp_path} were looked at for environments and bytecode "
+        "caches (docs/sandbox.md)"
+    ]
+    caplog.clear()
+    monkeypatch.setattr(host_code, "MAX_DIRS", 10)
+    bubblewrap.guarded(tmp_path, (), [tmp_path])
+    assert caplog.messages == []

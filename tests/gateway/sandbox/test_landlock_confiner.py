@@ -491,3 +491,20 @@ def test_the_gateway_holds_the_fifo_until_the_line_is_read(place: Path) -> None:
     finally:
         os.close(shell)
         holder.join(timeout=15)
+
+
+def test_the_home_dir_is_read_as_listed_a_profiles_readable_included(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = place / "home"
+    for name in (".newtool/config", ".other/config", "projects/a.csv"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    kernel = kernel_in(place, KernelLimits("k1", "none"), network=False)
+    kernel.rules = SandboxRules(**{**vars(kernel.rules), "readable": (home / ".newtool",)})
+    connection = kernel.directory / "kernel.json"
+    connection.write_text("{}")
+    rules = dict(LandlockConfiner(7).ruleset(kernel, ["/usr/bin/python3"], connection).paths)
+    assert rules[home / ".newtool"] == rules[home / "projects"] == landlock.READ
+    assert home / ".other" not in rules  # no list holds it: walked around

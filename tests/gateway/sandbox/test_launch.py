@@ -55,14 +55,17 @@ DARWIN = Mechanism(SandboxExecConfiner())
                 **vars(RULES),
                 "protected": (".mcp.json",),
                 "read_only": (Path("/work/project/.venv"),),
+                "readable": (Path("/home/p/.newtool"),),
             }
         ),
     ],
 )
 def test_any_rules_survive_the_resident_file_and_the_wire(rules: SandboxRules) -> None:
     assert rules_from_json(json.loads(json.dumps(rules_to_json(rules)))) == rules
-    # The wire shows no protected names or read-only paths: the rules' defaults come back.
-    shown = SandboxRules(**{**vars(rules), "protected": RULES.protected, "read_only": ()})
+    # The wire shows no protected names, read-only or readable paths: the defaults come back.
+    shown = SandboxRules(
+        **{**vars(rules), "protected": RULES.protected, "read_only": (), "readable": ()}
+    )
     assert rules_from_wire(sandbox_wire(rules, "bubblewrap")) == shown
 
 
@@ -528,3 +531,12 @@ def test_the_refusals_are_its_proxys_since_the_time_asked(tmp_path: Path) -> Non
     sandbox.proxy = proxy  # type: ignore[assignment]
     assert sandbox.network_refusals(12.5) == ["refused"]
     assert proxy.asked == [12.5]
+
+
+def test_rules_kept_before_readable_paths_existed_show_none() -> None:
+    kept = rules_to_json(RULES)
+    assert kept["readable"] == []
+    del kept["readable"]
+    assert rules_from_json(kept).readable == ()
+    more = rules_to_json(SandboxRules(**{**vars(RULES), "readable": (Path("/home/p/.x"),)}))
+    assert more["readable"] == ["/home/p/.x"]

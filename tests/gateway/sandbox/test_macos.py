@@ -12,6 +12,7 @@ from loomgate.gateway.sandbox.confinement.macos import (
     SANDBOX_EXEC,
     sandbox_exec_command,
     sbpl_profile,
+    sbpl_regex,
     sbpl_string,
 )
 from loomgate.gateway.sandbox.network.network_rules import HOST_NETWORK, NO_NETWORK, PUBLIC
@@ -247,3 +248,9 @@ def test_a_writable_dirs_venv_and_environment_stay_read_only_by_path(tmp_path: P
             q("^" + str(project).replace(".", "\\.") + "/(.*/)?(__pycache__|node_modules)(/|$)"),
         ],
     ]
+
+
+def test_a_regex_names_its_dir_as_it_is_and_refuses_a_control_character() -> None:
+    assert sbpl_regex(Path("/p/X.y+z"), "/a") == '  (regex #"^/p/X\\\\.y\\\\+z/a")'
+    with pytest.raises(ValueError, match="control character"):
+        sbpl_regex(Path("/p/a\nb"), "/a")
