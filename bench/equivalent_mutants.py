@@ -1164,6 +1164,18 @@ RULES = (
     Rule("agent_access.x_opened_line_", 'kernel.get("open_to_agents", None)', FALSE),
     Rule("agent_access.x_opened_line_", 'kernel.get("open_to_agents", )', FALSE),
     Rule(
+        "home_view.x_xdg_dirs_",
+        'Path(env.get(variable, "XXXX"))',
+        "an unset variable's stand-in is a relative path either way, and a relative value "
+        "names no dir (only an absolute one does)",
+    ),
+    Rule(
+        "profiles.xǁSandboxProfileǁrules_",
+        "concrete_path(p, cwd=None, home=home) for p in self.readable",
+        "sandbox.toml takes only paths in the home dir (~/x) as readable, so a readable path "
+        "never holds {cwd}, and the kernel's working dir is never read for one",
+    ),
+    Rule(
         "home_view.x_home_view_",
         "for path in readable if lies_inside(path, home) or path != home",
         "a readable path outside the home dir, or the home dir itself, is neither an entry of a "
