@@ -1150,6 +1150,12 @@ RULES = (
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "os.getpgid(None)", GROUPS),
     Rule("bubblewrap_confiner.xǁBubblewrapConfinerǁsignal_init", "if group == init_pid", GROUPS),
     Rule(
+        "macos.x_sbpl_regex_",
+        "sbpl_string(str(None))",
+        "the whole regex, the dir's name in it, goes through sbpl_string on the next line, which "
+        "refuses a control character the same way",
+    ),
+    Rule(
         "bubblewrap.x_command_",
         "sorted(kept, key=None)",
         "outermost() keeps the guards' paths, and Python 3.11 orders Paths by their parts, as "

@@ -772,7 +772,8 @@ def test_nothing_the_persons_tools_run_later_is_written(world: World) -> None:
     }
     result = attempts(world, list(codes.values()))
     found = {name: result[code] for name, code in codes.items()}
-    assert found.pop("own bytecode") == "ok"  # its bytecode goes to its own /tmp
+    # Its imports work: Python skips the bytecode it cannot write.
+    assert found.pop("own bytecode") == "ok"
     assert found.pop("plain file") == "ok"
     assert all(what in ("EROFS", "EISDIR") for what in found.values()), found
     assert (project / "CLAUDE.md").read_text() == "kept"

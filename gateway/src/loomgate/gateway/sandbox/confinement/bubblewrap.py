@@ -63,7 +63,6 @@ TMP = Path("/tmp")
 # The kernel's IPython dir, in its own /tmp: ~/.ipython is read-only in the sandbox, and IPython
 # would otherwise make a new temp dir, with a warning, each time something asks for it.
 IPYTHON_DIR = TMP / "ipython"
-PYCACHE_PREFIX = TMP / "pycache"
 PROC_READ_ONLY = (Path("/proc/sys"), Path("/proc/sysrq-trigger"))
 HIDDEN_DIR_MODE = "0000"  # listing or entering it: PermissionError
 PASSAGE_DIR_MODE = "0111"  # a hidden dir on the way to the kernel's own files: enter, not list
@@ -205,8 +204,6 @@ def command(
     for path in tmpfs:
         argv += ["--remount-ro", str(path)]
     argv += ["--setenv", "TMPDIR", str(TMP), "--setenv", "IPYTHONDIR", str(IPYTHON_DIR)]
-    # The kernel's own bytecode goes to its /tmp: the caches in the writable dirs are read-only.
-    argv += ["--setenv", "PYTHONPYCACHEPREFIX", str(PYCACHE_PREFIX)]
     if proxied:
         for name, value in proxy_environment(BRIDGE_PORT).items():
             argv += ["--setenv", name, value]
