@@ -22,7 +22,7 @@ from loomgate.gateway.sandbox.network.kernel_network import (
     proxy_environment,
     relayed,
 )
-from loomgate.gateway.sandbox.policy.home_view import HomeView, home_view, xdg_dirs
+from loomgate.gateway.sandbox.policy.home_view import HomeView, kernel_home_view
 from loomgate.gateway.sandbox.policy.host_code import MAX_DIRS, host_code
 from loomgate.gateway.sandbox.policy.installation import installation_roots, interpreter_roots
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
@@ -171,15 +171,9 @@ def command(
     for path in PROC_READ_ONLY:
         if path.exists():
             argv += ["--ro-bind", str(path), str(path)]
-    home = real(Path.home())
-    view = home_view(
-        home,
-        [real(path) for path in rules.hidden],
-        [real(path) for path in rules.readable],
-        xdg_dirs(home, os.environ),
-    )
+    view = kernel_home_view(rules.hidden, rules.readable)
     tmpfs: list[Path] = []
-    argv += home_arguments(view, [e for e in environment if within(e, home)], tmpfs)
+    argv += home_arguments(view, [e for e in environment if within(e, view.home)], tmpfs)
     argv += ["--perms", "1777", "--tmpfs", str(TMP)]
     inside = [e for e in environment if any(within(e, w) for w in writable)]
     for path in outermost(interpreter):

@@ -34,7 +34,7 @@ from loomgate.gateway.sandbox.confinement.limits import (
     limits_mechanism,
 )
 from loomgate.gateway.sandbox.network.kernel_network import UNSET, proxy_environment
-from loomgate.gateway.sandbox.policy.home_view import home_view, xdg_dirs
+from loomgate.gateway.sandbox.policy.home_view import kernel_home_view
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
 from loomgate.gateway.sandbox.policy.protected_names import GIT
 
@@ -220,9 +220,7 @@ class LandlockConfiner(Confiner):
         hidden += [TMP, real(TMP), DEV, real(directory.parent), real(directory)]
         hidden = list(dict.fromkeys(hidden))
         # The home dir as a bubblewrap kernel sees it: what no list holds is walked around too.
-        home = real(Path.home())
-        readable = [real(path) for path in rules.readable]
-        view = home_view(home, hidden, readable, xdg_dirs(home, os.environ))
+        view = kernel_home_view(hidden, rules.readable)
         allowed = dict(path_rules(reads, [*hidden, *view.left_out]))
         for path, rights in path_rules(writes, [*hidden, *read_only(rules)]):
             allowed[path] = allowed.get(path, 0) | rights

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from loomgate.gateway.sandbox.policy.profiles import lies_inside
 
-__all__ = ["READABLE", "XDG_READABLE", "HomeView", "home_view", "xdg_dirs"]
+__all__ = ["READABLE", "XDG_READABLE", "HomeView", "home_view", "kernel_home_view", "xdg_dirs"]
 
 # The dot names a kernel commonly needs in the home dir: configuration of the tools it runs (git,
 # matplotlib, Jupyter, IPython, conda, pip), the user site-packages and scripts, interpreters and
@@ -150,6 +150,17 @@ def home_view(
         links=tuple(links),
         left_out=tuple(left_out),
     )
+
+
+def kernel_home_view(hidden: Iterable[Path], readable: Iterable[Path]) -> HomeView:
+    """Return what a kernel of this gateway sees of its home dir (real paths throughout), given
+    the kernel's `hidden` and `readable` paths."""
+    home = Path(os.path.realpath(Path.home()))
+    real = [Path(os.path.realpath(path)) for path in readable]
+    shown = home_view(
+        home, [Path(os.path.realpath(p)) for p in hidden], real, xdg_dirs(home, os.environ)
+    )
+    return shown
 
 
 def allowed(path: Path, top: Path, home: Path, kept: set[Path], named: set[Path]) -> bool:
