@@ -132,11 +132,13 @@ UNCONFINED = 'default = "none"\n'
 def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A loomgate config dir for each test holding only sandbox.toml (default profile none; no
     startup.py, inspectors.py or gateways.toml), so a developer's own files never change what a
-    test sees."""
+    test sees; and an XDG_STATE_HOME of its own, so that the list of state dirs every gateway
+    notes (sandbox/policy/state_dirs.py) is the test's, not the developer's or other workers'."""
     config = tmp_path / "config" / "loomgate"
     config.mkdir(parents=True)
     (config / "sandbox.toml").write_text(UNCONFINED)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config.parent))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state-home"))
     return config
 
 

@@ -17,6 +17,7 @@ import httpx
 
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency.resident import RESIDENT_FILE
+from loomgate.gateway.sandbox.policy.state_dirs import note_state_dir
 from tests.gateway.residency.test_residency import API, created, output
 from tests.support.cells import submit
 from tests.support.gateways import (
@@ -133,6 +134,38 @@ async def test_pool_kernels_end_with_the_gateway_and_are_never_taken_back(
         assert names == ["kept"]
         assert await output(http, "kept", "40 + 2") == "42"
     assert all(process.is_alive() for process in firsts)  # taken back, not restarted
+
+
+async def test_a_pool_kernel_that_sees_a_state_dir_noted_since_is_not_claimed(
+    confined_gateway: GatewayProcess, confined_root: Path
+) -> None:
+    gateway = confined_gateway
+    gone, other = confined_root / "gone-state", confined_root / "other-state"
+    gone.mkdir()
+    note_state_dir(gone)  # another gateway's, hidden from every pool kernel started from now on
+    gateway.prewarm = 1
+    gateway.start()
+    async with client(gateway) as http:
+        first = await pooled(http)
+        gone.rmdir()  # what a pool kernel hides and is gone does not keep it from being claimed
+        claimed = await created(http, name="claimed")
+        assert launched_pid(gateway, claimed) == first["launched_pid"]
+        second = await pooled(http, other_than=first["pid"])
+        seconds = sandbox_of(second["launched_pid"])
+        other.mkdir()
+        (other / "records").write_text("another gateway's")
+        note_state_dir(other)  # the second pool kernel can read it: it is stopped, not claimed
+        fresh = await created(http, name="fresh")
+        assert launched_pid(gateway, fresh) != second["launched_pid"]
+        assert wait_gone(pids(seconds), 30) == set()
+        seen = f"import os; os.path.exists({str(other / 'records')!r})"
+        assert await output(http, "fresh", seen) == "False"
+
+
+def launched_pid(gateway: GatewayProcess, kernel_id: str) -> int:
+    """Return the pid a kernel's provisioner launched, as its resident.json says."""
+    state = json.loads((gateway.state_dir / "kernels" / kernel_id / RESIDENT_FILE).read_text())
+    return int(state["provisioner"]["pid"])
 
 
 async def test_a_gateway_stopped_as_its_pool_kernel_starts_leaves_no_kernel(

@@ -377,8 +377,10 @@ GUARD_CASES: list[tuple[str, tuple[str, ...], list[Guard]]] = [
     # a nested name gets its placeholder at its first missing part
     ("no nested name", (".github/workflows",), [(".git", "dir"), (".github", "dir")]),
     ("nested name", (".github/workflows",), [(".git", "dir"), (".github/workflows", "dir")]),
-    # what the person's tools run later: a venv (any name), node_modules, bytecode caches, and
-    # a cache made where there is Python source without one
+    # what the person's tools run later: a venv (any name), node_modules, bytecode caches (a
+    # cache found is made again if it is gone when the sandbox starts: another kernel's
+    # placeholder, removed as that kernel ended), and a cache made where there is Python source
+    # without one
     (
         "host code",
         (),
@@ -386,7 +388,7 @@ GUARD_CASES: list[tuple[str, tuple[str, ...], list[Guard]]] = [
             (".git", "dir"),
             ("node_modules", None),
             ("env", None),
-            ("pkg/__pycache__", None),
+            ("pkg/__pycache__", "dir"),
             ("__pycache__", "dir"),
             ("pkg/sub/__pycache__", "dir"),
         ],

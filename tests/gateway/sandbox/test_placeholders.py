@@ -88,6 +88,20 @@ def test_one_another_kernel_still_mounts_on_is_handed_on(place: tuple[Path, Path
     assert not (project / ".vscode").exists()
 
 
+def test_one_another_kernel_mounts_on_without_making_is_handed_on(
+    place: tuple[Path, Path],
+) -> None:
+    project, kernels = place
+    cache = project / "__pycache__"
+    placeholders.make(kernels / "k1", [(cache, "dir")])
+    # k2 found the cache and keeps it read-only as it is: it would never make one there.
+    assert placeholders.make(kernels / "k2", [(cache, None), (project / "venv", None)]) == []
+    assert not (project / "venv").exists()
+    assert placeholders.remove(kernels / "k1") == []
+    assert cache.is_dir()  # k2's sandbox still mounts on it
+    assert placeholders.remove(kernels / "k2") == [cache]
+
+
 def test_a_kernel_whose_own_dir_is_gone_has_ended(place: tuple[Path, Path]) -> None:
     """Its gateway removed its dir (or died after): the next sandbox's start or end removes
     what it made."""

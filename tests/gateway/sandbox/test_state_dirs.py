@@ -3,6 +3,7 @@ hidden from every confined kernel a gateway starts afterwards."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,22 @@ def test_another_gateways_state_dir_is_hidden_from_this_ones_kernels(
     catalog = SandboxCatalog(mine)
     rules = catalog.rules("workspace", tmp_path / "project")
     assert other in rules.hidden and mine in rules.hidden
+
+
+def test_gateways_noting_their_state_dirs_together_each_keep_theirs(tmp_path: Path) -> None:
+    listed = tmp_path / "state-dirs.json"
+    dirs = [tmp_path / f"state-{i}" for i in range(24)]
+    for path in dirs:
+        path.mkdir()
+    start = threading.Barrier(len(dirs))
+
+    def note(path: Path) -> None:
+        start.wait()
+        note_state_dir(path, listed)
+
+    threads = [threading.Thread(target=note, args=(path,)) for path in dirs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(known_state_dirs(listed)) == sorted(dirs)

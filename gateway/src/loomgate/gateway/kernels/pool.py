@@ -16,6 +16,8 @@ import os
 import shutil
 import signal
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, NamedTuple, cast
 
@@ -57,6 +59,35 @@ def pool_key(spec: str, rules: SandboxRules | None, cwd: str | None) -> PoolKey:
     if rules is not None and rules.confined:
         return PoolKey(spec, rules, str(launch_cwd(cwd)))
     return PoolKey(spec, rules, None)
+
+
+def serves(held: PoolKey, asked: PoolKey, exists: Callable[[Path], bool] = os.path.lexists) -> bool:
+    """Return whether a pool kernel started as `held` may become the kernel `asked` for: the same
+    key, or one that differs only by hiding paths gone since (another gateway's state dir)."""
+    if held == asked:
+        return True
+    if held.sandbox is None or asked.sandbox is None or not same_place(held, asked):
+        return False
+    if replace(held.sandbox, hidden=()) != replace(asked.sandbox, hidden=()):
+        return False
+    theirs, wanted = set(held.sandbox.hidden), set(asked.sandbox.hidden)
+    return wanted <= theirs and not any(exists(path) for path in theirs - wanted)
+
+
+def outdated(
+    held: PoolKey, asked: PoolKey, exists: Callable[[Path], bool] = os.path.lexists
+) -> bool:
+    """Return whether pool kernels of `held` will not be claimed again: of the kernel spec,
+    profile and directory asked for, but started before what that profile means changed (a new
+    gateway's state dir to hide, the person's sandbox.toml edited)."""
+    profile = held.sandbox.profile if held.sandbox is not None else None
+    asked_profile = asked.sandbox.profile if asked.sandbox is not None else None
+    return same_place(held, asked) and profile == asked_profile and not serves(held, asked, exists)
+
+
+def same_place(held: PoolKey, asked: PoolKey) -> bool:
+    """Return whether two keys are of one kernel spec and directory."""
+    return held.kernel_spec == asked.kernel_spec and held.cwd == asked.cwd
 
 
 class KernelPool:
@@ -231,18 +262,27 @@ class KernelPool:
             markers.forget(str(km.kernel_id))  # the next gateway ends it by resident.json
 
     def take(self, key: PoolKey) -> ManagedKernel | None:
-        """Return a ready kernel of `key`, no longer the pool's (None if none is ready); its
-        resident.json stays until `claimed()`, so a gateway killed during the claim leaves a
-        process the next one ends."""
-        ready = self.idle.get(key, [])
-        while ready:
-            km = ready.pop(0)
-            self.members.pop(str(km.kernel_id), None)
-            self.own_pids.pop(str(km.kernel_id), None)
-            if has_process(km):
-                return km
-            self._release(str(km.kernel_id))
-            self._spawn_stop(str(km.kernel_id))
+        """Return a ready kernel that `serves` `key`, no longer the pool's (None if none is
+        ready); its resident.json stays until `claimed()`, so a gateway killed during the claim
+        leaves a process the next one ends. Kernels `outdated` by `key` are stopped."""
+        for held in [held for held, kms in self.idle.items() if kms and outdated(held, key)]:
+            stale = self.idle.pop(held)
+            self.log.info("Stopping %d prewarmed kernel(s): their sandbox is outdated", len(stale))
+            for km in stale:
+                self._release(str(km.kernel_id))
+                self._spawn_stop(str(km.kernel_id))
+        for held in sorted(self.idle, key=lambda held: held != key):  # `key`'s own first
+            if not serves(held, key):
+                continue
+            ready = self.idle[held]
+            while ready:
+                km = ready.pop(0)
+                self.members.pop(str(km.kernel_id), None)
+                self.own_pids.pop(str(km.kernel_id), None)
+                if has_process(km):
+                    return km
+                self._release(str(km.kernel_id))
+                self._spawn_stop(str(km.kernel_id))
         return None
 
     def claimed(self, kernel_id: str) -> None:

@@ -23,7 +23,7 @@ from loomgate.gateway.sandbox.network.kernel_network import (
     relayed,
 )
 from loomgate.gateway.sandbox.policy.home_view import HomeView, kernel_home_view
-from loomgate.gateway.sandbox.policy.host_code import MAX_DIRS, host_code
+from loomgate.gateway.sandbox.policy.host_code import MAX_DIRS, PYCACHE, host_code
 from loomgate.gateway.sandbox.policy.installation import installation_roots, interpreter_roots
 from loomgate.gateway.sandbox.policy.profiles import SandboxRules, lies_inside
 from loomgate.gateway.sandbox.policy.protected_names import (
@@ -182,7 +182,7 @@ def command(
     for path in writable:
         argv += ["--bind", str(path), str(path)]
     guards = [g for top in writable for g in guarded(top, rules.protected, writable)]
-    placeholders.make(kernel_dir, [(path, kind) for path, kind in guards if kind is not None])
+    placeholders.make(kernel_dir, guards)
     kept = outermost([path for path, _ in guards if os.path.lexists(path)])
     for path in sorted(kept, key=lambda path: path.parts):
         argv += ["--ro-bind", str(path), str(path)]
@@ -265,7 +265,9 @@ def guarded(top: Path, names: Sequence[str], writable: Sequence[Path]) -> list[G
             MAX_DIRS,
             top,
         )
-    found += [(path, None) for path in code.kept]
+    # A bytecode cache found may be another kernel's placeholder, gone by the time this one's
+    # sandbox starts: then this one makes it again.
+    found += [(path, "dir" if path.name == PYCACHE else None) for path in code.kept]
     found += [(path, "dir") for path in code.made]
     return found
 

@@ -49,14 +49,18 @@ def record_file(kernel_dir: Path) -> Path:
     return kernel_dir.parent / f"{RECORD_PREFIX}{kernel_dir.name}.json"
 
 
-def make(kernel_dir: Path, wanted: Sequence[tuple[Path, Kind]]) -> list[Path]:
-    """Make a placeholder for each path of `wanted` that does not exist (recorded before it is
-    made); note every path of `wanted` as used by this kernel (a restart reuses the record);
-    first remove the placeholders of kernels that have ended. Return the paths made."""
+def make(kernel_dir: Path, wanted: Sequence[tuple[Path, Kind | None]]) -> list[Path]:
+    """Make a placeholder for each path of `wanted` with a kind that does not exist (recorded
+    before it is made); note every path of `wanted` as used by this kernel, so that the end of
+    another kernel whose placeholder it is does not remove it from under this one (a restart
+    reuses the record); first remove the placeholders of kernels that have ended. Return the
+    paths made."""
     with locked(kernel_dir.parent):
         swept(kernel_dir.parent)
         record = read(record_file(kernel_dir))
-        missing = [(path, kind) for path, kind in wanted if not os.path.lexists(path)]
+        missing = [
+            (path, kind) for path, kind in wanted if kind is not None and not os.path.lexists(path)
+        ]
         used_now = [str(path) for path, _ in wanted]
         if missing or record.used != used_now:  # a restart in the same place writes nothing
             for path, kind in missing:

@@ -4,6 +4,7 @@ home dir)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -25,11 +26,16 @@ def state_dirs_file() -> Path:
 
 def note_state_dir(state_dir: Path, listed: Path | None = None) -> None:
     """Add `state_dir` to the list, and leave out the dirs gone since (the list rewritten
-    whole, mode 0600)."""
+    whole, mode 0600, under a lock: gateways starting together each keep their own)."""
     listed = listed or state_dirs_file()
-    kept = [*known_state_dirs(listed), state_dir.resolve()]
     listed.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_json_atomic(listed, {"state_dirs": [str(path) for path in dict.fromkeys(kept)]})
+    lock = os.open(listed.with_name(listed.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = [*known_state_dirs(listed), state_dir.resolve()]
+        write_json_atomic(listed, {"state_dirs": [str(path) for path in dict.fromkeys(kept)]})
+    finally:
+        os.close(lock)  # the lock goes with it
 
 
 def known_state_dirs(listed: Path | None = None) -> list[Path]:
