@@ -28,7 +28,7 @@ def test_a_run_of_missing_numbers_is_what_the_kernel_dropped(
 ) -> None:
     sequence = MessageSequence()
     assert [sequence.see(msg_id) for msg_id in ids] == dropped
-    assert sequence.dropped == dropped[-1]
+    assert sequence.dropped == sum(dropped)  # until a cell takes them
 
 
 def test_an_upstreams_notice_that_it_holds_output_back_is_a_loss_of_no_told_size() -> None:
@@ -36,21 +36,41 @@ def test_an_upstreams_notice_that_it_holds_output_back_is_a_loss_of_no_told_size
     sequence.see(f"{SESSION}_1")
     sequence.upstream_held_back()
     sequence.see("server-session_77_3")  # the notice, from the server's own session
-    assert sequence.loss(ipykernel=True) == (0, "upstream")  # ipykernel's too: not its doing
+    assert sequence.loss(kept=True) == (0, "upstream")  # ipykernel's too: not its doing
     sequence.see(f"{SESSION}_2")
-    assert sequence.loss(ipykernel=False) is None
+    assert sequence.loss(kept=False) is None
 
 
-def test_a_run_a_kernel_dropped_is_its_loss_unless_it_is_ipykernel() -> None:
+def test_a_run_a_kernel_dropped_is_its_loss_unless_it_was_told_to_keep_every_message() -> None:
     sequence = MessageSequence()
     sequence.see(f"{SESSION}_1")
     sequence.see(f"{SESSION}_9")
-    assert sequence.loss(ipykernel=False) == (7, "kernel")
-    assert sequence.loss(ipykernel=True) is None  # told to keep every message
+    assert sequence.loss(kept=False) == (7, "kernel")
+    assert sequence.loss(kept=False) is None  # taken
+    sequence.see(f"{SESSION}_20")
+    assert sequence.loss(kept=True) is None  # told to keep every message
+    assert sequence.dropped == 0
+
+
+def test_runs_found_at_messages_of_no_cell_wait_for_the_next_cell_to_take_them() -> None:
+    sequence = MessageSequence()
+    for msg_id in (1, 9, 10, 20, 21):  # a reply, a silent run's status: no cell's
+        sequence.see(f"{SESSION}_{msg_id}")
+    assert sequence.loss(kept=False) == (7 + 9, "kernel")
+
+
+def test_what_an_upstream_held_back_takes_the_runs_found_with_it() -> None:
+    sequence = MessageSequence()
+    sequence.see(f"{SESSION}_1")
+    sequence.see(f"{SESSION}_9")
+    sequence.upstream_held_back()
+    sequence.see("server-session_77_3")
+    assert sequence.loss(kept=False) == (0, "upstream")
+    assert sequence.loss(kept=False) is None
 
 
 def test_nothing_is_lost_before_the_first_message() -> None:
     sequence = MessageSequence()
-    assert (sequence.dropped, sequence.loss(ipykernel=False)) == (0, None)
+    assert (sequence.dropped, sequence.loss(kept=False)) == (0, None)
     sequence.see(f"{SESSION}_1")
-    assert sequence.loss(ipykernel=False) is None
+    assert sequence.loss(kept=False) is None

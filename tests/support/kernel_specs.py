@@ -34,6 +34,8 @@ class KernelUnderTest:
     ask: str | None  # asks for input with the prompt "name? " and prints "hi " + the answer
     interrupts: bool  # an interrupt ends a running cell and the kernel lives on
     file_extension: str
+    # Its messages are numbered (jupyter_client's Session): a run its publisher dropped is told.
+    numbered: bool = False
 
     def __str__(self) -> str:
         return self.spec
@@ -62,6 +64,7 @@ KERNELS = (
         language=PYTHON,
         implementation="ipython",
         interrupts=True,
+        numbered=True,
         **IPYTHON_CELLS,
     ),
     KernelUnderTest(
@@ -94,6 +97,7 @@ KERNELS = (
         ask=None,
         interrupts=True,
         file_extension=".sh",
+        numbered=True,
     ),
     KernelUnderTest(
         spec="deno",

@@ -41,8 +41,10 @@ class UpstreamProcess:
         *,
         token: str = "upstream-test-token",
         max_kernels: int | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.home = home
+        self.extra_args = extra_args  # more of its command line's options
         self.max_kernels = max_kernels  # Kernel Gateway's limit on running kernels
         self.kind = kind
         # Enterprise Gateway refuses kernels to root unless told whom to refuse.
@@ -106,6 +108,7 @@ class UpstreamProcess:
             f"--ServerApp.token={self.token}",
             f"--ServerApp.root_dir={self.root}",
             "--ServerApp.allow_root=True",
+            *self.extra_args,
         ]
 
     def start(self) -> UpstreamProcess:

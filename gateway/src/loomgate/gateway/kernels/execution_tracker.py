@@ -433,10 +433,8 @@ class ExecutionTracker:
         record = self._recent.get(parent_id)
         if record is None:
             return
-        channels = self.process.channels
-        loss = channels.sequence.loss(self.process.kind.ipykernel) if channels else None
-        if loss is not None and not record.final:
-            record.note_dropped(*loss)
+        if not record.final:
+            self._note_loss(record)
         if msg_type == "stream":
             record.write_stream(content.get("name", "stdout"), content.get("text", ""))
             if record.final and "sandbox_failure" not in record.meta:
@@ -494,7 +492,18 @@ class ExecutionTracker:
             record.write_error(
                 content.get("ename", ""), content.get("evalue", ""), content.get("traceback", [])
             )
+        self._note_loss(record)  # found at the messages that followed its lost end
         self._end(record, note=MISSED_END)
+
+    def _note_loss(self, record: ExecutionRecord) -> None:
+        """Note on `record` what the kernel dropped, or the upstream held back, before now."""
+        channels = self.process.channels
+        if channels is None:
+            return
+        kept = self.process.kind.ipykernel and channels.local
+        loss = channels.sequence.loss(kept)
+        if loss is not None:
+            record.note_dropped(*loss)
 
     def _start_record(self, msg_id: str, content: dict[str, Any]) -> None:
         if self.current is not None and not self.current.final:

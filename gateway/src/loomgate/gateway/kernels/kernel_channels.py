@@ -17,6 +17,7 @@ Handler = Callable[[Message], None]
 Channel = Literal["shell", "control", "stdin"]
 
 NUDGE_INTERVAL = 0.2
+DRAIN_AGAIN = 1.0  # seconds after a drain's reply without its idle: asked again (dropped)
 # A kernel that answered kernel_info but published nothing for it (a busy kernel taken back,
 # whose shell requests wait behind its cell) is ready this long after its first reply.
 REPLY_ENOUGH = 2.0
@@ -202,14 +203,20 @@ class KernelChannels:
         """Return once the kernel has finished everything sent to it before this call.
 
         A silent, empty execute queues behind them on shell; its IOPub `idle` comes after every
-        message they caused, on the same socket.
+        message they caused, on the same socket. A publisher that drops messages (ZMQ's limit,
+        while its subscriber is behind) may drop that idle too: one not come DRAIN_AGAIN after
+        its reply is asked for again, until one comes.
         """
-        content = {"code": "", "silent": True, "store_history": False, "allow_stdin": False}
-        msg = self.session.msg("execute_request", content)
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._idle_waiters[msg["header"]["msg_id"]] = waiter
-        self._send("shell", msg)
-        await waiter
+        while True:
+            run = self.send_silently("", {})
+            try:
+                await run.reply
+                done, _ = await asyncio.wait({run.idle}, timeout=DRAIN_AGAIN)
+                if done:
+                    run.idle.result()  # CancelledError: the channels closed
+                    return
+            finally:
+                self.forget_silent(run.msg_id)
 
     def send_silently(self, code: str, user_expressions: dict[str, str]) -> SilentRun:
         """Send `code` as a silent execute (IPython gives it no number, loomgate no record);

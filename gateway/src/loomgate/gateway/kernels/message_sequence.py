@@ -20,11 +20,13 @@ REPLY_TO_ANOTHER = 1  # numbers a reply to another client's request takes
 
 class MessageSequence:
     """The last numbered message seen of one kernel, and how many were missing before the
-    latest IOPub message."""
+    messages seen since a cell last took its loss."""
 
     def __init__(self) -> None:
         self._last: tuple[str, int] | None = None
-        self.dropped = 0  # missing right before the latest message seen
+        # Missing since a cell last took them: a run found at a message of no cell (a reply, a
+        # silent run's status) waits for the cell message or the missed end that follows it.
+        self.dropped = 0
         self.held_back = False  # the latest message is an upstream's notice that it drops some
         self._notice_next = False
 
@@ -33,26 +35,32 @@ class MessageSequence:
         kernel's output (a stock Jupyter Server's IOPub rate limit): how much, nobody says."""
         self._notice_next = True
 
-    def loss(self, ipykernel: bool) -> tuple[int, DroppedBy] | None:
-        """Return what was lost right before the latest message, and who lost it (None: nothing
-        known): the upstream's notice, or a run the kernel dropped (not judged for ipykernel,
-        which loomgate tells to keep every message)."""
+    def loss(self, kept: bool) -> tuple[int, DroppedBy] | None:
+        """Take what was lost before the latest message, and who lost it (None: nothing known):
+        the upstream's notice, or a run the kernel dropped (not judged when `kept`: a local
+        ipykernel, which loomgate tells to keep every message; one on an upstream is not told,
+        and drops when the upstream falls behind)."""
         if self.held_back:
+            # What the kernel dropped meanwhile is part of what the upstream held back, whose
+            # size is not told.
+            self.held_back, self.dropped = False, 0
             return 0, "upstream"
-        if self.dropped and not ipykernel:
-            return self.dropped, "kernel"
+        dropped, self.dropped = self.dropped, 0
+        if dropped and not kept:
+            return dropped, "kernel"
         return None
 
     def see(self, msg_id: str) -> int:
         """Note message `msg_id` (any channel's); return how many of the kernel's messages were
-        dropped before it (0 when none, or none can be told)."""
+        dropped right before it (0 when none, or none can be told)."""
         self.held_back, self._notice_next = self._notice_next, False
         found = SESSION_ID.fullmatch(msg_id)
         if found is None:
-            self._last, self.dropped = None, 0
+            self._last = None
             return 0
         sender, number = found["sender"], int(found["n"])
         last, self._last = self._last, (sender, number)
         missing = number - last[1] - 1 if last is not None and last[0] == sender else 0
-        self.dropped = missing if missing > REPLY_TO_ANOTHER else 0
-        return self.dropped
+        missing = missing if missing > REPLY_TO_ANOTHER else 0
+        self.dropped += missing
+        return missing
