@@ -9,10 +9,10 @@ import httpx
 from tests.support.gateways import GatewayProcess
 
 API = "/api/loomgate/kernels"
-TOTAL_MB = 160
-# A record that kept its output would grow by TOTAL_MB; one message (1 MB) and the gateway's
-# own working set fit well below this.
-BOUND_MB = TOTAL_MB / 4
+TOTAL_MB = 240
+# A record that kept its output would grow by TOTAL_MB; one message (1 MB), the gateway's own
+# working set and what a loaded machine leaves queued for it (43 MB seen) fit well below this.
+BOUND_MB = TOTAL_MB / 3
 
 
 def peak_kb(pid: int) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loomgate.gateway.kernels.message_sequence import MessageSequence
+from loomgate.gateway.kernels.message_sequence import OTHER_CLIENTS, MessageSequence
 
 SESSION = "a1b2c3-d4e5_4242"
 
@@ -14,13 +14,15 @@ SESSION = "a1b2c3-d4e5_4242"
     [
         ([f"{SESSION}_1", f"{SESSION}_2", f"{SESSION}_3"], [0, 0, 0]),
         ([f"{SESSION}_1", f"{SESSION}_3"], [0, 0]),  # one number: a reply to another client
-        ([f"{SESSION}_1", f"{SESSION}_4"], [0, 2]),
+        # A run as long as other clients' requests may take (a server's nudges): not a loss.
+        ([f"{SESSION}_1", f"{SESSION}_{OTHER_CLIENTS + 2}"], [0, 0]),
+        ([f"{SESSION}_1", f"{SESSION}_{OTHER_CLIENTS + 3}"], [0, OTHER_CLIENTS + 1]),
         ([f"{SESSION}_10", f"{SESSION}_1010"], [0, 999]),
-        ([f"{SESSION}_5", "other-session_4242_90"], [0, 0]),  # another sender: a restart
-        ([f"{SESSION}_5", f"{SESSION}_3"], [0, 0]),  # backwards: nothing to tell
-        (["7f0e7c1c-3a4b-4f4e-9a3f-8c0d", f"{SESSION}_9"], [0, 0]),  # not numbered: not judged
-        ([f"{SESSION}_1", "uuid-like", f"{SESSION}_9"], [0, 0, 0]),
-        ([f"{SESSION}_1", f"{SESSION}_5", "uuid-like"], [0, 3, 0]),
+        ([f"{SESSION}_5", "other-session_4242_900"], [0, 0]),  # another sender: a restart
+        ([f"{SESSION}_500", f"{SESSION}_3"], [0, 0]),  # backwards: nothing to tell
+        (["7f0e7c1c-3a4b-4f4e-9a3f-8c0d", f"{SESSION}_900"], [0, 0]),  # not numbered
+        ([f"{SESSION}_1", "uuid-like", f"{SESSION}_900"], [0, 0, 0]),
+        ([f"{SESSION}_1", f"{SESSION}_500", "uuid-like"], [0, 498, 0]),
     ],
 )
 def test_a_run_of_missing_numbers_is_what_the_kernel_dropped(
@@ -44,25 +46,25 @@ def test_an_upstreams_notice_that_it_holds_output_back_is_a_loss_of_no_told_size
 def test_a_run_a_kernel_dropped_is_its_loss_unless_it_was_told_to_keep_every_message() -> None:
     sequence = MessageSequence()
     sequence.see(f"{SESSION}_1")
-    sequence.see(f"{SESSION}_9")
-    assert sequence.loss(kept=False) == (7, "kernel")
+    sequence.see(f"{SESSION}_901")
+    assert sequence.loss(kept=False) == (899, "kernel")
     assert sequence.loss(kept=False) is None  # taken
-    sequence.see(f"{SESSION}_20")
+    sequence.see(f"{SESSION}_2000")
     assert sequence.loss(kept=True) is None  # told to keep every message
     assert sequence.dropped == 0
 
 
 def test_runs_found_at_messages_of_no_cell_wait_for_the_next_cell_to_take_them() -> None:
     sequence = MessageSequence()
-    for msg_id in (1, 9, 10, 20, 21):  # a reply, a silent run's status: no cell's
+    for msg_id in (1, 901, 902, 2002, 2010):  # a reply, a silent run's status: no cell's
         sequence.see(f"{SESSION}_{msg_id}")
-    assert sequence.loss(kept=False) == (7 + 9, "kernel")
+    assert sequence.loss(kept=False) == (899 + 1099, "kernel")
 
 
 def test_what_an_upstream_held_back_takes_the_runs_found_with_it() -> None:
     sequence = MessageSequence()
     sequence.see(f"{SESSION}_1")
-    sequence.see(f"{SESSION}_9")
+    sequence.see(f"{SESSION}_901")
     sequence.upstream_held_back()
     sequence.see("server-session_77_3")
     assert sequence.loss(kept=False) == (0, "upstream")

@@ -1,10 +1,13 @@
 """IOPub messages a kernel sent that never arrived, where loomgate cannot keep its publisher from
-dropping them: ZMQ's high-water mark on a kernel that is not ipykernel (bash_kernel's publisher
-loses a fast cell's lines whenever the gateway falls behind; an ipykernel one is told to keep
-them, kernels/iopub_queue.py). A kernel built on jupyter_client's Session numbers every message
-it sends, on any channel (`{session}_{pid}_{n}`): a run of numbers missing between two messages
-that reached the gateway is what was dropped. One number alone is a reply the kernel sent another
-client meanwhile, not a loss; a kernel whose ids are not numbered so is not judged. An upstream
+dropping them: ZMQ's high-water mark on a kernel that is not a local ipykernel (bash_kernel's
+publisher loses a fast cell's lines whenever the gateway falls behind, and an ipykernel on an
+upstream whenever the upstream does; a local ipykernel one is told to keep them,
+kernels/iopub_queue.py). A kernel built on jupyter_client's Session numbers every message it
+sends, on any channel (`{session}_{pid}_{n}`): a run of numbers missing between two messages that
+reached the gateway is what was dropped. A short run is what the kernel sent other clients
+meanwhile, not a loss: their replies, and what a Jupyter server's nudge of a kernel takes for
+itself (kernel_info on shell and control, replies and statuses, every half second while a
+client connects under load); a kernel whose ids are not numbered so is not judged. An upstream
 server's notice that it holds back output (its IOPub rate limit) is a loss too, of a size nobody
 tells."""
 
@@ -15,7 +18,9 @@ import re
 from loomgate.shared.wire import DroppedBy
 
 SESSION_ID = re.compile(r"(?P<sender>.+_\d+)_(?P<n>\d+)")
-REPLY_TO_ANOTHER = 1  # numbers a reply to another client's request takes
+# The longest run of numbers taken as other clients' (a dozen nudge rounds); a flood's drops,
+# runs of hundreds, pass it.
+OTHER_CLIENTS = 64
 
 
 class MessageSequence:
@@ -61,6 +66,6 @@ class MessageSequence:
         sender, number = found["sender"], int(found["n"])
         last, self._last = self._last, (sender, number)
         missing = number - last[1] - 1 if last is not None and last[0] == sender else 0
-        missing = missing if missing > REPLY_TO_ANOTHER else 0
+        missing = missing if missing > OTHER_CLIENTS else 0
         self.dropped += missing
         return missing
