@@ -1110,7 +1110,8 @@ RULES = (
         "message_sequence.xǁMessageSequenceǁsee__",
         "if last is not None and last[0] == sender else 1",
         "a different sender's first message is one number missing at most, which is never "
-        "taken for a loss (a reply to another client takes one number): 1 reads as 0",
+        "taken for a loss (a run of OTHER_CLIENTS numbers or fewer is other clients'): 1 reads "
+        "as 0",
     ),
     Rule("kernel_transport.x_prepare__", 'km.transport = "TCP"', CASELESS),
     Rule("kernel_transport.x_prepare__", 'km.transport = "IPC"', CASELESS),

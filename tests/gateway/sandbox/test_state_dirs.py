@@ -3,6 +3,7 @@ hidden from every confined kernel a gateway starts afterwards."""
 
 from __future__ import annotations
 
+import stat
 import threading
 from pathlib import Path
 
@@ -86,3 +87,11 @@ def test_gateways_noting_their_state_dirs_together_each_keep_theirs(tmp_path: Pa
     for thread in threads:
         thread.join()
     assert sorted(known_state_dirs(listed)) == sorted(dirs)
+
+
+def test_the_lock_lies_beside_the_list_and_is_the_users_alone(tmp_path: Path) -> None:
+    listed = tmp_path / "list" / "state-dirs.json"
+    note_state_dir(tmp_path, listed)
+    lock = listed.with_name("state-dirs.json.lock")
+    assert sorted(p.name for p in listed.parent.iterdir()) == ["state-dirs.json", lock.name]
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
