@@ -15,6 +15,7 @@ import pytest
 from tests.support import (
     browser,
     contention,
+    copyable_kernels,
     gateways,
     imports,
     jupyter_lab,
@@ -34,6 +35,7 @@ SPAWNING_MODULES = (
     subprocess,
     browser,
     contention,
+    copyable_kernels,
     gateways,
     imports,
     jupyter_lab,

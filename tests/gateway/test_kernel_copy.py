@@ -1,0 +1,166 @@
+"""A live ipykernel copied by fork() under kernels/copy_launcher.py (kernels/kernel_copy.py): the
+copy answers on its own connection file with the origin's state, each goes on alone, and a
+frozen copy (a checkpoint) makes a live one with its state each time it is continued."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client import BlockingKernelClient, KernelManager
+
+from loomgate.gateway.kernels.kernel_copy import (
+    PID,
+    checkpoint_cell,
+    copy_connection,
+    fork_cell,
+    write_connection,
+)
+from tests.support.copyable_kernels import copyable_kernel
+
+TIMEOUT = 60
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """A kernel under the copy launcher, on ipc sockets in `tmp_path`; stopped afterwards."""
+    with copyable_kernel(tmp_path) as started:
+        yield started
+
+
+def run(kc: BlockingKernelClient, code: str, **content: Any) -> dict[str, Any]:
+    """Run `code`; return its reply's content, once its idle has come."""
+    msg_id = kc.execute(code, **content)
+    answer = kc.get_shell_msg(timeout=TIMEOUT)
+    while answer["parent_header"].get("msg_id") != msg_id:  # a kernel_info of wait_for_ready's
+        answer = kc.get_shell_msg(timeout=TIMEOUT)
+    reply: dict[str, Any] = answer["content"]
+    printed = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=TIMEOUT)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            printed.append(msg["content"]["text"])
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return {**reply, "printed": "".join(printed)}
+
+
+def value(kc: BlockingKernelClient, expression: str) -> str:
+    """Return the repr of `expression` in the kernel."""
+    reply = run(kc, "", silent=True, user_expressions={"v": expression})
+    assert reply["status"] == "ok", reply
+    return str(reply["user_expressions"]["v"]["data"]["text/plain"])
+
+
+def child_pid(reply: dict[str, Any]) -> int:
+    """Return the pid a copying cell's reply names."""
+    assert reply["status"] == "ok", reply
+    return int(reply["user_expressions"][PID]["data"]["text/plain"])
+
+
+@contextlib.contextmanager
+def copy_at(connection: Path, pid: int) -> Iterator[BlockingKernelClient]:
+    """Yield a client of the copy on `connection` once it is ready; the copy (`pid`) ends after."""
+    kc = BlockingKernelClient()
+    kc.load_connection_file(str(connection))
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        yield kc
+    finally:
+        kc.stop_channels()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def connection_of(km: KernelManager, tmp_path: Path, name: str) -> Path:
+    """Write the connection file of a copy of `km`'s kernel; return its path."""
+    origin = json.loads(Path(km.connection_file).read_text())
+    path = tmp_path / f"{name}.json"
+    write_connection(copy_connection(origin, tmp_path / name), path)
+    return path
+
+
+def test_a_copy_answers_with_the_origins_state_and_each_goes_on_alone(
+    origin: tuple[KernelManager, BlockingKernelClient], tmp_path: Path
+) -> None:
+    km, kc = origin
+    assert run(kc, "x = 41\nbig = bytearray(50_000_000)")["status"] == "ok"
+    connection = connection_of(km, tmp_path, "copy")
+    reply = run(kc, fork_cell(connection), silent=True, user_expressions={PID: PID})
+    with copy_at(connection, child_pid(reply)) as copy:
+        assert run(copy, "x += 1")["status"] == "ok"
+        assert run(copy, "print('from the copy')")["printed"] == "from the copy\n"
+        assert run(kc, "print('from the origin')")["printed"] == "from the origin\n"
+        assert (value(copy, "x"), value(copy, "len(big)")) == ("42", "50000000")
+        assert value(kc, "x") == "41"  # the origin is untouched
+    assert value(kc, "x * 2") == "82"  # and lives on after its copy ended
+
+
+def test_a_copy_outlives_its_origin(tmp_path: Path) -> None:
+    with copyable_kernel(tmp_path) as (km, kc):
+        assert run(kc, "x = 41")["status"] == "ok"
+        connection = connection_of(km, tmp_path, "copy")
+        reply = run(kc, fork_cell(connection), silent=True, user_expressions={PID: PID})
+        pid = child_pid(reply)
+    with copy_at(connection, pid) as copy:  # the origin was shut down on the way out
+        assert not km.is_alive()
+        assert run(copy, "import time; time.sleep(1.5); x += 1")["status"] == "ok"
+        assert value(copy, "x") == "42"
+
+
+def children_of(pid: int) -> list[int]:
+    """Return the pids of `pid`'s children."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if (
+                entry.name.isdigit()
+                and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid
+            ):
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_checkpoint_makes_a_live_copy_of_its_state_each_time_it_is_continued(
+    origin: tuple[KernelManager, BlockingKernelClient], tmp_path: Path
+) -> None:
+    km, kc = origin
+    assert run(kc, "x = 41")["status"] == "ok"
+    order = tmp_path / "order"
+    reply = run(kc, checkpoint_cell(order), silent=True, user_expressions={PID: PID})
+    checkpoint = child_pid(reply)
+    try:
+        assert run(kc, "x = 50")["status"] == "ok"  # a cell the agent regrets
+        for attempt in range(2):  # the checkpoint stays: a second rollback works
+            connection = connection_of(km, tmp_path, f"rollback-{attempt}")
+            order.write_text(str(connection))
+            os.kill(checkpoint, signal.SIGCONT)
+            copy = BlockingKernelClient()
+            copy.load_connection_file(str(connection))
+            copy.start_channels()
+            try:
+                copy.wait_for_ready(timeout=TIMEOUT)
+                assert value(copy, "x") == "41"
+                assert run(copy, "x = 99")["status"] == "ok"
+            finally:
+                copy.stop_channels()
+                for pid in children_of(checkpoint):  # the live copy
+                    os.kill(pid, signal.SIGKILL)
+        assert value(kc, "x") == "50"
+    finally:
+        for pid in [*children_of(checkpoint), checkpoint]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_only_a_kernel_reached_over_ipc_is_copied(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="over ipc"):
+        copy_connection({"transport": "tcp", "ip": "127.0.0.1"}, tmp_path / "copy")
