@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from jupyter_core.paths import secure_write
+
 from loomgate.gateway.kernels import copy_launcher
 
 LAUNCHER = Path(copy_launcher.__file__)
@@ -61,5 +63,5 @@ def copy_connection(origin: dict[str, Any], ipc_prefix: Path) -> dict[str, Any]:
 
 def write_connection(info: dict[str, Any], path: Path) -> None:
     """Write a copy's connection file, readable by its owner alone."""
-    path.touch(mode=0o600)
-    path.write_text(json.dumps(info))
+    with secure_write(str(path)) as f:
+        json.dump(info, f)

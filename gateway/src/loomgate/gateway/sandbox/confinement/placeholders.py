@@ -18,13 +18,14 @@ it (Linux detaches a mount whose name is removed elsewhere).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast, get_args
+
+from loomgate.shared import paths
 
 __all__ = ["Kind", "make", "record_file", "remove"]
 
@@ -173,12 +174,6 @@ def write(record_path: Path, record: Record) -> None:
     partial.replace(record_path)
 
 
-@contextlib.contextmanager
-def locked(kernels: Path) -> Iterator[None]:
+def locked(kernels: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the lock of the placeholders of every kernel whose own dir lies in `kernels`."""
-    fd = os.open(kernels / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    return paths.locked(kernels / LOCK)

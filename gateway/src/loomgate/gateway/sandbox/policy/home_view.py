@@ -155,12 +155,14 @@ def home_view(
 def kernel_home_view(hidden: Iterable[Path], readable: Iterable[Path]) -> HomeView:
     """Return what a kernel of this gateway sees of its home dir (real paths throughout), given
     the kernel's `hidden` and `readable` paths."""
-    home = Path(os.path.realpath(Path.home()))
-    real = [Path(os.path.realpath(path)) for path in readable]
-    shown = home_view(
-        home, [Path(os.path.realpath(p)) for p in hidden], real, xdg_dirs(home, os.environ)
-    )
-    return shown
+    home = real(Path.home())
+    shown = [real(path) for path in readable]
+    return home_view(home, [real(path) for path in hidden], shown, xdg_dirs(home, os.environ))
+
+
+def real(path: Path) -> Path:
+    """Return `path` with every link on the way resolved."""
+    return Path(os.path.realpath(path))
 
 
 def allowed(path: Path, top: Path, home: Path, kept: set[Path], named: set[Path]) -> bool:

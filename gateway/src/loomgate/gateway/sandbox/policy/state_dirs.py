@@ -4,12 +4,11 @@ home dir)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from pathlib import Path
 
-from loomgate.shared.paths import write_json_atomic
+from loomgate.shared.paths import locked, write_json_atomic
 
 __all__ = ["known_state_dirs", "note_state_dir", "state_dirs_file"]
 
@@ -29,13 +28,9 @@ def note_state_dir(state_dir: Path, listed: Path | None = None) -> None:
     whole, mode 0600, under a lock: gateways starting together each keep their own)."""
     listed = listed or state_dirs_file()
     listed.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    lock = os.open(listed.with_name(listed.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(listed.with_name(listed.name + ".lock")):
         kept = [*known_state_dirs(listed), state_dir.resolve()]
         write_json_atomic(listed, {"state_dirs": [str(path) for path in dict.fromkeys(kept)]})
-    finally:
-        os.close(lock)  # the lock goes with it
 
 
 def known_state_dirs(listed: Path | None = None) -> list[Path]:
