@@ -1,4 +1,4 @@
-"""An ipykernel started under loomgate's copy launcher (kernels/copy_launcher.py) by
+"""An ipykernel started under loomgate's copy launcher (residency/copy_launcher.py) by
 jupyter_client, on ipc sockets: stopped afterwards."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpec
 
-from loomgate.gateway.kernels.kernel_copy import LAUNCHER
+from loomgate.gateway.residency.kernel_command import LAUNCHER
 
 READY_TIMEOUT = 60
 

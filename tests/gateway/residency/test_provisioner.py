@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.residency.kernel_command import runs_ipykernel
+from loomgate.gateway.residency.kernel_command import LAUNCHER, copyable, runs_ipykernel
 from tests.support.cells import submit
 from tests.support.gateways import GatewayProcess, client
 
@@ -31,6 +31,26 @@ HISTORY = (
 )
 def test_which_kernel_specs_run_ipykernel(argv: list[str], expected: bool) -> None:
     assert runs_ipykernel(argv) is expected
+
+
+@pytest.mark.parametrize(
+    ("cmd", "expected"),
+    [
+        (["py", "-m", "ipykernel_launcher", "-f", "c"], ["py", str(LAUNCHER), "-f", "c"]),
+        (
+            ["py", "-X", "a", "-m", "ipykernel", "-f", "c"],
+            ["py", "-X", "a", str(LAUNCHER), "-f", "c"],
+        ),
+        (["py", "-m", "ipykernel_launcher_other", "-f", "c"], None),
+        (["sh", "-c", "exec py -m ipykernel_launcher"], None),
+        (["R", "-e", "IRkernel::main()", "--args", "c"], None),
+        ([], None),
+    ],
+)
+def test_an_ipykernel_runs_under_the_copy_launcher(
+    cmd: list[str], expected: list[str] | None
+) -> None:
+    assert copyable(cmd) == (cmd if expected is None else expected)
 
 
 async def test_a_gateway_kernel_keeps_ipython_history_in_memory(tmp_path: Path) -> None:

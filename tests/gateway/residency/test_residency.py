@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency.kernel_command import LAUNCHER
 from loomgate.gateway.residency.resident import RESIDENT_FILE
 from loomgate.translator.client.local_gateway import gateway_command
 from tests.support.cells import submit
@@ -30,7 +31,7 @@ from tests.support.kernel_ws import KernelWebsocket
 from tests.support.sse import events, next_event
 
 API = "/api/loomgate/kernels"
-IPYKERNEL = [b"-m", b"ipykernel_launcher"]  # how a kernel's own command line goes on
+IPYKERNEL = [os.fsencode(LAUNCHER)]  # how a kernel's own command line goes on (ipykernel)
 
 
 def ticker(flag: Path) -> str:
@@ -63,13 +64,13 @@ def sandboxed(pids: set[int]) -> set[ProcessIdentity]:
     processes = {p for p in map(ProcessIdentity.of, pids) if p is not None}
     commands = [command(p.pid) for p in processes]
     assert [c[0].endswith(b"bwrap") for c in commands].count(True) == 2, commands
-    assert [c[1:3] == IPYKERNEL for c in commands].count(True) == 1, commands
+    assert [c[1:2] == IPYKERNEL for c in commands].count(True) == 1, commands
     return processes
 
 
 def kernel_process(pids: set[int]) -> int:
     """Return which of a confined kernel's processes is the kernel itself (ipykernel)."""
-    [pid] = [p for p in pids if command(p)[1:3] == IPYKERNEL]
+    [pid] = [p for p in pids if command(p)[1:2] == IPYKERNEL]
     return pid
 
 

@@ -297,6 +297,27 @@ async def test_output_search_wait_interrupt_reset(
     assert status == 0 and "records and numbering kept" in out
 
 
+async def test_checkpoint_and_rollback(
+    gateway: GatewayProcess, tmp_path: Path, live_kernel: str
+) -> None:
+    env = cli_env(gateway, tmp_path)
+    k = ["--kernel", live_kernel]
+    assert (await loomgate(env, "run", *k, "rows = 30"))[0] == 0
+    status, out, _ = await loomgate(env, "checkpoint", *k, "thirty")
+    assert (status, out) == (
+        0,
+        f"Checkpoint thirty of kernel {live_kernel} keeps its state after In [1]; "
+        "rollback(to='thirty') brings it back.\n",
+    )
+    assert (await loomgate(env, "run", *k, "rows = 0"))[0] == 0
+    status, out, _ = await loomgate(env, "rollback", *k, "thirty")
+    assert status == 0 and out.startswith(f"Kernel {live_kernel} was rolled back to thirty")
+    status, out, _ = await loomgate(env, "run", *k, "rows")
+    assert status == 0 and "Out[3]: 30" in out.splitlines(), out
+    status, _, err = await loomgate(env, "rollback", *k, "forty")
+    assert status == 2 and "has no checkpoint 'forty' (its checkpoints: thirty)" in err
+
+
 async def stream_session(env: dict[str, str], script: str) -> tuple[str, str]:
     """Run `loomgate stream` with `script` on stdin (DELIM replaced); return output, delimiter."""
     process = await asyncio.create_subprocess_exec(

@@ -95,6 +95,8 @@ async def test_a_looser_kernel_of_the_persons_is_refused_to_every_tool_of_the_mo
             ("search_output", {"kernel": "pnone", "query": "x"}),
             ("interrupt", {"kernel": "pnone"}),
             ("reset", {"kernel": "pnone"}),
+            ("checkpoint", {"kernel": "pnone"}),
+            ("rollback", {"kernel": "pnone", "to": "after-1"}),
         ]
         replies = {name: await mcp.call_tool(name, args) for name, args in calls}
         listing = await mcp.call_tool("list_kernels", {})

@@ -1,4 +1,4 @@
-"""The eleven tools through the real MCP client, in memory, in both protocol eras."""
+"""The thirteen tools through the real MCP client, in memory, in both protocol eras."""
 
 from __future__ import annotations
 
@@ -107,6 +107,35 @@ async def test_reset_keeps_history(connect_client: Any) -> None:
         assert "NameError" in text(after) and after.structured_content["execution"] == 2
         old = await mcp.call_tool("read_output", {"execution": 1})
         assert text(old).endswith("1│kept")
+
+
+async def test_checkpoint_and_rollback_bring_a_state_back(connect_client: Any) -> None:
+    async with conversation(connect_client) as mcp:
+        await run(mcp, "data = list(range(5))")
+        taken = await mcp.call_tool("checkpoint", {})
+        assert not taken.is_error, text(taken)
+        assert text(taken).startswith("Checkpoint after-1 of kernel ")
+        assert text(taken).endswith(
+            " keeps its state after In [1]; rollback(to='after-1') brings it back."
+        )
+        await run(mcp, "data.clear()")
+        status = await mcp.call_tool("status", {})
+        assert re.search(
+            r"checkpoints: after-1 \(the state after In \[1\], \d+ ms ago, holds ", text(status)
+        )
+        rolled = await mcp.call_tool("rollback", {"to": "after-1"})
+        assert not rolled.is_error, text(rolled)
+        assert (
+            "was rolled back to after-1 (the state after In [1]); records and numbering are kept"
+            in text(rolled)
+        )
+        assert rolled.structured_content["action"] == "rollback"
+        after = await run(mcp, "len(data)")
+        assert text(after).endswith("Out[3]: 5"), text(after)
+        unknown = await mcp.call_tool("rollback", {"to": "nope"})
+        assert unknown.is_error and "has no checkpoint 'nope' (its checkpoints: after-1)" in text(
+            unknown
+        )
 
 
 async def test_long_output_head_tail_and_read(connect_client: Any) -> None:

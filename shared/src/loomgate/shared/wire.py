@@ -350,6 +350,17 @@ class Kernel(TypedDict):
     # Whether a model (through MCP) may use it: its profile was at least as strict as the
     # gateway's default when it started, or the person opened it to agents.
     open_to_agents: bool
+    # Its checkpoints, in the order they were taken (none for a gone kernel).
+    checkpoints: list[Checkpoint]
+
+
+class Checkpoint(TypedDict):
+    """A frozen copy of a kernel's state, kept under a name."""
+
+    name: str
+    after: int  # the latest execution number when it was taken: the state after In [after]
+    created: float
+    held: int | None  # bytes of memory it alone holds (where the kernel's state since differs)
 
 
 SandboxRule = Literal[
@@ -423,6 +434,28 @@ class ResetReply(TypedDict):
 
     kernel: Kernel
     killed: Execution | None
+
+
+class CheckpointReply(TypedDict):
+    """A checkpoint just taken, its kernel, and what a copy of the kernel does not carry (each
+    in a sentence: threads other than the kernel's own)."""
+
+    checkpoint: Checkpoint
+    kernel: Kernel
+    lacks: list[str]
+
+
+class CheckpointsReply(TypedDict):
+    """A kernel's checkpoints."""
+
+    checkpoints: list[Checkpoint]
+
+
+class RollbackReply(TypedDict):
+    """A rollback: the kernel once its state is the checkpoint's, and the checkpoint."""
+
+    kernel: Kernel
+    checkpoint: Checkpoint
 
 
 class Info(TypedDict):

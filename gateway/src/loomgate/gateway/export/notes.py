@@ -25,7 +25,12 @@ def utc(moment: float) -> str:
 
 
 def restart_text(restart: Restart) -> str:
-    """Return the markdown of a reset or a death of the kernel's process."""
+    """Return the markdown of a reset, a death of the kernel's process, or a rollback."""
+    if restart["cause"] == "rollback":
+        return (
+            f"**The kernel was {restart['reason']}** here, at {utc(restart['time'])}: the cells "
+            "below ran on that state (the numbering goes on)."
+        )
     if restart["cause"] == "reset":
         what = "**The kernel was reset** here"
     else:

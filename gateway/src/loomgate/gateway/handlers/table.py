@@ -12,7 +12,7 @@ from urllib.parse import unquote_to_bytes
 from tornado import web
 
 from loomgate.gateway.export.notebook import MEDIA_TYPE, notebook_file
-from loomgate.gateway.handlers import executions, kernels, monitor, notebook
+from loomgate.gateway.handlers import checkpoints, executions, kernels, monitor, notebook
 from loomgate.gateway.handlers.answers import Endpoint
 
 SEGMENT = re.compile(r"\{(\w+)\}")  # a path argument in a route's name: {ref}
@@ -91,6 +91,24 @@ ROUTES: tuple[Route, ...] = (
         takes={"POST": frozenset({"execution"})},
     ),
     Route("kernels/{ref}/reset", "ResetHandler", {"POST": kernels.reset}, takes={"POST": NONE}),
+    Route(
+        "kernels/{ref}/checkpoints",
+        "CheckpointsHandler",
+        {"GET": checkpoints.listed, "POST": checkpoints.take},
+        monitor_readable=True,
+        takes={"POST": frozenset({"name"})},
+    ),
+    Route(
+        "kernels/{ref}/checkpoints/{name}",
+        "CheckpointHandler",
+        {"DELETE": checkpoints.drop},
+    ),
+    Route(
+        "kernels/{ref}/rollback",
+        "RollbackHandler",
+        {"POST": checkpoints.rollback},
+        takes={"POST": frozenset({"to"})},
+    ),
     Route(
         "kernels/{ref}/agents",
         "AgentsHandler",

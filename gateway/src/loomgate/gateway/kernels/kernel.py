@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Conflict, Unavailable
+from loomgate.gateway.kernels import checkpoints
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
 from loomgate.gateway.kernels.iopub_queue import queue_every_message
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
@@ -73,6 +74,8 @@ class LoomKernel:
         self.stops_at: float | None = None  # when its grace ends, unheld (kernels/holders.py)
         self._settled = asyncio.Event()  # set while the phase is not starting or restarting
         self._stop_asked = asyncio.Event()  # a stop came while the process was starting
+        # Set while its process is replaced by a checkpoint's copy: which, as the record says it.
+        self.rolling_back: str | None = None
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -127,7 +130,9 @@ class LoomKernel:
             await self._seed_counter(self.store.last_number + 1)
         self.executions.process_restarted()
         assert self.channels is not None
-        await self.setup.run(self.channels, self.kind)
+        if self.rolling_back is None:  # a checkpoint's state ran its setup already
+            await self.setup.run(self.channels, self.kind)
+        self.rolling_back = None
         self._ready()
 
     def start_failure(self, error: Exception) -> str:
@@ -203,12 +208,18 @@ class LoomKernel:
                 self.launch = ResidentLaunch(
                     cwd=str(self.km.provisioner.cwd), env=self.launch["env"]
                 )
-            try:
-                await resident.save(self.store.directory, self.km, self.launch)
-                if (markers := launch_markers(self.km)) is not None:
-                    markers.forget(self.id)  # the next gateway finds the process by resident.json
-            except OSError as e:
-                self.log.error("Kernel %s cannot be taken back after a restart: %s", self.id, e)
+            if await self.save_resident() and (markers := launch_markers(self.km)) is not None:
+                markers.forget(self.id)  # the next gateway finds the process by resident.json
+
+    async def save_resident(self) -> bool:
+        """Write what the next gateway takes the kernel back by (its process, its copies);
+        return whether it was written."""
+        try:
+            await resident.save(self.store.directory, self.km, self.launch)
+        except OSError as e:
+            self.log.error("Kernel %s cannot be taken back after a restart: %s", self.id, e)
+            return False
+        return True
 
     def _ready(self) -> None:
         self._set_phase("ready")
@@ -229,7 +240,9 @@ class LoomKernel:
 
     def process_stopping(self, *, restart: bool) -> None:
         """End the running execution (killed by a reset or stop) and drop the channels."""
-        if restart and self.phase != "restarting":  # after a death, the restarter's restart
+        if restart and self.rolling_back is not None:
+            self.store.note_restart("rollback", self.rolling_back)
+        elif restart and self.phase != "restarting":  # after a death, the restarter's restart
             self.store.note_restart("reset")
         self._set_phase("restarting" if restart else "dead")
         if restart:
@@ -341,4 +354,5 @@ class LoomKernel:
         model["ended"] = None
         model["end_reason"] = None
         model["setup"] = self.setup.model()
+        model["checkpoints"] = checkpoints.listed(self)
         return model

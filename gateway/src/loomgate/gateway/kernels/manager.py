@@ -28,6 +28,7 @@ from loomgate.gateway.residency.launch_arguments import (
     LaunchArguments,
     provisioned_by_resident,
 )
+from loomgate.gateway.residency.provisioner import ResidentProvisioner
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.registry import KernelRegistry
@@ -65,7 +66,9 @@ class LoomKernelManager(HookedKernelManager):
         await self.registry.process_started(self)
 
     def process_stopping(self, *, restart: bool) -> None:
-        """Tell the registry the process is being shut down."""
+        """Tell the registry and the provisioner the process is being shut down."""
+        if isinstance(self.provisioner, ResidentProvisioner):
+            self.provisioner.restarting = restart
         self.registry.process_stopping(self, restart=restart)
 
     def process_gone(self) -> None:

@@ -26,6 +26,7 @@ from loomgate.gateway.errors import (
 )
 from loomgate.gateway.events import EventBus
 from loomgate.gateway.jupyter_internals import update_launch_arguments
+from loomgate.gateway.kernels import checkpoints
 from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP, Holders
 from loomgate.gateway.kernels.kernel import (
     CONFIRM_TIMEOUT,
@@ -60,6 +61,7 @@ from loomgate.gateway.residency.provisioned import process_ending, sandbox_of
 from loomgate.gateway.residency.resident import ResidentLaunch
 from loomgate.gateway.residency.take_back import TakeBack
 from loomgate.gateway.sandbox import SandboxCatalog, launch_cwd
+from loomgate.shared import wire
 from loomgate.shared.echo import echo
 
 RECORDS_DIR = "kernels"  # in the state dir: a directory per kernel, its records and resident.json
@@ -474,6 +476,23 @@ class KernelRegistry:
         """Restart the kernel process: state cleared, records and numbering kept."""
         await self.settle(kernel)
         await self.mkm.restart_kernel(kernel.id, now=True)
+
+    async def rollback(self, kernel: LoomKernel, to: str) -> wire.Checkpoint:
+        """Make the kernel's state the checkpoint `to`'s again: a restart whose process is the
+        checkpoint's live copy (records and numbering kept; the checkpoint stays)."""
+        await self.settle(kernel)
+        provisioner = checkpoints.family_of(kernel)
+        frozen = checkpoints.find(kernel, to)
+        if kernel.executions.current is not None:
+            checkpoints.ready(kernel)  # the refusal of a running cell
+        kernel.rolling_back = f"rolled back to {to} (the state after In [{frozen.after}])"
+        provisioner.family.replace_from = frozen
+        try:
+            await self.mkm.restart_kernel(kernel.id, now=True)
+        finally:
+            provisioner.family.replace_from = None
+            kernel.rolling_back = None
+        return checkpoints.model(to, frozen)
 
     async def settle(self, kernel: LoomKernel) -> None:
         """Return once a start or restart of `kernel` in progress has ended.

@@ -293,8 +293,11 @@ class RecordStore:
         self.meta["open_to_agents"] = opened
         self.save()
 
-    def note_restart(self, cause: Literal["reset", "died"], reason: str | None = None) -> None:
-        """Note that the kernel's state is lost here (a reset, or its process died)."""
+    def note_restart(
+        self, cause: Literal["reset", "died", "rollback"], reason: str | None = None
+    ) -> None:
+        """Note that the kernel's state is lost here (a reset, its process died, or a rollback
+        to a checkpoint: `reason` says which)."""
         restart = Restart(after=self.last_number, time=time.time(), cause=cause, reason=reason)
         self.meta["restarts"] = [*self.meta.get("restarts", []), restart]
         self.save()
@@ -335,6 +338,7 @@ class RecordStore:
             setup=kept_setup(meta),
             sandbox=meta.get("sandbox"),
             open_to_agents=open_to_agents(meta),
+            checkpoints=[],
         )
 
 

@@ -42,13 +42,14 @@ class KeptSetup(TypedDict):
 
 
 class Restart(TypedDict):
-    """A time the kernel's state was lost: a reset (or a restart through Jupyter's API), or its
-    process dying; `after` is the highest execution number given out before it."""
+    """A time the kernel's state was lost: a reset (or a restart through Jupyter's API), its
+    process dying, or a rollback to a checkpoint; `after` is the highest execution number given
+    out before it."""
 
     after: int
     time: float
-    cause: Literal["reset", "died"]
-    reason: str | None  # how the process ended, for a death
+    cause: Literal["reset", "died", "rollback"]
+    reason: str | None  # how the process ended, for a death; which checkpoint, for a rollback
 
 
 class _KernelStartBase(TypedDict):

@@ -1,16 +1,22 @@
-"""What a kernel spec's command says of the kernel: whether it runs ipykernel, and the flag that
-keeps ipykernel's IPython history in memory (no SQLite file shared between kernels)."""
+"""What a kernel spec's command says of the kernel: whether it runs ipykernel, the flag that
+keeps ipykernel's IPython history in memory (no SQLite file shared between kernels), and the
+command that runs it under the copy launcher (residency/copy_launcher.py: a kernel that can be
+copied)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from pathlib import Path
+
+from loomgate.gateway.residency import copy_launcher
 
 # IPython's history database is one SQLite file shared by every kernel of the user: under many
 # kernels a lock times out, IPython moves the file aside, and every other kernel's saving thread
 # then prints its error into a cell's output. The record is a gateway kernel's history.
 IPYTHON_HISTORY_IN_MEMORY = "--HistoryManager.hist_file=:memory:"
 IPYKERNEL_MODULES = frozenset({"ipykernel_launcher", "ipykernel"})
+LAUNCHER = Path(copy_launcher.__file__)
 
 
 def runs_ipykernel(argv: Sequence[str]) -> bool:
@@ -18,3 +24,12 @@ def runs_ipykernel(argv: Sequence[str]) -> bool:
     return any(
         flag == "-m" and module in IPYKERNEL_MODULES for flag, module in itertools.pairwise(argv)
     )
+
+
+def copyable(cmd: Sequence[str]) -> list[str]:
+    """Return an ipykernel command (`python -m ipykernel_launcher …`) that runs the kernel under
+    the copy launcher instead (any other command as it is)."""
+    for at, (flag, module) in enumerate(itertools.pairwise(cmd)):
+        if flag == "-m" and module in IPYKERNEL_MODULES:
+            return [*cmd[:at], str(LAUNCHER), *cmd[at + 2 :]]
+    return list(cmd)

@@ -81,3 +81,41 @@ def rss_bytes(pid: int | None) -> int | None:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return None
+
+
+def children(pid: int) -> list[int]:
+    """Return the pids of process `pid`'s children (none when it has ended)."""
+    try:
+        listed = (PROC / str(pid) / "task" / str(pid) / "children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in listed.split()]
+
+
+def host_pid(parent: int, inner: int) -> int | None:
+    """Return the pid, as the host numbers it, of the child of process `parent` that its own pid
+    namespace numbers `inner` (a sandbox's numbers are not the host's; the same outside one)."""
+    for child in children(parent):
+        try:
+            status = (PROC / str(child) / "status").read_text()
+        except OSError:
+            continue
+        lines = status.splitlines()
+        numbers = next((line.split()[1:] for line in lines if line.startswith("NSpid:")), [])
+        if numbers and int(numbers[-1]) == inner:
+            return child
+    return None
+
+
+def private_bytes(pid: int) -> int | None:
+    """Return the memory process `pid` alone holds (its private pages, clean and dirty), in
+    bytes; None where /proc cannot tell."""
+    try:
+        rollup = (PROC / str(pid) / "smaps_rollup").read_text()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in rollup.splitlines()[1:] if ":" in line)
+    try:
+        return sum(int(fields[key].split()[0]) * 1024 for key in ("Private_Clean", "Private_Dirty"))
+    except (KeyError, ValueError):
+        return None

@@ -5,6 +5,11 @@ it launches the local kernel process so that the gateway's exit, even by SIGKILL
 it (no parent-death watch, no inherited pipes), inside its sandbox when its profile confines
 it, records who that process is (pid, start time, boot), and, loaded back from that record by a
 later gateway, signals and polls it by pid only while the pid still belongs to that very process.
+A restart may continue one of the kernel's frozen copies instead of starting a process
+(residency/kernel_family.py: a rollback, or a restart in a sandbox that holds checkpoints).
+
+Longer than 400 lines: jupyter_client gives a kernel one provisioner object, whose launch, record
+for a later gateway and control by pid all read and change the same process, sandbox and family.
 """
 
 from __future__ import annotations
@@ -22,8 +27,14 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency import kernel_transport
-from loomgate.gateway.residency.kernel_command import IPYTHON_HISTORY_IN_MEMORY, runs_ipykernel
+from loomgate.gateway.residency.kernel_command import (
+    IPYTHON_HISTORY_IN_MEMORY,
+    copyable,
+    runs_ipykernel,
+)
+from loomgate.gateway.residency.kernel_family import CopyFailed, KernelFamily
 from loomgate.gateway.residency.kernel_files import output_log_of, remove_sockets
+from loomgate.gateway.residency.kernel_process import own_pid
 from loomgate.gateway.residency.kernel_transport import Transport
 from loomgate.gateway.residency.launch_arguments import launch_arguments
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
@@ -60,6 +71,15 @@ class ResidentProvisioner(LocalProvisioner):
     markers: LaunchMarkers | None = None  # where its launch is marked (its launch arguments')
     transport: Transport = "ipc"  # how the gateway reaches it (chosen at each launch)
     kernel_connection_file: Path | None = None  # the one the kernel reads (a relayed kernel's own)
+    copyable = False  # whether its command runs under the copy launcher (it can be copied)
+    family: KernelFamily  # its copies and own process (residency/kernel_family.py)
+    # Set while the kernel manager shuts the process down for a restart (jupyter_client's kill
+    # is not told).
+    restarting = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.family = KernelFamily()
 
     @property
     def taken_back(self) -> bool:
@@ -80,7 +100,7 @@ class ResidentProvisioner(LocalProvisioner):
         self.rules = arguments.rules
         env = dict(kwargs.get("env") or os.environ)
         env.pop(PARENT_VARIABLE, None)
-        if self.rules is not None and self.rules.confined:
+        if self.rules is not None and self.rules.confined and self.family.replace_from is None:
             env = confined_environment(env, ())
             self._prepare_sandbox(self.rules)
             assert self.sandbox is not None
@@ -105,6 +125,8 @@ class ResidentProvisioner(LocalProvisioner):
                 IPYTHON_HISTORY_IN_MEMORY,
             ]
         launch: dict[str, Any] = await super().pre_launch(**kwargs)
+        launch["cmd"] = copyable(launch["cmd"])  # an ipykernel that can be checkpointed
+        self.copyable = launch["cmd"] != list(self.kernel_spec.argv if self.kernel_spec else [])
         self._kernel_side(launch)
         return launch
 
@@ -160,8 +182,13 @@ class ResidentProvisioner(LocalProvisioner):
             raise Unavailable(str(e)) from None
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
-        """Launch the kernel with stdin on /dev/null and its output in a log of its own."""
+        """Launch the kernel with stdin on /dev/null and its output in a log of its own (or
+        continue the frozen copy `replace_from` to make it)."""
         self.log_path = self._output_log()
+        self.restarting = False
+        if self.family.replace_from is not None:
+            return await self._continue_copy()
+        self.family.own = None  # a new process: found again when it is needed
         assert self.parent is not None
         markers, kernel_id = self.markers, str(self.kernel_id)
         connection_file = self.parent.connection_file
@@ -198,6 +225,53 @@ class ResidentProvisioner(LocalProvisioner):
                 markers.launched(kernel_id, connection_file, self.identity, self.pgid, self.sandbox)
         return info
 
+    async def _continue_copy(self) -> KernelConnectionInfo:
+        """Make the kernel's process a live copy from the family's `replace_from`, in the same
+        sandbox, on the kernel's connection (Unavailable when it makes none)."""
+        assert self.log_path is not None
+        self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        try:
+            copy = await self.family.replace(json_safe(dict(self.connection_info)), self.ipc_dir)
+        except CopyFailed as e:
+            raise Unavailable(f"the kernel's copy did not start: {e}") from None
+        if self.sandbox is None or not self.sandbox.has_init:  # the copy is the kernel's process
+            self.process = None
+            self.pid = self.pgid = copy.pid
+            self.identity = copy
+        return self.connection_info
+
+    def connection_file_path(self) -> str:
+        """Return the connection file the gateway wrote for the kernel."""
+        assert self.parent is not None
+        return str(self.parent.connection_file)
+
+    def kernel_process(self) -> ProcessIdentity | None:
+        """Return the kernel's own process (inside its sandbox, below bubblewrap), noted from
+        now on; None when it cannot be found."""
+        family = self.family
+        if family.own is None or not family.own.is_alive():
+            launched = self.pid if self.sandbox is not None else None
+            named = str(self.kernel_connection_file or self.connection_file_path())
+            found = own_pid(launched, named) if launched is not None else self.pid
+            family.own = ProcessIdentity.of(found)
+        return family.own
+
+    @property
+    def ipc_dir(self) -> Path:
+        """Return the kernel's ipc dir: seen alike by the gateway and the kernel."""
+        return Path(self._ipc_prefix()).parent
+
+    def _keeps_sandbox(self) -> bool:
+        """Return whether a restart keeps the sandbox (its init holds the kernel's copies):
+        only the kernel's own process is ended, and its next comes from a copy in there."""
+        return self.sandbox is not None and self.sandbox.has_init and bool(self.family)
+
+    def _by_own(self) -> bool:
+        """Return whether the kernel's life is its own process's, not the launched one's: in a
+        sandbox with an init, once it has copies (bubblewrap, the launched process, exits with
+        the kernel it first ran; the sandbox lives on while a process is in it)."""
+        return self.family.own is not None and self.sandbox is not None and self.sandbox.has_init
+
     @property
     def sandbox_model(self) -> wire.Sandbox | None:
         """Return the kernel's sandbox as its wire form shows it (None: not chosen by loomgate)."""
@@ -228,6 +302,8 @@ class ResidentProvisioner(LocalProvisioner):
         info["own_packages"] = self.own_packages
         # An unconfined kernel's too (a confined one's are its sandbox's): its restarts keep them.
         info["rules"] = rules_to_json(self.rules) if self.rules is not None else None
+        info["copyable"] = self.copyable
+        info["family"] = self.family.to_json()
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
@@ -244,6 +320,8 @@ class ResidentProvisioner(LocalProvisioner):
         elif provisioner_info.get("rules"):
             self.rules = rules_from_json(provisioner_info["rules"])
         self.own_packages = provisioner_info.get("own_packages")  # None: its next start decides
+        self.copyable = bool(provisioner_info.get("copyable"))
+        self.family = KernelFamily.from_json(provisioner_info.get("family"))
 
     def _is_ours(self) -> bool:
         """Return whether the recorded pid is still the process this provisioner launched."""
@@ -251,6 +329,8 @@ class ResidentProvisioner(LocalProvisioner):
 
     def is_ours(self) -> bool:
         """Return whether the kernel process is alive and is the one recorded (not a reused pid)."""
+        if self._by_own() or self.family.own_gone():
+            return not self.family.own_gone()
         if self.process is not None:
             return self.process.poll() is None
         return self._is_ours()
@@ -260,6 +340,8 @@ class ResidentProvisioner(LocalProvisioner):
         ended_by_sandbox = self.sandbox.ending() if self.sandbox is not None else None
         if ended_by_sandbox is not None:
             return ended_by_sandbox
+        if self._by_own():
+            return "the kernel process ended (its exit status is not known: its copies outlived it)"
         if self.process is not None:
             status = self.process.poll()
             if self.sandbox is not None and self.sandbox.has_init:  # bwrap's own status
@@ -274,6 +356,10 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def poll(self) -> int | None:
         """Return None while the kernel runs, else its exit status (-1 if unknown)."""
+        if self._by_own() or self.family.own_gone():
+            if self.process is not None:
+                self.process.poll()  # bubblewrap, exited with the kernel it first ran: reaped
+            return -1 if self.family.own_gone() else None
         if not self.taken_back:
             status: int | None = await super().poll()
             return status
@@ -281,6 +367,10 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def wait(self) -> int | None:
         """Return the exit status once the kernel process has ended (-1 if unknown)."""
+        if self._by_own():
+            assert self.family.own is not None
+            await self.family.own.ended()
+            return -1
         if not self.taken_back:
             status: int | None = await super().wait()
             return status
@@ -290,7 +380,12 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def send_signal(self, signum: int) -> None:
         """Signal the kernel's process group, only if the pid is still that kernel (inside a
-        sandbox: its init's, which SIGKILL ends with everything in it)."""
+        sandbox: its init's, which SIGKILL ends with everything in it; a kernel with copies: its
+        own process's group, without them)."""
+        has_init = self.sandbox is not None and self.sandbox.has_init
+        if self.family.own is not None and has_init and signum != signal.SIGKILL:
+            self.family.signal_own(signum)
+            return
         if self.sandbox is not None and self.sandbox.has_init:
             self.sandbox.signal(signum)
             return
@@ -308,7 +403,13 @@ class ResidentProvisioner(LocalProvisioner):
             os.kill(self.pid, signum)
 
     async def kill(self, restart: bool = False) -> None:
-        """Kill the kernel (its process group; a sandbox's init)."""
+        """Kill the kernel (its process group; a sandbox's init; for a restart that keeps the
+        sandbox, the kernel's own process, and the next comes from its starter)."""
+        if (restart or self.restarting) and self._keeps_sandbox() and self.family.own is not None:
+            self.family.signal_own(signal.SIGKILL)
+            if self.family.replace_from is None:
+                self.family.replace_from = self.family.starter
+            return
         if self.sandbox is not None and self.sandbox.has_init:
             self.sandbox.signal(signal.SIGKILL)
             return
@@ -319,6 +420,9 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def terminate(self, restart: bool = False) -> None:
         """Terminate the kernel (its process group; in a sandbox, its init's)."""
+        if (restart or self.restarting) and self._keeps_sandbox() and self.family.own is not None:
+            self.family.signal_own(signal.SIGTERM)
+            return
         if self.sandbox is not None and self.sandbox.has_init:
             self.sandbox.signal(signal.SIGTERM)
             return
@@ -336,7 +440,10 @@ class ResidentProvisioner(LocalProvisioner):
             self.identity = None
         if not restart:
             remove_sockets(self.connection_info)
+            self.family.end()
         if self.sandbox is not None and not restart:
+            self.sandbox.signal(signal.SIGKILL)  # what its init still holds
+
             await self.sandbox.close_network()
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
 

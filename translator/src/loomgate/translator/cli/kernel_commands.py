@@ -20,6 +20,7 @@ from loomgate.translator.client.startup_files import StartupFiles
 from loomgate.translator.output_view import OutputLimits
 from loomgate.translator.presentation import (
     cell_text,
+    checkpoint_note,
     kernel_label,
     not_waiting_for_input,
     opened_line,
@@ -30,6 +31,7 @@ from loomgate.translator.presentation import (
     render_search,
     render_setup,
     render_unattached,
+    rollback_note,
     uninspected_refusal,
 )
 
@@ -189,6 +191,22 @@ async def show_reset(client: GatewayClient, args: argparse.Namespace) -> int:
         "reset: variables cleared; records and numbering kept"
         + (f"; In [{killed['number']}] was killed" if killed else "")
     )
+    return 0
+
+
+async def checkpoint(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Keep a frozen copy of the kernel's state under a name."""
+    ref = await existing_kernel(client, args.kernel)
+    reply = await client.checkpoint(ref, args.name)
+    print(checkpoint_note(kernel_label(reply["kernel"]), reply))
+    return 0
+
+
+async def rollback(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Make the kernel's state a checkpoint's again."""
+    ref = await existing_kernel(client, args.kernel)
+    reply = await client.rollback(ref, args.name)
+    print(rollback_note(kernel_label(reply["kernel"]), reply["checkpoint"]))
     return 0
 
 

@@ -110,6 +110,14 @@ def parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("interrupt", help="interrupt the running execution")
     commands.add_parser("reset", help="restart the kernel, keeping records and numbering")
+    checkpoint = commands.add_parser(
+        "checkpoint", help="keep a frozen copy of the kernel's state, to roll back to"
+    )
+    checkpoint.add_argument("name", nargs="?", help="its name (default: after-N, N the latest)")
+    rollback = commands.add_parser(
+        "rollback", help="make the kernel's state a checkpoint's again (records kept)"
+    )
+    rollback.add_argument("name", help="the checkpoint's name")
     stream = commands.add_parser("stream", help="the delimiter-framed protocol on stdin/stdout")
     for sub in (output, search, wait, answer):
         sub.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
@@ -123,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the kernel spec of the session's own kernel (default: the gateway's)",
     )
-    for name in ("interrupt", "reset"):
+    for name in ("interrupt", "reset", "checkpoint", "rollback"):
         commands.choices[name].add_argument("--kernel", help="kernel name or id prefix")
     kernels = commands.add_parser("kernels", help="list the gateway's kernels")
     kernels.add_argument("--json", action="store_true", help="print JSON")
@@ -264,6 +272,8 @@ COMMANDS: dict[str, Command] = {
     "input": kernel_commands.show_input,
     "interrupt": kernel_commands.show_interrupt,
     "reset": kernel_commands.show_reset,
+    "checkpoint": kernel_commands.checkpoint,
+    "rollback": kernel_commands.rollback,
     "kernels": kernel_commands.show_kernels,
     "stop": kernel_commands.stop,
     "agents": kernel_commands.agents,

@@ -130,6 +130,30 @@ class GatewayClient(GatewaySession):
         """Return the kernel once its new process is ready, and the execution it killed."""
         return await self.request_as(wire.ResetReply, "POST", f"kernels/{quoted(ref)}/reset")
 
+    async def checkpoint(self, ref: str, name: str | None = None) -> wire.CheckpointReply:
+        """Keep a frozen copy of the kernel's state under `name` (by default after-N)."""
+        body = {"name": name} if name is not None else {}
+        return await self.request_as(
+            wire.CheckpointReply, "POST", f"kernels/{quoted(ref)}/checkpoints", body=body
+        )
+
+    async def checkpoints(self, ref: str) -> wire.CheckpointsReply:
+        """Return the kernel's checkpoints."""
+        return await self.request_as(
+            wire.CheckpointsReply, "GET", f"kernels/{quoted(ref)}/checkpoints"
+        )
+
+    async def drop_checkpoint(self, ref: str, name: str) -> wire.CheckpointsReply:
+        """End the kernel's checkpoint `name`; return those left."""
+        path = f"kernels/{quoted(ref)}/checkpoints/{quoted(name)}"
+        return await self.request_as(wire.CheckpointsReply, "DELETE", path)
+
+    async def rollback(self, ref: str, to: str) -> wire.RollbackReply:
+        """Make the kernel's state the checkpoint `to`'s again; return the kernel once ready."""
+        return await self.request_as(
+            wire.RollbackReply, "POST", f"kernels/{quoted(ref)}/rollback", body={"to": to}
+        )
+
     async def setup(
         self, ref: str, parts: list[wire.SetupPart], *, wait: float = 60.0
     ) -> wire.SetupReply:

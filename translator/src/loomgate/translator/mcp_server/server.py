@@ -10,7 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import Tool
 
 from loomgate.translator import __version__
-from loomgate.translator.mcp_server import execution_tools, kernel_tools
+from loomgate.translator.mcp_server import checkpoint_tools, execution_tools, kernel_tools
 from loomgate.translator.mcp_server.app_tools import APP_TOOLS
 from loomgate.translator.mcp_server.apps_extension import ExecutionViewApps, apps_listing
 from loomgate.translator.mcp_server.argument_errors import (
@@ -50,6 +50,8 @@ TOOLS = (
     execution_tools.send_input,
     execution_tools.status,
     kernel_tools.connect,
+    checkpoint_tools.checkpoint,
+    checkpoint_tools.rollback,
     kernel_tools.list_kernels,
     kernel_tools.stop_kernel,
 )

@@ -1,10 +1,12 @@
-"""A cell as it reads: its header, its output lines in order (images in place), and its end."""
+"""A cell as it reads: its header, its output lines in order (images in place), and its end;
+and its status (lifecycle and stream sizes)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from loomgate.shared import wire
+from loomgate.shared.wire import RUNNING_STATES
 from loomgate.translator.output_view import (
     Block,
     CellOutput,
@@ -304,3 +306,56 @@ def cell_text(
         block if isinstance(block, str) else f"[image {block.index}: {block.mime}]"
         for block in blocks
     )
+
+
+def render_execution_status(execution: wire.Execution, sandbox: wire.Sandbox | None = None) -> str:
+    """Return one execution's lifecycle and stream sizes (and the sandbox rule it broke, told
+    with its kernel's `sandbox` when known)."""
+    parts = [f"In [{execution['number']}]: {execution['state']}"]
+    parts.append(f"elapsed {format_elapsed(execution['elapsed'])}")
+    if execution["state"] in RUNNING_STATES:
+        parts.append(f"silent for {format_elapsed(execution['silent_for'])}")
+    lines = [", ".join(parts)]
+    note = state_note(execution)
+    if note:
+        lines.append(note)
+    error = execution["error"]
+    if error:
+        lines.append(f"error: {error_words(error)}")
+    failure = execution.get("sandbox_failure")
+    if failure is not None:
+        lines.append(sandbox_rule_line(failure, sandbox))
+    sizes = ", ".join(
+        f"{name} {size['lines']:,} lines"
+        for name, size in execution["streams"].items()
+        if size["lines"]
+    )
+    lines.append(f"streams: {sizes or 'no output'}")
+    if unstored_note(execution):
+        lines.append(unstored_note(execution))
+    lines.extend(gap_note(gap) for gap in execution["gaps"])
+    if execution["rich"]:
+        lines.append(f"rich outputs: {len(execution['rich'])}")
+    lines.append("code:")
+    lines.append(_indent(execution["code"]))
+    return "\n".join(lines)
+
+
+def _indent(text: str, limit: int = 20) -> str:
+    """Return `text` indented two spaces, at most `limit` lines of it."""
+    lines = text.splitlines() or [""]
+    shown = [f"  {line}" for line in lines[:limit]]
+    if len(lines) > limit:
+        shown.append(f"  … {len(lines) - limit} more lines")
+    return "\n".join(shown)
+
+
+def error_words(error: wire.ErrorInfo) -> str:
+    """Return an error's name and value as one phrase (bash_kernel names none: its value is the
+    exit status)."""
+    name, value = error["name"], error["value"]
+    if name and value:
+        return f"{name}: {value}"
+    if value:
+        return f"{value} (the kernel named no error)"
+    return name or "(the kernel gave no name and no value)"

@@ -6,19 +6,15 @@ import time
 from collections.abc import Sequence
 
 from loomgate.shared import wire
-from loomgate.shared.wire import RUNNING_STATES
 from loomgate.translator.jupyter_enable import ENABLE_HINT
 from loomgate.translator.presentation.agent_access import closed_line, closed_note
 from loomgate.translator.presentation.cells import (
     format_elapsed,
-    gap_note,
-    state_note,
-    unstored_note,
 )
+from loomgate.translator.presentation.checkpoints import checkpoint_lines
 from loomgate.translator.presentation.sandboxes import (
     sandbox_clause,
     sandbox_lines,
-    sandbox_rule_line,
     sandbox_summary,
 )
 
@@ -55,53 +51,12 @@ def render_kernel(kernel: wire.Kernel, *, gateway: str) -> str:
     if kernel["end_reason"]:
         lines.append(f"{'died' if kernel['ended'] else 'not taken back'}: {kernel['end_reason']}")
     lines += closed_line(kernel)
+    lines += checkpoint_lines(kernel.get("checkpoints", []))  # absent: a gateway before them
     lines.append(f"connections: {kernel['connections']}")
     stops = stops_note(kernel, time.time())
     if stops is not None:
         lines.append(stops)
     return "\n".join(lines)
-
-
-def render_execution_status(execution: wire.Execution, sandbox: wire.Sandbox | None = None) -> str:
-    """Return one execution's lifecycle and stream sizes (and the sandbox rule it broke, told
-    with its kernel's `sandbox` when known)."""
-    parts = [f"In [{execution['number']}]: {execution['state']}"]
-    parts.append(f"elapsed {format_elapsed(execution['elapsed'])}")
-    if execution["state"] in RUNNING_STATES:
-        parts.append(f"silent for {format_elapsed(execution['silent_for'])}")
-    lines = [", ".join(parts)]
-    note = state_note(execution)
-    if note:
-        lines.append(note)
-    error = execution["error"]
-    if error:
-        lines.append(f"error: {error_words(error)}")
-    failure = execution.get("sandbox_failure")
-    if failure is not None:
-        lines.append(sandbox_rule_line(failure, sandbox))
-    sizes = ", ".join(
-        f"{name} {size['lines']:,} lines"
-        for name, size in execution["streams"].items()
-        if size["lines"]
-    )
-    lines.append(f"streams: {sizes or 'no output'}")
-    if unstored_note(execution):
-        lines.append(unstored_note(execution))
-    lines.extend(gap_note(gap) for gap in execution["gaps"])
-    if execution["rich"]:
-        lines.append(f"rich outputs: {len(execution['rich'])}")
-    lines.append("code:")
-    lines.append(_indent(execution["code"]))
-    return "\n".join(lines)
-
-
-def _indent(text: str, limit: int = 20) -> str:
-    """Return `text` indented two spaces, at most `limit` lines of it."""
-    lines = text.splitlines() or [""]
-    shown = [f"  {line}" for line in lines[:limit]]
-    if len(lines) > limit:
-        shown.append(f"  … {len(lines) - limit} more lines")
-    return "\n".join(shown)
 
 
 def stops_note(kernel: wire.Kernel, now: float) -> str | None:
@@ -305,17 +260,6 @@ SETUP_FAILED = {
     "startup.py": "startup.py failed; the kernel is usable without it:",
     "inspectors.py": "inspectors.py failed; no inspector checks this kernel's cells:",
 }
-
-
-def error_words(error: wire.ErrorInfo) -> str:
-    """Return an error's name and value as one phrase (bash_kernel names none: its value is the
-    exit status)."""
-    name, value = error["name"], error["value"]
-    if name and value:
-        return f"{name}: {value}"
-    if value:
-        return f"{value} (the kernel named no error)"
-    return name or "(the kernel gave no name and no value)"
 
 
 def render_setup(results: Sequence[wire.SetupResult], *, outputs: bool = True) -> str:

@@ -124,7 +124,7 @@ def command(
     unix socket there joined to a port on its own loopback).
 
     Later mounts lie over earlier ones: the read-only root, then /tmp (with the interpreter's
-    prefixes that lie under the host's /tmp, read-only), then the writable paths, what stays
+    prefixes and loomgate's installation that lie under the host's /tmp, read-only), then the writable paths, what stays
     read-only inside them (each `.git`'s parts, the protected names, the environment the kernel
     runs on and loomgate's installation), then the hidden ones (hidden wins over writable; the
     kernel's own dir is always hidden), then the kernel's ipc dir and connection file
@@ -141,8 +141,10 @@ def command(
         raise ValueError(f"{empty} is missing: call prepare_kernel_dir({str(kernel_dir)!r}) first")
     # What loomgate runs from stays read-only, and a writable path inside it is left out, also
     # when `rules` were made before (a kernel taken back); the kernel's own interpreter is made
-    # read-only where it lies in a writable path, and visible where it lies under the host's /tmp.
-    installed = existing([*rules.read_only, *installation_roots()])
+    # read-only where it lies in a writable path, and visible (as loomgate's installation is)
+    # where it lies under the host's /tmp.
+    own_installation = existing(installation_roots())
+    installed = existing([*rules.read_only, *own_installation])
     proxied = rules.network.proxied
     # The bridge to the kernel's proxy and the relay to its ports run on the gateway's Python.
     runs = [kernel_cmd, *([[sys.executable]] if proxied or relay else [])]
@@ -176,7 +178,8 @@ def command(
     argv += home_arguments(view, [e for e in environment if within(e, view.home)], tmpfs)
     argv += ["--perms", "1777", "--tmpfs", str(TMP)]
     inside = [e for e in environment if any(within(e, w) for w in writable)]
-    for path in outermost(interpreter):
+    # loomgate's own installation too: an ipykernel runs its copy launcher from there.
+    for path in outermost([*interpreter, *own_installation]):
         if within(path, TMP) and path not in inside:
             argv += ["--ro-bind", str(path), str(path)]
     for path in writable:

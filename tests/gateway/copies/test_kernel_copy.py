@@ -1,4 +1,4 @@
-"""A live ipykernel copied by fork() under kernels/copy_launcher.py (kernels/kernel_copy.py): the
+"""A live ipykernel copied by fork() under residency/copy_launcher.py (kernels/kernel_copy.py): the
 copy answers on its own connection file with the origin's state, each goes on alone, and a
 frozen copy (a checkpoint) makes a live one with its state each time it is continued."""
 

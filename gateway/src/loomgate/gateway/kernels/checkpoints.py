@@ -1,0 +1,199 @@
+"""A kernel's checkpoints as clients see them: taking one (a silent cell forks the kernel's
+process into a frozen copy: kernels/kernel_copy.py), listing and dropping them, and what a
+rollback continues; each refusal says in one sentence why and what to do."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loomgate.gateway.errors import BadRequest, Conflict, NotFound, Unavailable
+from loomgate.gateway.kernels.kernel_copy import (
+    GPU,
+    PID,
+    THREADS,
+    checkpoint_cell,
+    starter_cell,
+)
+from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency.kernel_family import Frozen
+from loomgate.gateway.residency.kernel_process import host_pid
+from loomgate.gateway.residency.provisioner import ResidentProvisioner
+from loomgate.shared import wire
+from loomgate.shared.echo import echo
+
+if TYPE_CHECKING:
+    from loomgate.gateway.kernels.kernel import LoomKernel
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_CHECKPOINTS = 8  # per kernel: each is a process, and holds what its kernel later changes
+COPY_TIMEOUT = 30.0  # how long the cell that copies the kernel may take
+
+
+def family_of(kernel: LoomKernel) -> ResidentProvisioner:
+    """Return the provisioner of a kernel that can be copied, or refuse in one sentence."""
+    provisioner = kernel.km.provisioner
+    who = kernel.name or kernel.id[:8]
+    if not isinstance(provisioner, ResidentProvisioner):
+        raise Conflict(
+            f"kernel {who} is not a process of this gateway (a remote or upstream kernel), and "
+            "only a local process can be copied; start a kernel here to checkpoint it"
+        )
+    if not provisioner.copyable or not kernel.kind.ipykernel:
+        implementation = kernel.kind.implementation or kernel.store.meta.get("kernel_spec")
+        raise Conflict(
+            f"kernel {who} runs {implementation}, which loomgate cannot copy (only ipykernel "
+            "started by this gateway); save what matters to a file instead"
+        )
+    return provisioner
+
+
+def ready(kernel: LoomKernel) -> None:
+    """Refuse a copy of a kernel that is not idle."""
+    who = kernel.name or kernel.id[:8]
+    if kernel.phase != "ready" or kernel.channels is None:
+        raise Unavailable(f"kernel {who} is {kernel.phase}; try again when it is ready")
+    current = kernel.executions.current
+    if current is not None:
+        raise Conflict(
+            f"kernel {who} is running In [{current.number}]; a copy is made between cells: "
+            "wait for it or interrupt it first"
+        )
+
+
+def listed(kernel: LoomKernel) -> list[wire.Checkpoint]:
+    """Return the kernel's checkpoints in the order they were taken (none for one that cannot
+    have any)."""
+    provisioner = kernel.km.provisioner
+    if not isinstance(provisioner, ResidentProvisioner):
+        return []
+    return [model(name, frozen) for name, frozen in provisioner.family.checkpoints.items()]
+
+
+def model(name: str, frozen: Frozen) -> wire.Checkpoint:
+    """Return a checkpoint's wire form."""
+    return wire.Checkpoint(
+        name=name, after=frozen.after, created=frozen.created, held=frozen.held()
+    )
+
+
+def find(kernel: LoomKernel, name: str) -> Frozen:
+    """Return the checkpoint `name` of the kernel (NotFound naming the ones it has)."""
+    provisioner = family_of(kernel)
+    provisioner.family.forget_ended()
+    frozen = provisioner.family.checkpoints.get(name)
+    if frozen is None:
+        names = ", ".join(provisioner.family.checkpoints) or "none"
+        raise NotFound(
+            f"kernel {kernel.name or kernel.id[:8]} has no checkpoint {echo(name)} (its "
+            f"checkpoints: {names})"
+        )
+    return frozen
+
+
+async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, list[str]]:
+    """Checkpoint the kernel under `name` (default `after-N`); return it and what a copy lacks."""
+    provisioner = family_of(kernel)
+    ready(kernel)
+    family = provisioner.family
+    family.forget_ended()
+    after = kernel.store.last_number
+    name = name if name is not None else f"after-{after}"
+    who = kernel.name or kernel.id[:8]
+    if not NAME.fullmatch(name):
+        raise BadRequest(
+            f"checkpoint name {echo(name)} is not one: letters, digits, '.', '_' and '-', "
+            "64 at most, beginning with a letter or digit"
+        )
+    if name in family.checkpoints:
+        raise Conflict(
+            f"kernel {who} already has a checkpoint {name}; drop it first or pick another name"
+        )
+    if len(family.checkpoints) >= MAX_CHECKPOINTS:
+        oldest = next(iter(family.checkpoints))
+        raise Conflict(
+            f"kernel {who} holds {MAX_CHECKPOINTS} checkpoints, the most it may; drop one "
+            f"first (the oldest is {oldest})"
+        )
+    own = provisioner.kernel_process()
+    if own is None:
+        raise Unavailable(f"kernel {who}'s process was not found; try again")
+    lacks = await carried(kernel)
+    if family.starter is None and provisioner.sandbox is not None and provisioner.sandbox.has_init:
+        # A restart in this sandbox keeps it, and its checkpoints: the next process starts here.
+        named = Path(provisioner.kernel_connection_file or provisioner.connection_file_path())
+        order = provisioner.ipc_dir / f"start-{uuid.uuid4().hex}"
+        family.starter = await frozen_copy(kernel, own, starter_cell(order, named), order, after)
+    order = provisioner.ipc_dir / f"checkpoint-{uuid.uuid4().hex}"
+    frozen = family.checkpoints[name] = await frozen_copy(
+        kernel, own, checkpoint_cell(order), order, after
+    )
+    await kernel.save_resident()
+    return model(name, frozen), lacks
+
+
+async def carried(kernel: LoomKernel) -> list[str]:
+    """Return what a copy of the kernel would not carry, in sentences (threads other than the
+    kernel's own); refuse a kernel whose copy would be broken (a CUDA context)."""
+    reply = await silent(kernel, "", {"threads": THREADS, "gpu": GPU})
+    values = reply["content"].get("user_expressions", {})
+    if text(values.get("gpu")) == "True":
+        raise Conflict(
+            f"kernel {kernel.name or kernel.id[:8]} holds a CUDA context, which a process copy "
+            "cannot carry; save the state to a file instead"
+        )
+    threads = text(values.get("threads"))
+    if threads not in (None, "[]"):
+        return [f"threads {threads} run in the kernel; a copy has none of them"]
+    return []
+
+
+def text(value: Any) -> str | None:
+    """Return a user expression's text (None when it failed)."""
+    if isinstance(value, dict) and value.get("status") == "ok":
+        return str(value["data"]["text/plain"])
+    return None
+
+
+async def silent(kernel: LoomKernel, code: str, expressions: dict[str, str]) -> dict[str, Any]:
+    """Run `code` silently in the kernel (no record, no number) and return its reply."""
+    assert kernel.channels is not None
+    content = {
+        "code": code,
+        "silent": True,
+        "store_history": False,
+        "user_expressions": expressions,
+        "allow_stdin": False,
+        "stop_on_error": False,
+    }
+    try:
+        reply: dict[str, Any] = await kernel.channels.request(
+            "execute_request", content, COPY_TIMEOUT
+        )
+    except TimeoutError:
+        raise Unavailable("the kernel did not answer the copy in time") from None
+    return reply
+
+
+async def frozen_copy(
+    kernel: LoomKernel, own: ProcessIdentity, code: str, order: Path, after: int
+) -> Frozen:
+    """Run a copying cell; return the frozen copy it forked."""
+    reply = await silent(kernel, code, {PID: PID})
+    inner = text(reply["content"].get("user_expressions", {}).get(PID))
+    if reply["content"].get("status") != "ok" or inner is None or not inner.isdigit():
+        raise Unavailable(f"the kernel could not be copied: {reply['content'].get('evalue')}")
+    pid = host_pid(own.pid, int(inner))
+    process = ProcessIdentity.of(pid)
+    if process is None:
+        raise Unavailable("the kernel's copy was not found after it was made")
+    return Frozen(process, order, after, time.time())
+
+
+def drop(kernel: LoomKernel, name: str) -> None:
+    """End the checkpoint `name` (NotFound when there is none)."""
+    find(kernel, name)
+    family_of(kernel).family.drop(name)

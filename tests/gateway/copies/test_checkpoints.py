@@ -1,0 +1,229 @@
+"""Checkpoints and rollback through the gateway's API (SPEC §10), on an unconfined kernel of the
+shared gateway and under the shipped default profile: a checkpoint keeps the kernel's state, a
+rollback brings it back (same kernel, numbering kept, the checkpoint stays), also after the
+kernel died or was reset; refusals in one sentence; a stopped kernel's checkpoints end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loomgate.gateway.process_identity import ProcessIdentity
+from tests.support.cells import output_texts, run, submit
+from tests.support.gateways import GatewayProcess, client
+from tests.support.sse import events, next_event
+
+API = "/api/loomgate/kernels"
+ENDED_TIMEOUT = 10  # for a stopped kernel's copies to end (SIGKILL, sent by its stop)
+
+
+@pytest.fixture(params=["none", "default"])
+async def copied(
+    request: pytest.FixtureRequest, http: httpx.AsyncClient
+) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """A client and a new kernel, unconfined (the shared gateway) or under the default profile
+    (a gateway of the test's own); stopped afterwards."""
+    if request.param == "none":
+        yield http, await created(http)
+        return
+    gateway: GatewayProcess = request.getfixturevalue("confined_gateway").start()
+    async with client(gateway) as own:
+        yield own, await created(own)
+
+
+async def created(http: httpx.AsyncClient) -> str:
+    """Return the id of a new kernel."""
+    r = await http.post(API, json={})
+    assert r.status_code == 201, r.text
+    return str(r.json()["kernel"]["id"])
+
+
+async def value(http: httpx.AsyncClient, kernel: str, expression: str) -> str:
+    """Return the text `print(expression)` prints in the kernel."""
+    execution = await run(http, kernel, f"print({expression})")
+    assert execution["state"] == "completed", execution
+    return output_texts(execution)[0]
+
+
+async def checkpoint(http: httpx.AsyncClient, kernel: str, **body: str) -> dict[str, object]:
+    """Take a checkpoint; return the reply."""
+    r = await http.post(f"{API}/{kernel}/checkpoints", json=body)
+    assert r.status_code == 201, r.text
+    reply: dict[str, object] = r.json()
+    return reply
+
+
+async def rollback(http: httpx.AsyncClient, kernel: str, to: str) -> dict[str, object]:
+    """Roll the kernel back; return the reply."""
+    r = await http.post(f"{API}/{kernel}/rollback", json={"to": to})
+    assert r.status_code == 200, r.text
+    reply: dict[str, object] = r.json()
+    return reply
+
+
+async def test_a_rollback_brings_the_checkpoints_state_back(
+    copied: tuple[httpx.AsyncClient, str],
+) -> None:
+    http, kernel = copied
+    await run(http, kernel, "x = 41\nbig = bytearray(20_000_000)\nimport os; pid = os.getpid()")
+    reply = await checkpoint(http, kernel)
+    assert reply["checkpoint"]["name"] == "after-1"  # type: ignore[index]
+    assert reply["checkpoint"]["after"] == 1  # type: ignore[index]
+    assert reply["lacks"] == []
+    await run(http, kernel, "x = 'ruined'\ndel big")
+    for _ in range(2):  # the checkpoint stays: a second rollback works
+        rolled = await rollback(http, kernel, "after-1")
+        assert rolled["kernel"]["id"] == kernel  # type: ignore[index]
+        assert rolled["kernel"]["state"] == "idle"  # type: ignore[index]
+        assert [c["name"] for c in rolled["kernel"]["checkpoints"]] == ["after-1"]  # type: ignore[index]
+        assert await value(http, kernel, "(x, len(big))") == "(41, 20000000)"
+        assert await value(http, kernel, "pid != os.getpid()") == "True"  # another process
+        await run(http, kernel, "x = 'ruined again'")
+    execution = await run(http, kernel, "1 + 1")
+    assert execution["number"] == 9  # numbering goes on through rollbacks
+    listed = (await http.get(f"{API}/{kernel}/checkpoints")).json()["checkpoints"]
+    assert [(c["name"], c["after"]) for c in listed] == [("after-1", 1)]
+    notebook = (await http.get(f"{API}/{kernel}/notebook")).text
+    assert "rolled back to after-1 (the state after In [1])" in notebook
+
+
+async def test_a_rollback_brings_the_state_back_after_a_death_and_a_reset(
+    copied: tuple[httpx.AsyncClient, str],
+) -> None:
+    http, kernel = copied
+    await run(http, kernel, "kept = [1, 2, 3]")
+    await checkpoint(http, kernel, name="safe")
+    async with events(http, kernel) as stream:
+        died = await run(http, kernel, "import os; os._exit(3)", wait=30)
+        assert died["state"] == "died", died
+        await next_event(stream, "kernel", phase="ready")
+    assert await value(http, kernel, "'kept' in globals()") == "False"  # a fresh process
+    await rollback(http, kernel, "safe")
+    assert await value(http, kernel, "kept") == "[1, 2, 3]"
+    r = await http.post(f"{API}/{kernel}/reset")
+    assert r.status_code == 200, r.text
+    assert await value(http, kernel, "'kept' in globals()") == "False"
+    await rollback(http, kernel, "safe")
+    assert await value(http, kernel, "kept") == "[1, 2, 3]"
+
+
+async def test_an_interrupt_reaches_a_rolled_back_kernel(
+    copied: tuple[httpx.AsyncClient, str],
+) -> None:
+    http, kernel = copied
+    await checkpoint(http, kernel, name="start")
+    await rollback(http, kernel, "start")
+    number = (await submit(http, kernel, "import time; time.sleep(60)", wait=0))["execution"][
+        "number"
+    ]
+    r = await http.post(f"{API}/{kernel}/interrupt", json={"execution": number})
+    assert r.status_code == 200, r.text
+    r = await http.get(f"{API}/{kernel}/executions/{number}", params={"wait": 30})
+    assert r.json()["execution"]["state"] == "interrupted"
+    assert await value(http, kernel, "'after'") == "after"  # and the checkpoint did not wake
+
+
+async def test_checkpoints_are_refused_in_one_sentence(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    bad = await http.post(f"{API}/{kernel}/checkpoints", json={"name": "no spaces"})
+    assert (bad.status_code, bad.json()["error"]) == (400, "bad_request")
+    assert "is not one" in bad.json()["message"]
+    await checkpoint(http, kernel, name="one")
+    again = await http.post(f"{API}/{kernel}/checkpoints", json={"name": "one"})
+    assert (again.status_code, again.json()["message"]) == (
+        409,
+        f"kernel {kernel[:8]} already has a checkpoint one; drop it first or pick another name",
+    )
+    unknown = await http.post(f"{API}/{kernel}/rollback", json={"to": "two"})
+    assert (unknown.status_code, unknown.json()["message"]) == (
+        404,
+        f"kernel {kernel[:8]} has no checkpoint 'two' (its checkpoints: one)",
+    )
+    missing = await http.post(f"{API}/{kernel}/rollback", json={})
+    assert (missing.status_code, missing.json()["error"]) == (400, "bad_request")
+    number = (await submit(http, kernel, "import time; time.sleep(60)", wait=0))["execution"][
+        "number"
+    ]
+    busy = await http.post(f"{API}/{kernel}/checkpoints", json={"name": "two"})
+    assert (busy.status_code, busy.json()["message"]) == (
+        409,
+        f"kernel {kernel[:8]} is running In [{number}]; a copy is made between cells: wait "
+        "for it or interrupt it first",
+    )
+    rolled = await http.post(f"{API}/{kernel}/rollback", json={"to": "one"})
+    assert rolled.status_code == 409, rolled.text
+    await http.post(f"{API}/{kernel}/interrupt")
+    dropped = await http.delete(f"{API}/{kernel}/checkpoints/one")
+    assert (dropped.status_code, dropped.json()) == (200, {"checkpoints": []})
+    gone = await http.delete(f"{API}/{kernel}/checkpoints/one")
+    assert gone.status_code == 404
+
+
+async def test_a_stopped_kernels_checkpoints_end(
+    copied: tuple[httpx.AsyncClient, str],
+) -> None:
+    http, kernel = copied
+    await run(http, kernel, "import threading")
+    sleeper = (
+        "threading.Thread(target=__import__('time').sleep, args=(60,), name='sleeper').start()"
+    )
+    threads = await run(http, kernel, sleeper)
+    assert threads["state"] == "completed"
+    reply = await checkpoint(http, kernel, name="with-thread")
+    assert reply["lacks"] == ["threads ['sleeper'] run in the kernel; a copy has none of them"]
+    processes = copies(kernel)
+    assert processes and all(p.is_alive() for p in processes)
+    r = await http.delete(f"{API}/{kernel}")
+    assert r.status_code == 200, r.text
+    await asyncio.wait_for(asyncio.gather(*(p.ended() for p in processes)), ENDED_TIMEOUT)
+
+
+def copies(kernel: str) -> list[ProcessIdentity]:
+    """Return the frozen copies of `kernel` (stopped processes whose command names its
+    connection file)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == "T" and any(kernel.encode() in word for word in words):
+            identity = ProcessIdentity.of(int(entry.name))
+            if identity is not None:
+                found.append(identity)
+    return found
+
+
+@pytest.mark.parametrize("gateway_fixture", ["fresh_gateway", "confined_gateway"])
+async def test_checkpoints_are_taken_back_after_a_gateway_sigkill(
+    request: pytest.FixtureRequest, gateway_fixture: str
+) -> None:
+    gateway: GatewayProcess = request.getfixturevalue(gateway_fixture).start()
+    async with client(gateway) as http:
+        kernel = await created(http)
+        await run(http, kernel, "x = 1")
+        await checkpoint(http, kernel, name="one")
+        await rollback(http, kernel, "one")  # its process is a copy now
+        await run(http, kernel, "x = 2")
+        await checkpoint(http, kernel, name="two")
+        processes = copies(kernel)
+        gateway.kill()
+    assert processes and all(p.is_alive() for p in processes)
+    gateway.start()
+    async with client(gateway) as http:
+        listed = (await http.get(f"{API}/{kernel}/checkpoints")).json()["checkpoints"]
+        assert [(c["name"], c["after"]) for c in listed] == [("one", 1), ("two", 2)]
+        assert await value(http, kernel, "x") == "2"  # the same process, taken back
+        await rollback(http, kernel, "one")
+        assert await value(http, kernel, "x") == "1"
+        r = await http.delete(f"{API}/{kernel}")
+        assert r.status_code == 200, r.text
+    await asyncio.wait_for(asyncio.gather(*(p.ended() for p in processes)), ENDED_TIMEOUT)
