@@ -124,8 +124,8 @@ def command(
     unix socket there joined to a port on its own loopback).
 
     Later mounts lie over earlier ones: the read-only root, then /tmp (with the interpreter's
-    prefixes and loomgate's installation that lie under the host's /tmp, read-only), then the writable paths, what stays
-    read-only inside them (each `.git`'s parts, the protected names, the environment the kernel
+    prefixes and loomgate's installation that lie under the host's /tmp, read-only), then the
+    writable paths, what stays read-only inside them (each `.git`'s parts, the protected names, the environment the kernel
     runs on and loomgate's installation), then the hidden ones (hidden wins over writable; the
     kernel's own dir is always hidden), then the kernel's ipc dir and connection file
     (re-exposed through a hidden dir). Paths are bound at their real location, so a symlink to
