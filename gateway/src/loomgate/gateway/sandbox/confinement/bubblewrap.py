@@ -125,12 +125,13 @@ def command(
 
     Later mounts lie over earlier ones: the read-only root, then /tmp (with the interpreter's
     prefixes and loomgate's installation that lie under the host's /tmp, read-only), then the
-    writable paths, what stays read-only inside them (each `.git`'s parts, the protected names, the environment the kernel
-    runs on and loomgate's installation), then the hidden ones (hidden wins over writable; the
-    kernel's own dir is always hidden), then the kernel's ipc dir and connection file
-    (re-exposed through a hidden dir). Paths are bound at their real location, so a symlink to
-    them (/var/run -> /run) leads to the bound one. A writable or hidden path that does not
-    exist is skipped: nothing is there to reach, and bwrap would refuse it.
+    writable paths, what stays read-only inside them (each `.git`'s parts, the protected names,
+    the environment the kernel runs on and loomgate's installation), then the hidden ones
+    (hidden wins over writable; the kernel's own dir is always hidden), then the kernel's ipc
+    dir and connection file (re-exposed through a hidden dir). Paths are bound at their real
+    location, so a symlink to them (/var/run -> /run) leads to the bound one. A writable or
+    hidden path that does not exist is skipped: nothing is there to reach, and bwrap would
+    refuse it.
     """
     if not rules.confined:
         raise ValueError(f"profile {rules.profile!r} is not confined: run its kernel as it is")
