@@ -171,6 +171,31 @@ async def test_each_kernels_profile_is_shown(
         await http.delete(f"{API}/kernels/{plain}")
 
 
+async def test_a_kernels_checkpoints_are_shown_as_they_are_taken_and_dropped(
+    gateway: GatewayProcess, http: httpx.AsyncClient, named: str
+) -> None:
+    async with page_at(monitor_url(gateway, named)) as page:
+        item = page.locator(f'#kernels li[data-kernel="{named}"]')
+        await expect(item).to_be_visible(timeout=SEEN)
+        await expect(item.locator(".checkpoints")).to_have_count(0)
+        await run(http, named, "x = 1")
+        for name in ("clean", "second"):
+            r = await http.post(f"{API}/kernels/{named}/checkpoints", json={"name": name})
+            assert r.status_code == 201, r.text
+        shown = item.locator(".checkpoints")  # followed on the event stream, not reloaded
+        await expect(shown).to_have_text("checkpoints: clean, second", timeout=SEEN)
+        await expect(shown).to_have_attribute(
+            "title",
+            re.compile(
+                r"clean: the state after In \[1\], holds [\d.]+ MiB\n"
+                r"second: the state after In \[1\], holds [\d.]+ MiB"
+            ),
+        )
+        r = await http.delete(f"{API}/kernels/{named}/checkpoints/clean")
+        assert r.status_code == 200, r.text
+        await expect(shown).to_have_text("checkpoints: second", timeout=SEEN)
+
+
 async def test_images_and_coloured_tracebacks_render(
     gateway: GatewayProcess, http: httpx.AsyncClient, named: str
 ) -> None:

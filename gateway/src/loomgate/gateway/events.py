@@ -77,7 +77,8 @@ class EventBus:
         self, kernel_id: str, phase: KernelPhase, kernel: Kernel, reason: str | None = None
     ) -> None:
         """Publish that a kernel is ready, restarting, dead (with `reason`) or stopped (its
-        state is `gone` from then on: the event's word for it is older)."""
+        state is `gone` from then on: the event's word for it is older), or that its
+        checkpoints changed."""
         if self._subscriptions or self._listeners:
             event = KernelEvent(
                 id=next(self._ids),

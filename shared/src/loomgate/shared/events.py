@@ -8,7 +8,7 @@ from typing import Literal, TypedDict
 from loomgate.shared.wire import Execution, Kernel
 
 EventName = Literal["hello", "kernel", "holders", "execution", "output", "tool_call"]
-KernelPhase = Literal["ready", "restarting", "dead", "stopped"]
+KernelPhase = Literal["ready", "restarting", "dead", "stopped", "checkpoints"]
 
 
 class HelloEvent(TypedDict):

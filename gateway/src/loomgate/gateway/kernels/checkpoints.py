@@ -132,6 +132,7 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
         kernel, own, checkpoint_cell(order), order, after
     )
     await kernel.save_resident()
+    kernel.events.kernel(kernel.id, "checkpoints", kernel.model())
     return model(name, frozen), lacks
 
 
@@ -197,3 +198,4 @@ def drop(kernel: LoomKernel, name: str) -> None:
     """End the checkpoint `name` (NotFound when there is none)."""
     find(kernel, name)
     family_of(kernel).family.drop(name)
+    kernel.events.kernel(kernel.id, "checkpoints", kernel.model())

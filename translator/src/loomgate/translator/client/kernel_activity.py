@@ -34,7 +34,7 @@ class KernelActivity:
         elif event["event"] == "output":
             if event["number"] == self.current:
                 self._last_lines[event["number"]] = event["last_line"]
-        elif event["event"] == "kernel" and event["phase"] != "ready":
+        elif event["event"] == "kernel" and event["phase"] in ("restarting", "dead", "stopped"):
             self.current = None  # restarting, dead or stopped: nothing runs on
             self._last_lines.clear()
 

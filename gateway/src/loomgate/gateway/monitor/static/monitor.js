@@ -71,6 +71,18 @@ function sandboxText(k) {
   return "sandbox: " + s.profile + (s.profile !== "none" && !s.network ? " (no network)" : "");
 }
 
+// A kernel's checkpoints in a few words ("checkpoints: clean, after-3"), and each one's state
+// and memory for the tooltip; null for a kernel without any.
+function checkpointsText(k) {
+  const cs = k.checkpoints || [];
+  return cs.length ? "checkpoints: " + cs.map((c) => c.name).join(", ") : null;
+}
+
+function checkpointsDetail(k) {
+  return (k.checkpoints || []).map((c) =>
+    `${c.name}: the state after In [${c.after}]` + (c.held === null ? "" : `, holds ${size(c.held)}`)).join("\n");
+}
+
 function sandboxRules(s) {
   if (s.profile === "none") return "not confined";
   return [
@@ -111,7 +123,7 @@ function renderKernels() {
   // Redrawn only when something it shows changed (activity is shown to the second).
   const shown = JSON.stringify([state.selected, Math.floor(Date.now() / 1000), kernels.map((k) =>
     [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0), sandboxText(k),
-      stopsText(k)])]);
+      stopsText(k), checkpointsDetail(k)])]);
   if (shown === shownKernels) return;
   shownKernels = shown;
   list.replaceChildren();
@@ -126,7 +138,8 @@ function renderKernels() {
         el("span", { class: "badge s-" + k.state, text: k.state.replace("_", " ") })),
       el("div", { class: "meta", text: `${k.kernel_spec || "?"} · ${k.lifetime === "persistent" ? "named" : "conversation"} · ${k.executions} executions` }),
       el("div", { class: "meta", text: [holders, `active ${ago(k.last_activity)}`, stopsText(k)].filter(Boolean).join(" · ") }),
-      k.sandbox ? el("div", { class: "meta sandbox", text: sandboxText(k), title: sandboxRules(k.sandbox) }) : null));
+      k.sandbox ? el("div", { class: "meta sandbox", text: sandboxText(k), title: sandboxRules(k.sandbox) }) : null,
+      checkpointsText(k) ? el("div", { class: "meta checkpoints", text: checkpointsText(k), title: checkpointsDetail(k) }) : null));
   }
 }
 
