@@ -6,6 +6,7 @@ kernel died or was reset; refusals in one sentence; a stopped kernel's checkpoin
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -227,3 +228,25 @@ async def test_checkpoints_are_taken_back_after_a_gateway_sigkill(
         r = await http.delete(f"{API}/{kernel}")
         assert r.status_code == 200, r.text
     await asyncio.wait_for(asyncio.gather(*(p.ended() for p in processes)), ENDED_TIMEOUT)
+
+
+async def test_checkpoints_holding_half_the_memory_limit_refuse_another(
+    confined_root: Path, confined_gateway: GatewayProcess
+) -> None:
+    config = confined_root / "config" / "loomgate" / "sandbox.toml"
+    config.write_text(config.read_text() + '\n[profiles.workspace]\nmemory = "800MiB"\n')
+    async with client(confined_gateway.start()) as http:
+        kernel = await created(http)
+        # 150 MiB the kernel rewrites after each checkpoint: each checkpoint keeps its own.
+        fill = "data = bytearray(150 * 2**20)\nfor i in range(0, len(data), 4096): data[i] = {v}"
+        await run(http, kernel, fill.format(v=1))
+        for name, value in (("one", 2), ("two", 3), ("three", 4)):
+            await checkpoint(http, kernel, name=name)
+            assert (await run(http, kernel, fill.format(v=value)))["state"] == "completed"
+        refused = await http.post(f"{API}/{kernel}/checkpoints", json={"name": "four"})
+        assert refused.status_code == 409, refused.text
+        assert re.fullmatch(
+            rf"kernel {kernel[:8]}'s checkpoints hold [\d.]+ MiB, over half its memory limit of "
+            r"800 MiB; drop one first \((one|two|three) holds the most, [\d.]+ MiB\)",
+            refused.json()["message"],
+        ), refused.json()["message"]

@@ -24,6 +24,7 @@ from loomgate.gateway.residency.kernel_process import host_pid
 from loomgate.gateway.residency.provisioner import ResidentProvisioner
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
+from loomgate.shared.sizes import format_size
 
 if TYPE_CHECKING:
     from loomgate.gateway.kernels.kernel import LoomKernel
@@ -118,6 +119,7 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
             f"kernel {who} holds {MAX_CHECKPOINTS} checkpoints, the most it may; drop one "
             f"first (the oldest is {oldest})"
         )
+    check_memory(kernel, provisioner)
     own = provisioner.kernel_process()
     if own is None:
         raise Unavailable(f"kernel {who}'s process was not found; try again")
@@ -134,6 +136,24 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     await kernel.save_resident()
     kernel.events.kernel(kernel.id, "checkpoints", kernel.model())
     return model(name, frozen), lacks
+
+
+def check_memory(kernel: LoomKernel, provisioner: ResidentProvisioner) -> None:
+    """Refuse a checkpoint of a kernel whose checkpoints already hold half its memory limit (the
+    limit counts them with the kernel: more would leave the kernel too little)."""
+    limit = provisioner.rules.memory if provisioner.rules is not None else None
+    if limit is None:
+        return
+    family = provisioner.family.checkpoints
+    held = {name: frozen.held() or 0 for name, frozen in family.items()}
+    if sum(held.values()) * 2 > limit:
+        largest = max(held, key=lambda name: held[name])
+        raise Conflict(
+            f"kernel {kernel.name or kernel.id[:8]}'s checkpoints hold "
+            f"{format_size(sum(held.values()))}, over half its memory limit of "
+            f"{format_size(limit)}; drop one first ({largest} holds the most, "
+            f"{format_size(held[largest])})"
+        )
 
 
 async def carried(kernel: LoomKernel) -> list[str]:

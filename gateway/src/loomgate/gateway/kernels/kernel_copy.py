@@ -4,8 +4,9 @@ residency/copy_launcher.py, and the copy's connection file.
 `fork_cell` makes a live copy now; `checkpoint_cell` makes a frozen one (a child that stops
 itself, costing memory only where the kernel's state later differs) that makes a live copy each
 time it is continued (SIGCONT) with an order file naming the connection file, then freezes
-again; `starter_cell` makes a frozen one that, continued so, starts a fresh kernel on it (the
-command and environment the kernel started with). Each cell's value is the child's pid, as the
+again; `starter_cell` makes a frozen starter (residency/copy_starter.py, exec'd: it keeps none
+of the kernel's memory) that, continued so, starts a fresh kernel on it (the command and
+environment the kernel started with). Each cell's value is the child's pid, as the
 kernel's own pid namespace numbers it. Each forked child takes a session of its own at once (the
 end of its origin's process group, jupyter_client's way to end a kernel, is not its), and
 frozen ones ignore interrupts (they are their kernel's).
@@ -19,10 +20,11 @@ from typing import Any
 
 from jupyter_core.paths import secure_write
 
-from loomgate.gateway.residency import copy_launcher
+from loomgate.gateway.residency import copy_launcher, copy_starter
 
 BECOME = copy_launcher.BECOME
 LAUNCH = copy_launcher.LAUNCH
+STARTER_PROGRAM = Path(copy_starter.__file__)
 # A forked child's first act: its stdout and stderr the kernel's log again (copy_launcher.OUTPUT).
 OWN_OUTPUT = f"[_os.dup2(_fd, _n) for _n, _fd in enumerate(_sys.{copy_launcher.OUTPUT}, 1)]"
 
@@ -52,22 +54,14 @@ if _loomgate_pid == 0:
             break
 """
 STARTER = """\
-import os as _os, sys as _sys, signal as _signal
+import os as _os, sys as _sys
 _loomgate_pid = _os.fork()
 if _loomgate_pid == 0:
     {own_output}
     _os.setsid()
-    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     _argv, _env = getattr(_sys, {launch!r})
-    while True:
-        _os.kill(_os.getpid(), _signal.SIGSTOP)
-        if _os.fork() == 0:
-            with open({order!r}) as _order:
-                _named = _order.read()
-            _argv = [_a.replace({connection_file!r}, _named) for _a in _argv]
-            _os.setsid()
-            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-            _os.execve(_argv[0], _argv, _env)
+    _start = [{starter!r}, {order!r}, {connection_file!r}, *_argv]
+    _os.execve(_argv[0], [_argv[0], "-I", "-S", *_start], _env)
 """
 PID = "_loomgate_pid"  # the user expression whose value is the child's pid
 
@@ -88,7 +82,11 @@ def starter_cell(order: Path, connection_file: Path) -> str:
     kernel's own command afresh, on the connection file named in `order` in place of
     `connection_file` (the one it started on)."""
     return STARTER.format(
-        launch=LAUNCH, order=str(order), connection_file=str(connection_file), own_output=OWN_OUTPUT
+        launch=LAUNCH,
+        starter=str(STARTER_PROGRAM),
+        order=str(order),
+        connection_file=str(connection_file),
+        own_output=OWN_OUTPUT,
     )
 
 

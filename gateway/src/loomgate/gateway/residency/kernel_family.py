@@ -24,7 +24,7 @@ from typing import Any
 from jupyter_core.paths import secure_write
 
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.residency.kernel_process import children, private_bytes
+from loomgate.gateway.residency.kernel_process import children, private_bytes, stopped
 
 # The connection file a copy starts on, in the kernel's ipc dir (named as its sockets are, so that
 # it goes with them).
@@ -64,10 +64,14 @@ class Frozen:
         if not self.process.is_alive():
             raise CopyFailed("its process has ended")
         pid = self.process.pid
+        deadline = time.monotonic() + COPY_TIMEOUT
+        # Made a moment ago, it may not have stopped itself yet: continued before, it would stop
+        # after, and fork nothing.
+        while not stopped(pid) and time.monotonic() < deadline:  # noqa: ASYNC110 (a stranger's stop has no event)
+            await asyncio.sleep(COPY_POLL)
         before = set(children(pid))
         self.order.write_text(str(connection_file))
         os.kill(pid, signal.SIGCONT)
-        deadline = time.monotonic() + COPY_TIMEOUT
         while time.monotonic() < deadline:
             # A stranger's fork has no event to wait for: its children are polled.
             new = [child for child in children(pid) if child not in before]

@@ -119,3 +119,12 @@ def private_bytes(pid: int) -> int | None:
         return sum(int(fields[key].split()[0]) * 1024 for key in ("Private_Clean", "Private_Dirty"))
     except (KeyError, ValueError):
         return None
+
+
+def stopped(pid: int) -> bool:
+    """Return whether process `pid` is stopped (by a signal: /proc/PID/stat's state T)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"

@@ -89,6 +89,8 @@ class ResidentProvisioner(LocalProvisioner):
     @property
     def has_process(self) -> bool:
         """Return whether there is a kernel process to manage (our child, or taken back)."""
+        if self._by_own():  # bubblewrap may have exited with the kernel it first ran
+            return not self.family.own_gone()
         return self.process is not None or (self.taken_back and self._is_ours())
 
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
@@ -264,7 +266,13 @@ class ResidentProvisioner(LocalProvisioner):
     def _keeps_sandbox(self) -> bool:
         """Return whether a restart keeps the sandbox (its init holds the kernel's copies):
         only the kernel's own process is ended, and its next comes from a copy in there."""
-        return self.sandbox is not None and self.sandbox.has_init and bool(self.family)
+        starter = self.family.starter
+        return (
+            self.sandbox is not None
+            and self.sandbox.has_init
+            and starter is not None
+            and starter.process.is_alive()
+        )
 
     def _by_own(self) -> bool:
         """Return whether the kernel's life is its own process's, not the launched one's: in a
