@@ -316,6 +316,14 @@ async def test_checkpoint_and_rollback(
     assert status == 0 and "Out[3]: 30" in out.splitlines(), out
     status, _, err = await loomgate(env, "rollback", *k, "forty")
     assert status == 2 and "has no checkpoint 'forty' (its checkpoints: thirty)" in err
+    status, out, _ = await loomgate(env, "fork", "cli-fork", "--from", f"{live_kernel}@thirty")
+    try:
+        assert (status, out.splitlines()[0]) == (0, "started cli-fork"), out
+        assert f"copy of kernel {live_kernel}: its checkpoint thirty after In [1]" in out
+        status, out, _ = await loomgate(env, "run", "--kernel", "cli-fork", "rows")
+        assert status == 0 and "Out[1]: 30" in out.splitlines(), out
+    finally:
+        await loomgate(env, "stop", "cli-fork")
 
 
 async def stream_session(env: dict[str, str], script: str) -> tuple[str, str]:

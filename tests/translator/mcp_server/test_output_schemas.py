@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.types import Tool
 
-from loomgate.translator.mcp_server import execution_tools, kernel_tools
+from loomgate.translator.mcp_server import checkpoint_tools, execution_tools, kernel_tools
 from loomgate.translator.mcp_server.server import build_server
 from loomgate.translator.mcp_server.settings import Settings
 from tests.support.apps_hosts import apps_extension
@@ -27,7 +27,7 @@ PINNED = Path(__file__).parent / "data" / "output_schemas.json"
 
 # What the default tools/list may cost a model: compact JSON, every tool.
 TOOLS_LIST_BUDGET = 8_000
-TOOL_MODULES = (execution_tools, kernel_tools)
+TOOL_MODULES = (execution_tools, kernel_tools, checkpoint_tools)
 
 
 async def listed_tools(era: str, *, apps: bool = False, **options: Any) -> list[Tool]:
@@ -74,7 +74,7 @@ def tool_functions() -> set[str]:
 async def test_the_default_tool_list_keeps_to_its_budget_with_every_tool(era: str) -> None:
     tools = await listed_tools(era)
     assert {tool.name for tool in tools} == tool_functions()
-    assert len(tools) == 11
+    assert len(tools) == 13
     size = listing_size(tools)
     assert size <= TOOLS_LIST_BUDGET, size
     for tool in tools:

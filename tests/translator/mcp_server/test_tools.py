@@ -138,6 +138,27 @@ async def test_checkpoint_and_rollback_bring_a_state_back(connect_client: Any) -
         )
 
 
+async def test_connect_forks_a_kernel(connect_client: Any, http: httpx.AsyncClient) -> None:
+    origin, copy = f"origin-{uuid.uuid4().hex[:6]}", f"copy-{uuid.uuid4().hex[:6]}"
+    try:
+        async with conversation(connect_client) as mcp:
+            await mcp.call_tool("connect", {"kernel": origin})
+            await run(mcp, "plan = 'a'")
+            forked = await mcp.call_tool("connect", {"kernel": copy, "fork": origin})
+            assert not forked.is_error, text(forked)
+            assert (
+                f"It starts as a copy of kernel {origin}: its state after In [1] (that kernel is "
+                "untouched); its own cells are numbered from In [1]."
+            ) in text(forked)
+            tried = await run(mcp, "plan += 'b'\nplan")
+            assert text(tried).endswith("Out[1]: 'ab'")
+            kept = await run(mcp, "plan", kernel=origin)
+            assert text(kept).endswith("Out[2]: 'a'")
+    finally:
+        for name in (origin, copy):
+            await http.delete(f"/api/loomgate/kernels/{name}")
+
+
 async def test_long_output_head_tail_and_read(connect_client: Any) -> None:
     async with conversation(connect_client) as mcp:
         result = await run(mcp, "for i in range(1, 5001): print(f'line {i}')")

@@ -352,6 +352,17 @@ class Kernel(TypedDict):
     open_to_agents: bool
     # Its checkpoints, in the order they were taken (none for a gone kernel).
     checkpoints: list[Checkpoint]
+    # What it was forked from (None: not a fork).
+    forked_from: ForkedFrom | None
+
+
+class ForkedFrom(TypedDict):
+    """A fork's origin: the kernel, and its checkpoint (None: its live state) after In [after]."""
+
+    kernel: str
+    name: str | None
+    checkpoint: str | None
+    after: int
 
 
 class Checkpoint(TypedDict):

@@ -13,6 +13,7 @@ from tornado import web
 from loomgate.gateway.errors import BadRequest, Forbidden, NotFound, Refusal
 from loomgate.gateway.handlers.answers import Answer
 from loomgate.gateway.handlers.call import Call
+from loomgate.gateway.kernels import forks
 from loomgate.gateway.kernels.notebooks import note_paths
 from loomgate.gateway.kernels.open_to_agents import ONLY_THE_PERSON_OPENS
 from loomgate.gateway.sandbox import probe
@@ -123,14 +124,25 @@ async def unattached(call: Call) -> list[wire.UpstreamKernel]:
 
 
 CREATE_FIELDS = frozenset(
-    {"name", "kernel_spec", "lifetime", "cwd", "env", "sandbox", "stricter_only", "open_to_agents"}
+    {
+        "name",
+        "kernel_spec",
+        "lifetime",
+        "cwd",
+        "env",
+        "sandbox",
+        "stricter_only",
+        "open_to_agents",
+        "fork",
+    }
 )
 
 
 async def create_kernel(call: Call) -> Answer:
     """POST kernels {name, kernel_spec, lifetime, cwd, env, sandbox, stricter_only,
-    open_to_agents}: create a kernel, or return the live one with the requested name (201 vs
-    200). A model's call is `stricter_only` whatever it says, and never opens a kernel."""
+    open_to_agents, fork}: create a kernel, or return the live one with the requested name (201
+    vs 200); with `fork`, a new kernel that is a copy of another's state. A model's call is
+    `stricter_only` whatever it says, and never opens a kernel."""
     body = call.body
     opened = body.get("open_to_agents")
     if opened is not None and not isinstance(opened, bool):
@@ -146,9 +158,22 @@ async def create_kernel(call: Call) -> Answer:
         ("env", env, dict),
         ("sandbox", body.get("sandbox"), str),
         ("stricter_only", body.get("stricter_only"), bool),
+        ("fork", body.get("fork"), str),
     ):
         if value is not None and not isinstance(value, kind):
             raise BadRequest(f"{key} must be a {kind.__name__}")
+    if body.get("fork") is not None:
+        if any(body.get(key) is not None for key in ("kernel_spec", "cwd", "env")):
+            raise BadRequest("a fork takes its origin's kernel spec, cwd and environment")
+        forked = await forks.start_fork(
+            call.registry,
+            body["fork"],
+            name=name,
+            lifetime=str(body.get("lifetime", "persistent")),
+            sandbox=body.get("sandbox"),
+            agent=call.agent,
+        )
+        return 201, wire.KernelCreated(kernel=forked.model(), created=True)
     kernel, created = await call.registry.create(
         name=name,
         kernel_spec=body.get("kernel_spec"),

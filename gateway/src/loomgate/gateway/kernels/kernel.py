@@ -126,7 +126,9 @@ class LoomKernel:
                 await self._prepare(prepare)
         except (RuntimeError, TimeoutError) as e:
             raise Unavailable(self.start_failure(e)) from None
-        if self.kind.ipykernel and self.store.last_number > 0:
+        # A fork's process counts on from its origin's cells: its own records begin at 1.
+        forked = self.store.meta.get("forked_from") is not None
+        if self.kind.ipykernel and (self.store.last_number > 0 or forked):
             await self._seed_counter(self.store.last_number + 1)
         self.executions.process_restarted()
         assert self.channels is not None

@@ -248,6 +248,7 @@ class KernelRegistry:
                         "kernel_spec": km.kernel_name,
                         "cwd": intent.get("cwd"),
                         "attached": intent.get("attached"),
+                        "forked_from": intent.get("forked_from"),
                         "sandbox": sandbox_of(km),
                         # On an upstream, which starts every kernel alike, one attached too.
                         "open_to_agents": intent.get("open_to_agents", bool(self.mkm.upstream)),

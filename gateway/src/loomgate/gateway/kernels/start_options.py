@@ -25,6 +25,7 @@ class KernelIntent(TypedDict, total=False):
     env: dict[str, str]
     attached: float
     open_to_agents: bool  # whether a model may use it (absent: no)
+    forked_from: wire.ForkedFrom  # a fork's origin (absent: not a fork)
 
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

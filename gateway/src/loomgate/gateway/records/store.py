@@ -339,6 +339,7 @@ class RecordStore:
             sandbox=meta.get("sandbox"),
             open_to_agents=open_to_agents(meta),
             checkpoints=[],
+            forked_from=meta.get("forked_from"),
         )
 
 

@@ -15,6 +15,7 @@ from loomgate.shared.wire import (
     Death,
     ErrorInfo,
     ExecutionState,
+    ForkedFrom,
     Gap,
     InputRequest,
     Lifetime,
@@ -67,6 +68,7 @@ class KernelStart(_KernelStartBase, total=False):
     """What a kernel's records begin with: which kernel, and what it was started as."""
 
     open_to_agents: bool  # whether a model may use it (wire.Kernel's field); absent: no
+    forked_from: ForkedFrom | None  # a fork's origin (wire.Kernel's field); absent: not a fork
 
 
 class _KernelMetaBase(TypedDict):
@@ -91,6 +93,7 @@ class KernelMeta(_KernelMetaBase, total=False):
     sandbox: Sandbox | None  # the profile it runs under; absent: from before sandboxes
     language_info: dict[str, object]  # as its kernel_info reply gave it, once it answered
     restarts: list[Restart]  # absent: none yet, or from before restarts were noted
+    forked_from: ForkedFrom | None  # a fork's origin; absent: not a fork
     late_output: bool  # it publishes a cell's output after the cell's idle (seen once)
     # Whether a model may use it; absent in files of earlier gateways: then, whether it is
     # confined (kernels they started under `none` were the person's).
@@ -116,6 +119,9 @@ def new_kernel_meta(start: KernelStart, created: float) -> KernelMeta:
     opened = start.get("open_to_agents", False)
     if opened != open_to_agents(meta):  # written only where the older reading would differ
         meta["open_to_agents"] = opened
+    forked_from = start.get("forked_from")
+    if forked_from is not None:  # absent otherwise, as for sandboxes
+        meta["forked_from"] = forked_from
     return meta
 
 

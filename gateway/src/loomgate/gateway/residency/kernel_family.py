@@ -139,12 +139,7 @@ class KernelFamily:
         (CopyFailed when it makes none); return it."""
         frozen, self.replace_from = self.replace_from, None
         assert frozen is not None
-        # A connection file of its own in the ipc dir, which the sandbox sees: the one bound
-        # into the sandbox at its start is gone once a restart rewrote it.
-        named = ipc_dir / COPY_CONNECTION
-        with secure_write(str(named)) as f:
-            json.dump(info, f)
-        self.own = await frozen.live_copy(named)
+        self.own = await frozen.live_copy(copy_connection(info, ipc_dir))
         return self.own
 
     def drop(self, name: str) -> None:
@@ -193,3 +188,13 @@ class KernelFamily:
             family.own = ProcessIdentity.from_json(own) if own else None
             family.forget_ended()
         return family
+
+
+def copy_connection(info: dict[str, Any], ipc_dir: Path) -> Path:
+    """Write the connection file a copy starts on, in the kernel's ipc dir (which its sandbox
+    sees: the file bound into the sandbox at its start is gone once a restart rewrote it);
+    return its path."""
+    named = ipc_dir / COPY_CONNECTION
+    with secure_write(str(named)) as f:
+        json.dump(info, f)
+    return named

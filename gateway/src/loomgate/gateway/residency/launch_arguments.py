@@ -1,18 +1,22 @@
 """What the gateway hands its provisioner with every start of a kernel, as a start argument
 (`loom_launch`, the way jupyter_client hands a provisioner `cwd` and `env`): the kernel's sandbox
-rules, whether loomgate itself asked for the kernel, and where launches are marked; and which
+rules, whether loomgate itself asked for the kernel, where launches are marked, and for a fork
+what makes its first process; and which
 kernel specs that provisioner launches (no other is handed them). jupyter_client keeps a start's
 arguments for the kernel's restarts, so a restart gets them again."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.provisioning.factory import KernelProvisionerFactory
 from traitlets.config import Configurable
 
+from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
 from loomgate.gateway.sandbox import SandboxRules
 
@@ -29,6 +33,9 @@ class LaunchArguments:
     # Started through loomgate's own API (False: the standard Jupyter API's)
     by_loomgate: bool = True
     markers: LaunchMarkers | None = None  # where a launch is noted until resident.json takes over
+    # A fork's first process: made by copying another kernel's, on the connection file given,
+    # instead of started (its restarts start its command as any kernel's).
+    copy_from: Callable[[Path], Awaitable[ProcessIdentity]] | None = None
 
 
 def launch_arguments(kwargs: dict[str, Any]) -> LaunchArguments:

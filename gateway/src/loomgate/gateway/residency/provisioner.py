@@ -18,6 +18,7 @@ import asyncio
 import os
 import signal
 import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from loomgate.gateway.residency.kernel_command import (
     copyable,
     runs_ipykernel,
 )
-from loomgate.gateway.residency.kernel_family import CopyFailed, KernelFamily
+from loomgate.gateway.residency.kernel_family import CopyFailed, KernelFamily, copy_connection
 from loomgate.gateway.residency.kernel_files import output_log_of, remove_sockets
 from loomgate.gateway.residency.kernel_process import own_pid
 from loomgate.gateway.residency.kernel_transport import Transport
@@ -73,6 +74,7 @@ class ResidentProvisioner(LocalProvisioner):
     kernel_connection_file: Path | None = None  # the one the kernel reads (a relayed kernel's own)
     copyable = False  # whether its command runs under the copy launcher (it can be copied)
     family: KernelFamily  # its copies and own process (residency/kernel_family.py)
+    copy_from: Callable[[Path], Awaitable[ProcessIdentity]] | None = None  # a fork's first
     # Set while the kernel manager shuts the process down for a restart (jupyter_client's kill
     # is not told).
     restarting = False
@@ -99,6 +101,7 @@ class ResidentProvisioner(LocalProvisioner):
         enforced), the transport its kernel takes, its packages dir."""
         arguments = launch_arguments(kwargs)
         self.markers = arguments.markers
+        self.copy_from = arguments.copy_from if self.identity is None else None  # a first start
         self.rules = arguments.rules
         env = dict(kwargs.get("env") or os.environ)
         env.pop(PARENT_VARIABLE, None)
@@ -190,6 +193,8 @@ class ResidentProvisioner(LocalProvisioner):
         self.restarting = False
         if self.family.replace_from is not None:
             return await self._continue_copy()
+        if self.copy_from is not None:
+            return await self._fork()
         self.family.own = None  # a new process: found again when it is needed
         assert self.parent is not None
         markers, kernel_id = self.markers, str(self.kernel_id)
@@ -236,11 +241,31 @@ class ResidentProvisioner(LocalProvisioner):
             copy = await self.family.replace(json_safe(dict(self.connection_info)), self.ipc_dir)
         except CopyFailed as e:
             raise Unavailable(f"the kernel's copy did not start: {e}") from None
+        self.adopt(copy)
+        return self.connection_info
+
+    async def _fork(self) -> KernelConnectionInfo:
+        """Make the kernel's first process a copy of another kernel's (a fork), on its own
+        connection file (Unavailable when none comes)."""
+        assert self.copy_from is not None and self.log_path is not None
+        copy_from, self.copy_from = self.copy_from, None
+        self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        named = copy_connection(json_safe(dict(self.connection_info)), self.ipc_dir)
+        try:
+            copy = await copy_from(named)
+        except CopyFailed as e:
+            raise Unavailable(f"the fork did not start: {e}") from None
+        self.adopt(copy)
+        self.copyable = True
+        return self.connection_info
+
+    def adopt(self, copy: ProcessIdentity) -> None:
+        """Make `copy`, a process this provisioner did not launch, the kernel's own."""
+        self.family.own = copy
         if self.sandbox is None or not self.sandbox.has_init:  # the copy is the kernel's process
             self.process = None
             self.pid = self.pgid = copy.pid
             self.identity = copy
-        return self.connection_info
 
     def connection_file_path(self) -> str:
         """Return the connection file the gateway wrote for the kernel."""

@@ -21,6 +21,7 @@ from loomgate.translator.output_view import OutputLimits
 from loomgate.translator.presentation import (
     cell_text,
     checkpoint_note,
+    fork_lines,
     kernel_label,
     not_waiting_for_input,
     opened_line,
@@ -207,6 +208,13 @@ async def rollback(client: GatewayClient, args: argparse.Namespace) -> int:
     ref = await existing_kernel(client, args.kernel)
     reply = await client.rollback(ref, args.name)
     print(rollback_note(kernel_label(reply["kernel"]), reply["checkpoint"]))
+    return 0
+
+
+async def fork(client: GatewayClient, args: argparse.Namespace) -> int:
+    """Start a new kernel as a copy of another's state, or of one of its checkpoints."""
+    reply = await client.create_kernel(name=args.new, fork=args.origin)
+    print("\n".join([f"started {kernel_label(reply['kernel'])}", *fork_lines(reply["kernel"])]))
     return 0
 
 

@@ -118,6 +118,13 @@ def parser() -> argparse.ArgumentParser:
         "rollback", help="make the kernel's state a checkpoint's again (records kept)"
     )
     rollback.add_argument("name", help="the checkpoint's name")
+    fork = commands.add_parser(
+        "fork", help="start a new kernel as a copy of another's state (or of its checkpoint)"
+    )
+    fork.add_argument("new", help="the new kernel's name")
+    fork.add_argument(
+        "--from", dest="origin", required=True, metavar="K[@CHECKPOINT]", help="what it copies"
+    )
     stream = commands.add_parser("stream", help="the delimiter-framed protocol on stdin/stdout")
     for sub in (output, search, wait, answer):
         sub.add_argument("--kernel", help=f"kernel name or id prefix (default: {DEFAULT_KERNEL!r})")
@@ -274,6 +281,7 @@ COMMANDS: dict[str, Command] = {
     "reset": kernel_commands.show_reset,
     "checkpoint": kernel_commands.checkpoint,
     "rollback": kernel_commands.rollback,
+    "fork": kernel_commands.fork,
     "kernels": kernel_commands.show_kernels,
     "stop": kernel_commands.stop,
     "agents": kernel_commands.agents,

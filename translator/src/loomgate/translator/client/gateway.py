@@ -84,10 +84,12 @@ class GatewayClient(GatewaySession):
         env: Mapping[str, str] | None = None,
         sandbox: str | None = None,
         stricter_only: bool | None = None,
+        fork: str | None = None,
     ) -> wire.KernelCreated:
         """Return the live kernel called `name`, or a new one, and whether it was created; a new
         one runs under the profile `sandbox` (default: the gateway's), which `stricter_only`
-        refuses (Forbidden) unless it is at least as strict as the gateway's default."""
+        refuses (Forbidden) unless it is at least as strict as the gateway's default; with `fork`
+        ("K" or "K@CHECKPOINT"), a new kernel that starts as a copy of that state."""
         body = drop_none(
             {
                 "name": name,
@@ -97,6 +99,7 @@ class GatewayClient(GatewaySession):
                 "env": dict(env) if env is not None else None,
                 "sandbox": sandbox,
                 "stricter_only": stricter_only,
+                "fork": fork,
             }
         )
         return await self.request_as(wire.KernelCreated, "POST", "kernels", body=body)

@@ -289,8 +289,10 @@ class Conversation:
         gateway: str | None,
         kernel_spec: str | None,
         sandbox: str | None = None,
+        fork: str | None = None,
     ) -> tuple[wire.Kernel, bool, str]:
         """Attach to (or create) the persistent kernel `ref`; return it, created, startup text.
+        With `fork`, `ref` is a new kernel that starts as a copy of that kernel's state.
 
         A new kernel runs under the profile `sandbox` (default: the gateway's) only if that is
         at least as strict as the gateway's default: the model never widens its sandbox. An
@@ -299,6 +301,15 @@ class Conversation:
         leaves everything as it was.
         """
         client = await self.gateway(gateway) if gateway else await self.gateway()
+        if fork is not None:
+            reply = await client.create_kernel(
+                name=ref, sandbox=sandbox, stricter_only=True, fork=fork
+            )
+            forked = reply["kernel"]
+            startup = await self._set_up_or_stop(client, forked, True)
+            await self._bind(client, forked)
+            self.replaced = None
+            return forked, True, startup
         client, existing = await self._locate(ref, client, search=gateway is None)
         if existing is None and is_notebook_path(ref):
             raise NotFound(no_notebook_kernel(ref, client.label, "model"))

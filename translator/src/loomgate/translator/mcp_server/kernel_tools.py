@@ -36,6 +36,7 @@ from loomgate.translator.presentation import (
     stop_needs_force,
     stopped_note,
 )
+from loomgate.translator.presentation.checkpoints import fork_lines
 from loomgate.translator.presentation.kernels import back_to_own_note
 
 
@@ -85,18 +86,25 @@ async def connect(
             "workspace (writes only in its working directory), strict (workspace, no network)",
         ),
     ] = None,
+    fork: Annotated[
+        str | None,
+        Field(min_length=1, description='a new kernel copying "K"\'s state, or "K@CHECKPOINT"'),
+    ] = None,
 ) -> Annotated[CallToolResult, KernelAction]:
     """Attach to a persistent kernel by name (created if missing), or to the kernel of a
     notebook open in the person's Jupyter; later conversations can too."""
     conversation = conversation_of(ctx)
     try:
-        model, created, startup = await conversation.attach(kernel, gateway, kernel_spec, sandbox)
+        model, created, startup = await conversation.attach(
+            kernel, gateway, kernel_spec, sandbox, fork
+        )
     except GatewayError as refused:  # nothing changed: say where cells still go
         said = refused.message.rstrip(".")
         refused.message = f"{said}; {still_on_note(conversation.kernel)}"
         raise
     client = await conversation.gateway()
     lines = [connected_note(model, client.label, created=created)]
+    lines += fork_lines(model)
     if client.mode == "extension" and not created:
         lines.append(shared_kernel_note())
     notebooks = [path for path in model["paths"] if path.endswith(".ipynb")]

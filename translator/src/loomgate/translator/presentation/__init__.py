@@ -39,6 +39,7 @@ from loomgate.translator.presentation.cells import (
 from loomgate.translator.presentation.checkpoints import (
     checkpoint_lines,
     checkpoint_note,
+    fork_lines,
     rollback_note,
 )
 from loomgate.translator.presentation.kernels import (
@@ -116,6 +117,7 @@ __all__ = [
     "closed_to_agents_refusal",
     "connected_note",
     "dismissed_dialog_note",
+    "fork_lines",
     "format_elapsed",
     "gap_note",
     "image_over_count",

@@ -1,4 +1,5 @@
-"""A kernel's checkpoints in words: the one taken, the list in a kernel's status, a rollback."""
+"""A kernel's checkpoints in words: the one taken, the list in a kernel's status, a rollback,
+a fork's origin."""
 
 from __future__ import annotations
 
@@ -43,3 +44,16 @@ def rollback_note(label: str, checkpoint: wire.Checkpoint) -> str:
         f"Kernel {label} was rolled back to {checkpoint['name']} (the state after "
         f"In [{checkpoint['after']}]); records and numbering are kept, and the checkpoint stays."
     )
+
+
+def fork_lines(kernel: wire.Kernel) -> list[str]:
+    """Return the line saying what a fork was copied from (none for a kernel that is not one)."""
+    origin = kernel.get("forked_from")  # absent: a gateway before forks
+    if origin is None:
+        return []
+    who = origin["name"] or origin["kernel"][:8]
+    state = f"its checkpoint {origin['checkpoint']}" if origin["checkpoint"] else "its state"
+    return [
+        f"It starts as a copy of kernel {who}: {state} after In [{origin['after']}] (that "
+        "kernel is untouched); its own cells are numbered from In [1]."
+    ]

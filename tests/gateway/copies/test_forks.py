@@ -1,0 +1,100 @@
+"""Forks through the gateway's API (SPEC §10): a new kernel that starts as a copy of another's
+live state or of one of its checkpoints, its origin untouched; refusals in one sentence."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.gateway.copies.test_checkpoints import API, checkpoint, value
+from tests.support.cells import run
+from tests.support.gateways import GatewayProcess, client
+
+
+@pytest.fixture
+async def forks(http: httpx.AsyncClient) -> AsyncIterator[list[str]]:
+    """The ids of the forks a test makes (stopped afterwards)."""
+    made: list[str] = []
+    try:
+        yield made
+    finally:
+        for fork in made:
+            await http.delete(f"{API}/{fork}")
+
+
+async def forked(http: httpx.AsyncClient, made: list[str], fork: str) -> dict[str, object]:
+    """Fork `fork` into a new named kernel; return its model."""
+    r = await http.post(API, json={"name": f"fork-{os.urandom(3).hex()}", "fork": fork})
+    assert r.status_code == 201, r.text
+    model: dict[str, object] = r.json()["kernel"]
+    made.append(str(model["id"]))
+    return model
+
+
+async def test_a_fork_starts_as_its_origins_copy_and_goes_its_own_way(
+    http: httpx.AsyncClient, kernel: str, forks: list[str]
+) -> None:
+    await run(http, kernel, "x = 41\nimport os\norigin = os.getpid()")
+    fork = await forked(http, forks, kernel)
+    assert fork["forked_from"] == {"kernel": kernel, "name": None, "checkpoint": None, "after": 1}
+    assert fork["state"] == "idle" and fork["executions"] == 0
+    first = await run(http, str(fork["id"]), "x += 1\nprint(x, os.getpid() != origin)")
+    assert first["number"] == 1  # its own records, from 1
+    assert first["state"] == "completed" and "42 True" in str(first["output"])
+    assert await value(http, kernel, "x") == "41"  # the origin is untouched
+    await checkpoint(http, kernel, name="cp")
+    await run(http, kernel, "x = 7")
+    from_checkpoint = await forked(http, forks, f"{kernel}@cp")
+    assert from_checkpoint["forked_from"] == {
+        "kernel": kernel,
+        "name": None,
+        "checkpoint": "cp",
+        "after": 2,
+    }
+    assert await value(http, str(from_checkpoint["id"]), "x") == "41"
+    assert await value(http, kernel, "x") == "7"
+    await http.delete(f"{API}/{kernel}")  # a fork is a kernel of its own: it outlives its origin
+    assert await value(http, str(fork["id"]), "x") == "42"
+
+
+async def test_forks_are_refused_in_one_sentence(http: httpx.AsyncClient, kernel: str) -> None:
+    mismatch = (
+        "a fork runs under its origin's profile (none), never another: leave out sandbox, or "
+        "connect to a new kernel under workspace"
+    )
+    for body, status, message in [
+        (
+            {"fork": f"{kernel}@"},
+            400,
+            f"fork must be a kernel, or KERNEL@CHECKPOINT, not '{kernel}@'",
+        ),
+        (
+            {"fork": f"{kernel}@nope"},
+            404,
+            f"kernel {kernel[:8]} has no checkpoint 'nope' (its checkpoints: none)",
+        ),
+        ({"fork": kernel, "sandbox": "workspace"}, 409, mismatch),
+        (
+            {"fork": kernel, "cwd": "/"},
+            400,
+            "a fork takes its origin's kernel spec, cwd and environment",
+        ),
+    ]:
+        r = await http.post(API, json={"name": "refused-fork", **body})
+        assert (r.status_code, r.json()["message"]) == (status, message), r.text
+
+
+async def test_a_kernel_in_a_sandbox_of_its_own_processes_is_not_forked_yet(
+    confined_gateway: GatewayProcess,
+) -> None:
+    async with client(confined_gateway.start()) as http:
+        r = await http.post(API, json={"name": "origin"})
+        assert r.status_code == 201, r.text
+        refused = await http.post(API, json={"name": "copy", "fork": "origin"})
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["message"].startswith(
+            "kernel origin runs in a sandbox of its own processes (bubblewrap"
+        )
