@@ -91,11 +91,13 @@ def processes_of(gateway: GatewayProcess, kernel_id: str) -> dict[str, int]:
     identity = provisioner["identity"]["pid"]
     sandbox = provisioner.get("sandbox")
     if not sandbox:
-        assert b"ipykernel" in Path(f"/proc/{identity}/cmdline").read_bytes()
+        assert b"copy_launcher.py" in Path(f"/proc/{identity}/cmdline").read_bytes()
         return {"kernel": identity}
     init = sandbox["init"]["pid"]
     [kernel] = [
-        pid for pid in child_pids(init) if b"ipykernel" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        pid
+        for pid in child_pids(init)
+        if b"copy_launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
     ]
     for pid in (identity, init):
         assert Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap", pid

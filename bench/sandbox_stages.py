@@ -34,6 +34,7 @@ from jupyter_client.connect import write_connection_file
 
 from bench.sandbox_bench import cpu_ms, median_interval
 from loomgate.gateway.kernels.zmq_channels import RECONNECT_INTERVAL_MS
+from loomgate.gateway.residency.kernel_command import copyable
 from loomgate.gateway.sandbox.confinement import bubblewrap, entry
 from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
 from loomgate.gateway.sandbox.confinement.launch import SandboxLaunch
@@ -259,14 +260,16 @@ def main() -> None:
         ipc = bubblewrap.ipc_dir(launch.directory)
         connection_file = ipc.parent / "kernel.json"
         write_connection_file(str(connection_file), transport="ipc", ip=launch.ipc_prefix, key=b"k")
-        kernel = [
-            sys.executable,
-            "-m",
-            "ipykernel_launcher",
-            "-f",
-            str(connection_file),
-            "--HistoryManager.hist_file=:memory:",
-        ]
+        kernel = copyable(
+            [
+                sys.executable,
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                str(connection_file),
+                "--HistoryManager.hist_file=:memory:",
+            ]
+        )
         bwrap_argv = bubblewrap.command(
             rules,
             kernel,

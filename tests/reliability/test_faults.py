@@ -112,7 +112,7 @@ def confined_kernel_pid(gateway: GatewayProcess) -> int:
     [pid] = [
         pid
         for pid in processes
-        if b"ipykernel" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"copy_launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
         and Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap"
     ]
     return pid

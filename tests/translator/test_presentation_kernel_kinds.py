@@ -12,7 +12,7 @@ from loomgate.translator.presentation import (
     still_on_note,
     uninspected_refusal,
 )
-from loomgate.translator.presentation.kernels import error_words
+from loomgate.translator.presentation.cells import error_words
 from tests.support.wire_values import kernel
 
 INSPECTORS_SKIPPED = wire.SetupResult(

@@ -32,7 +32,7 @@ def kernel_processes(pid: int) -> list[int]:
             command = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue  # gone meanwhile
-        if b"ipykernel" in command or b"bwrap" in command:
+        if b"copy_launcher.py" in command or b"bwrap" in command:
             found.append(child)
     return found
 

@@ -60,6 +60,8 @@ async def test_the_viewed_tools_name_the_view_only_with_apps(era: str) -> None:
         "send_input",
         "status",
         "connect",
+        "checkpoint",
+        "rollback",
         "list_kernels",
         "stop_kernel",
     ]

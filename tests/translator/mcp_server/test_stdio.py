@@ -116,7 +116,7 @@ async def test_a_terminal_stdin_is_served_by_the_sdk_transport(gateway: GatewayP
             initialized = await reply(process.stdout, 1)
             assert initialized["result"]["serverInfo"]["name"] == "loomgate"
             os.write(controller, LIST_TOOLS)
-            assert len((await reply(process.stdout, 2))["result"]["tools"]) == 11
+            assert len((await reply(process.stdout, 2))["result"]["tools"]) == 13
             os.close(controller)  # the terminal hangs up: the process ends (EIO on its read)
             controller = -1
             status = await asyncio.wait_for(process.wait(), 30)
@@ -157,7 +157,7 @@ async def test_socket_stdio_is_served(gateway: GatewayProcess, sockets: str) -> 
             writer.write(INITIALIZE)
             await reply(reader, 1)
             writer.write(LIST_TOOLS)
-            assert len((await reply(reader, 2))["result"]["tools"]) == 11
+            assert len((await reply(reader, 2))["result"]["tools"]) == 13
             writer.write_eof()
             await exits_cleanly(process)
         finally:

@@ -69,16 +69,7 @@ def listed(kernel: LoomKernel) -> list[wire.Checkpoint]:
     """Return the kernel's checkpoints in the order they were taken (none for one that cannot
     have any)."""
     provisioner = kernel.km.provisioner
-    if not isinstance(provisioner, ResidentProvisioner):
-        return []
-    return [model(name, frozen) for name, frozen in provisioner.family.checkpoints.items()]
-
-
-def model(name: str, frozen: Frozen) -> wire.Checkpoint:
-    """Return a checkpoint's wire form."""
-    return wire.Checkpoint(
-        name=name, after=frozen.after, created=frozen.created, held=frozen.held()
-    )
+    return provisioner.family.wire() if isinstance(provisioner, ResidentProvisioner) else []
 
 
 def find(kernel: LoomKernel, name: str) -> Frozen:
@@ -135,7 +126,7 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     )
     await kernel.save_resident()
     kernel.events.kernel(kernel.id, "checkpoints", kernel.model())
-    return model(name, frozen), lacks
+    return frozen.wire(name), lacks
 
 
 def check_memory(kernel: LoomKernel, provisioner: ResidentProvisioner) -> None:

@@ -10,7 +10,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from loomgate.gateway.errors import Conflict, Unavailable
-from loomgate.gateway.kernels import checkpoints
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
 from loomgate.gateway.kernels.iopub_queue import queue_every_message
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
@@ -356,5 +355,7 @@ class LoomKernel:
         model["ended"] = None
         model["end_reason"] = None
         model["setup"] = self.setup.model()
-        model["checkpoints"] = checkpoints.listed(self)
+        provisioner = self.km.provisioner
+        family = provisioner.family if isinstance(provisioner, ResidentProvisioner) else None
+        model["checkpoints"] = family.wire() if family is not None else []
         return model

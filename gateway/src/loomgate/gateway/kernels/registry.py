@@ -493,7 +493,7 @@ class KernelRegistry:
         finally:
             provisioner.family.replace_from = None
             kernel.rolling_back = None
-        return checkpoints.model(to, frozen)
+        return frozen.wire(to)
 
     async def settle(self, kernel: LoomKernel) -> None:
         """Return once a start or restart of `kernel` in progress has ended.

@@ -25,6 +25,7 @@ from jupyter_core.paths import secure_write
 
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency.kernel_process import children, private_bytes, stopped
+from loomgate.shared import wire
 
 # The connection file a copy starts on, in the kernel's ipc dir (named as its sockets are, so that
 # it goes with them).
@@ -46,6 +47,10 @@ class Frozen:
     order: Path
     after: int = 0
     created: float = 0.0
+
+    def wire(self, name: str) -> wire.Checkpoint:
+        """Return this copy as the checkpoint `name`'s wire form."""
+        return wire.Checkpoint(name=name, after=self.after, created=self.created, held=self.held())
 
     def held(self) -> int | None:
         """Return the memory this copy alone holds, in bytes (None where it cannot be told)."""
@@ -141,6 +146,10 @@ class KernelFamily:
         assert frozen is not None
         self.own = await frozen.live_copy(copy_connection(info, ipc_dir))
         return self.own
+
+    def wire(self) -> list[wire.Checkpoint]:
+        """Return the checkpoints' wire forms, in the order they were taken."""
+        return [frozen.wire(name) for name, frozen in self.checkpoints.items()]
 
     def drop(self, name: str) -> None:
         """End the checkpoint `name` (KeyError when there is none)."""
