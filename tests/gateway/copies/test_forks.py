@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from loomgate.gateway.errors import BadRequest
+from loomgate.gateway.kernels.forks import origin_of
 from tests.gateway.copies.test_checkpoints import API, checkpoint, value
 from tests.support.cells import run
 from tests.support.gateways import GatewayProcess, client
@@ -98,3 +100,22 @@ async def test_a_kernel_in_a_sandbox_of_its_own_processes_is_not_forked_yet(
         assert refused.json()["message"].startswith(
             "kernel origin runs in a sandbox of its own processes (bubblewrap"
         )
+
+
+@pytest.mark.parametrize(
+    ("fork", "expected"),
+    [
+        ("k", ("k", None)),
+        ("k@cp1", ("k", "cp1")),
+        ("analysis.ipynb@after-3", ("analysis.ipynb", "after-3")),
+        ("a@b@c", ("a@b", "c")),  # the checkpoint is what follows the last @
+        ("k@", None),
+        ("@cp", None),
+    ],
+)
+def test_what_a_fork_names(fork: str, expected: tuple[str, str | None] | None) -> None:
+    if expected is None:
+        with pytest.raises(BadRequest, match="fork must be a kernel, or KERNEL@CHECKPOINT"):
+            origin_of(fork)
+    else:
+        assert origin_of(fork) == expected

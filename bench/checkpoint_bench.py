@@ -1,0 +1,190 @@
+"""Checkpoints, rollbacks and forks timed side by side with a fresh kernel's start, in one run,
+through one gateway (issue 50's figures).
+
+Run: `uv run --frozen python -m bench.checkpoint_bench [--rounds 3] [--sizes 10,1024,4096]
+[--out F.md]`
+
+Each round, for each size S (MiB, in a turn that changes every round), under the default profile
+(workspace, bubblewrap): a kernel started, S MiB allocated and every page touched (checked: the
+kernel's resident memory grew by S); a checkpoint taken (checked: 201, listed), the memory the
+family's processes hold (PSS, summed) before and after it; a cell that rewrites the data, then a
+rollback and the first `1+1` after it (checked: `2`, and the data as it was). Beside them, in the
+same round, a fresh kernel's start to its first `1+1`. Under the `none` profile (forks of a
+kernel with its own pid namespace are refused for now), a fork of a 10 MiB kernel to its first
+`1+1`, and `1+1` in the fork beside its origin (20 each, interleaved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.gateway_bench import publish, rotated
+from bench.sandbox_bench import API, bench_root, gateway_in, load, spread
+from tests.support.gateways import GatewayProcess, child_pids
+
+MiB = 2**20
+FILL = "data = bytearray({size})\nfor i in range(0, len(data), 4096): data[i] = 1"
+CELLS = 20
+
+
+async def idle(http: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    """Start a kernel; return it once idle (checked)."""
+    r = await http.post(API, json=body)
+    assert r.status_code == 201, r.text
+    kernel: dict[str, Any] = r.json()["kernel"]
+    assert kernel["state"] == "idle", kernel
+    return kernel
+
+
+async def cell(http: httpx.AsyncClient, kernel: str, code: str, expected: str | None) -> None:
+    """Run `code`; check it completed (and printed `expected`, when given)."""
+    r = await http.post(f"{API}/{kernel}/executions", json={"code": code, "wait": 600, "head": 1})
+    execution = r.json()["execution"]
+    assert execution["state"] == "completed", execution
+    if expected is not None:
+        assert [line["text"] for line in execution["output"]["head"]] == [expected], execution
+
+
+def pss_kb(pids: set[int]) -> int:
+    """Return the PSS of `pids`, summed (kB)."""
+    total = 0
+    for pid in pids:
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += next(
+            int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")
+        )
+    return total
+
+
+async def size_round(
+    gateway: GatewayProcess, http: httpx.AsyncClient, size: int, figures: dict[str, list[float]]
+) -> None:
+    """One round of checkpoint, rollback and memory figures at `size` MiB, added to `figures`."""
+    assert gateway.proc is not None
+    began = time.perf_counter()
+    fresh = await idle(http)
+    await cell(http, fresh["id"], "1+1", None)
+    figures["fresh"].append((time.perf_counter() - began) * 1000)
+    await http.delete(f"{API}/{fresh['id']}")
+    kernel = (await idle(http))["id"]
+    try:
+        await cell(http, kernel, FILL.format(size=size * MiB), None)
+        before = pss_kb(child_pids(gateway.proc.pid))
+        began = time.perf_counter()
+        r = await http.post(f"{API}/{kernel}/checkpoints", json={"name": "cp"})
+        figures["checkpoint"].append((time.perf_counter() - began) * 1000)
+        assert r.status_code == 201 and r.json()["checkpoint"]["name"] == "cp", r.text
+        after = pss_kb(child_pids(gateway.proc.pid))
+        figures["pss"].append((after - before) / (size * 1024) * 100)
+        await cell(http, kernel, "for i in range(0, len(data), 4096): data[i] = 2", None)
+        began = time.perf_counter()
+        r = await http.post(f"{API}/{kernel}/rollback", json={"to": "cp"})
+        await cell(http, kernel, "1+1", None)
+        figures["rollback"].append((time.perf_counter() - began) * 1000)
+        assert r.status_code == 200, r.text
+        await cell(http, kernel, "print(data[4096], len(data))", f"1 {size * MiB}")
+    finally:
+        await http.delete(f"{API}/{kernel}")
+
+
+async def fork_round(http: httpx.AsyncClient, figures: dict[str, list[float]]) -> None:
+    """One round of fork figures (a 10 MiB kernel under `none`), added to `figures`."""
+    origin = (await idle(http, sandbox="none"))["id"]
+    fork: str | None = None
+    try:
+        await cell(http, origin, FILL.format(size=10 * MiB), None)
+        began = time.perf_counter()
+        fork = (await idle(http, fork=origin, sandbox="none"))["id"]
+        await cell(http, fork, "1+1", None)
+        figures["fork"].append((time.perf_counter() - began) * 1000)
+        times: dict[str, list[float]] = {origin: [], fork: []}
+        for turn in range(CELLS):
+            for kernel in rotated((origin, fork), turn):
+                began = time.perf_counter()
+                await cell(http, kernel, "print(1+1)", "2")
+                times[kernel].append((time.perf_counter() - began) * 1000)
+        figures["fork_cell"].append(
+            statistics.median(times[fork]) / statistics.median(times[origin])
+        )
+    finally:
+        for kernel in (origin, fork):
+            if kernel is not None:
+                await http.delete(f"{API}/{kernel}")
+
+
+def report(
+    sizes: list[int],
+    figures: dict[int, dict[str, list[float]]],
+    forks: dict[str, list[float]],
+    rounds: int,
+    loads: str,
+) -> list[str]:
+    """Return the Markdown report."""
+    lines = [
+        "# Checkpoints, rollbacks and forks, beside a fresh kernel",
+        "",
+        f"Default profile (workspace, bubblewrap) unless said. Load averages (1, 5, 15 min): "
+        f"{loads}. {rounds} rounds; medians, ranges in brackets.",
+        "",
+        "| kernel holding | checkpoint | rollback → first `1+1` | fresh kernel → first `1+1` "
+        "| PSS a checkpoint adds |",
+        "|---|---|---|---|---|",
+    ]
+    for size in sizes:
+        f = figures[size]
+        label = f"{size} MiB" if size < 1024 else f"{size // 1024} GiB"
+        lines.append(
+            f"| {label} | {spread(f['checkpoint'], 'ms', 1)} | {spread(f['rollback'], 'ms')} | "
+            f"{spread(f['fresh'], 'ms')} | {spread(f['pss'], '%', 1)} of it |"
+        )
+    lines += [
+        "",
+        f"Fork (profile `none`, 10 MiB): fork → first `1+1` {spread(forks['fork'], 'ms')}; "
+        f"`1+1` in the fork / in its origin, median of {CELLS} each: "
+        f"{spread(forks['fork_cell'], '×', 3)}.",
+    ]
+    return lines
+
+
+async def main() -> None:
+    """Start the gateway, run the rounds, print (and write) the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes", default="10,1024,4096")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    keys = ("checkpoint", "rollback", "fresh", "pss")
+    figures = {size: {key: list[float]() for key in keys} for size in sizes}
+    forks: dict[str, list[float]] = {"fork": [], "fork_cell": []}
+    with bench_root("checkpoints") as (root, _project):
+        gateway = gateway_in(root, "gateway", "workspace")
+        try:
+            before = load()
+            gateway.start()
+            async with httpx.AsyncClient(
+                base_url=gateway.url, headers=gateway.headers, timeout=600
+            ) as http:
+                for turn in range(args.rounds + 1):  # the first warms the page cache, uncounted
+                    for size in rotated(tuple(sizes), turn):
+                        kept = figures[size] if turn else {key: [] for key in keys}
+                        await size_round(gateway, http, size, kept)
+                    await fork_round(http, forks if turn else {"fork": [], "fork_cell": []})
+            loads = f"{before} at the start, {load()} at the end"
+        finally:
+            gateway.stop()
+    publish(report(sizes, figures, forks, args.rounds, loads), args.out)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
