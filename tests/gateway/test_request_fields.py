@@ -25,12 +25,12 @@ def call(method: str, body: dict[str, Any]) -> Call:
     [
         (
             {"name": "k", "kernelspec": "bash"},
-            "unknown field 'kernelspec' in the request; it takes cwd, env, kernel_spec, "
+            "unknown field 'kernelspec' in the request; it takes cwd, env, fork, kernel_spec, "
             "lifetime, name, open_to_agents, sandbox, stricter_only",
         ),
         (
             {"kernel": "k", "spec": "bash"},
-            "unknown fields 'kernel', 'spec' in the request; it takes cwd, env, kernel_spec, "
+            "unknown fields 'kernel', 'spec' in the request; it takes cwd, env, fork, kernel_spec, "
             "lifetime, name, open_to_agents, sandbox, stricter_only",
         ),
     ],
