@@ -30,8 +30,10 @@ async def take(call: Call) -> Answer:
 
 
 async def listed(call: Call) -> Answer:
-    """GET kernels/{ref}/checkpoints: the kernel's checkpoints, in the order they were taken."""
+    """GET kernels/{ref}/checkpoints: the kernel's checkpoints, in the order they were taken,
+    each one's memory measured now."""
     kernel = call.registry.resolve(call.path["ref"])
+    await checkpoints.measure(kernel)
     return 200, wire.CheckpointsReply(checkpoints=checkpoints.listed(kernel))
 
 

@@ -13,7 +13,7 @@ from tornado import web
 from loomgate.gateway.errors import BadRequest, Forbidden, NotFound, Refusal
 from loomgate.gateway.handlers.answers import Answer
 from loomgate.gateway.handlers.call import Call
-from loomgate.gateway.kernels import forks
+from loomgate.gateway.kernels import checkpoints, forks
 from loomgate.gateway.kernels.notebooks import note_paths
 from loomgate.gateway.kernels.open_to_agents import ONLY_THE_PERSON_OPENS
 from loomgate.gateway.sandbox import probe
@@ -188,8 +188,9 @@ async def create_kernel(call: Call) -> Answer:
 
 
 async def get_kernel(call: Call) -> Answer:
-    """GET kernels/{ref}: the kernel's model (live or gone); `ref` may also name a notebook it
-    serves, or (in upstream mode) a kernel of the upstream, which is attached now."""
+    """GET kernels/{ref}: the kernel's model (live or gone; its checkpoints' memory measured
+    now); `ref` may also name a notebook it serves, or (in upstream mode) a kernel of the
+    upstream, which is attached now."""
     await note_sessions(call)
     registry = call.registry
     ref = call.path["ref"]
@@ -204,6 +205,8 @@ async def get_kernel(call: Call) -> Answer:
         with contextlib.suppress(Refusal):  # unreachable: it is gone as far as known
             store = await upstream_attach.attach(registry, store.kernel_id) or store
     kernel = registry.live.get(store.kernel_id)
+    if kernel is not None:
+        await checkpoints.measure(kernel)  # its status tells the memory they hold now
     return 200, wire.KernelReply(kernel=kernel.model() if kernel else store.model())
 
 

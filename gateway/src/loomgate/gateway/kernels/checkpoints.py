@@ -4,6 +4,7 @@ rollback continues; each refusal says in one sentence why and what to do."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from loomgate.gateway.kernels.kernel import LoomKernel
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MEASURING: set[asyncio.Task[None]] = set()  # measurements after a checkpoint, until done
 MAX_CHECKPOINTS = 8  # per kernel: each is a process, and holds what its kernel later changes
 COPY_TIMEOUT = 30.0  # how long the cell that copies the kernel may take
 
@@ -110,7 +112,7 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
             f"kernel {who} holds {MAX_CHECKPOINTS} checkpoints, the most it may; drop one "
             f"first (the oldest is {oldest})"
         )
-    check_memory(kernel, provisioner)
+    await check_memory(kernel, provisioner)
     own = provisioner.kernel_process()
     if own is None:
         raise Unavailable(f"kernel {who}'s process was not found; try again")
@@ -121,23 +123,40 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
         order = provisioner.ipc_dir / f"start-{uuid.uuid4().hex}"
         family.starter = await frozen_copy(kernel, own, starter_cell(order, named), order, after)
     order = provisioner.ipc_dir / f"checkpoint-{uuid.uuid4().hex}"
-    frozen = family.checkpoints[name] = await frozen_copy(
-        kernel, own, checkpoint_cell(order), order, after
-    )
+    family.checkpoints[name] = await frozen_copy(kernel, own, checkpoint_cell(order), order, after)
     await kernel.save_resident()
     kernel.events.kernel(kernel.id, "checkpoints", kernel.model())
-    return frozen.wire(name), lacks
+    measuring = asyncio.get_running_loop().create_task(measured(kernel))
+    MEASURING.add(measuring)  # its memory is told as soon as it is known, not in this reply
+    measuring.add_done_callback(MEASURING.discard)
+    [checkpoint] = [c for c in family.wire() if c["name"] == name]
+    return checkpoint, lacks
 
 
-def check_memory(kernel: LoomKernel, provisioner: ResidentProvisioner) -> None:
+async def measured(kernel: LoomKernel) -> None:
+    """Measure the memory the kernel's checkpoints hold, and tell the event stream."""
+    if await measure(kernel):
+        kernel.events.kernel(kernel.id, "checkpoints", kernel.model())
+
+
+async def measure(kernel: LoomKernel) -> bool:
+    """Measure the memory the kernel's checkpoints hold; return whether it has any."""
+    provisioner = kernel.km.provisioner
+    if not isinstance(provisioner, ResidentProvisioner) or not provisioner.family.checkpoints:
+        return False
+    await provisioner.family.measure()
+    return True
+
+
+async def check_memory(kernel: LoomKernel, provisioner: ResidentProvisioner) -> None:
     """Refuse a checkpoint of a kernel whose checkpoints already hold half its memory limit (the
     limit counts them with the kernel: more would leave the kernel too little)."""
     limit = provisioner.rules.memory if provisioner.rules is not None else None
     if limit is None:
         return
-    family = provisioner.family.checkpoints
-    held = {name: frozen.held() or 0 for name, frozen in family.items()}
-    if sum(held.values()) * 2 > limit:
+    await provisioner.family.measure()
+    held = {name: size or 0 for name, size in provisioner.family.held.items()}
+    if held and sum(held.values()) * 2 > limit:
         largest = max(held, key=lambda name: held[name])
         raise Conflict(
             f"kernel {kernel.name or kernel.id[:8]}'s checkpoints hold "

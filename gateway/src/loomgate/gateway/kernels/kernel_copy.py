@@ -4,9 +4,9 @@ residency/copy_launcher.py, and the copy's connection file.
 `fork_cell` makes a live copy now; `checkpoint_cell` makes a frozen one (a child that stops
 itself, costing memory only where the kernel's state later differs) that makes a live copy each
 time it is continued (SIGCONT) with an order file naming the connection file, then freezes
-again; `starter_cell` makes a frozen starter (residency/copy_starter.py, exec'd: it keeps none
-of the kernel's memory) that, continued so, starts a fresh kernel on it (the command and
-environment the kernel started with). Each cell's value is the child's pid, as the
+again; `starter_cell` spawns (posix_spawn: no copy of the kernel's memory, whatever its size)
+a frozen starter (residency/copy_starter.py) that, continued so, starts a fresh kernel on it
+(the command and environment the kernel started with). Each cell's value is the child's pid, as the
 kernel's own pid namespace numbers it. Each forked child takes a session of its own at once (the
 end of its origin's process group, jupyter_client's way to end a kernel, is not its), and
 frozen ones ignore interrupts (they are their kernel's).
@@ -55,13 +55,15 @@ if _loomgate_pid == 0:
 """
 STARTER = """\
 import os as _os, sys as _sys
-_loomgate_pid = _os.fork()
-if _loomgate_pid == 0:
-    {own_output}
-    _os.setsid()
-    _argv, _env = getattr(_sys, {launch!r})
-    _start = [{starter!r}, {order!r}, {connection_file!r}, *_argv]
-    _os.execve(_argv[0], [_argv[0], "-I", "-S", *_start], _env)
+_argv, _env = getattr(_sys, {launch!r})
+_out = getattr(_sys, {output!r})
+_loomgate_pid = _os.posix_spawn(
+    _argv[0],
+    [_argv[0], "-I", "-S", {starter!r}, {order!r}, {connection_file!r}, *_argv],
+    _env,
+    setsid=True,
+    file_actions=[(_os.POSIX_SPAWN_DUP2, _out[0], 1), (_os.POSIX_SPAWN_DUP2, _out[1], 2)],
+)
 """
 PID = "_loomgate_pid"  # the user expression whose value is the child's pid
 
@@ -78,15 +80,15 @@ def checkpoint_cell(order: Path) -> str:
 
 
 def starter_cell(order: Path, connection_file: Path) -> str:
-    """Return the code that forks the kernel into a frozen starter: continued, it starts the
+    """Return the code that spawns a frozen starter beside the kernel: continued, it starts the
     kernel's own command afresh, on the connection file named in `order` in place of
     `connection_file` (the one it started on)."""
     return STARTER.format(
         launch=LAUNCH,
+        output=copy_launcher.OUTPUT,
         starter=str(STARTER_PROGRAM),
         order=str(order),
         connection_file=str(connection_file),
-        own_output=OWN_OUTPUT,
     )
 
 

@@ -493,7 +493,8 @@ class KernelRegistry:
         finally:
             provisioner.family.replace_from = None
             kernel.rolling_back = None
-        return frozen.wire(to)
+        [checkpoint] = [c for c in provisioner.family.wire() if c["name"] == to]
+        return checkpoint
 
     async def settle(self, kernel: LoomKernel) -> None:
         """Return once a start or restart of `kernel` in progress has ended.

@@ -1,10 +1,10 @@
 """The starter of fresh kernels inside a kernel's sandbox: run by path in the kernel's own Python
-(`python -I -S copy_starter.py ORDER CONNECTION_FILE ARGV…`, exec'd by a fork of the kernel that
-kernels/kernel_copy.py's starter cell makes), it imports nothing but the standard library.
+(`python -I -S copy_starter.py ORDER CONNECTION_FILE ARGV…`, spawned by the kernel in the cell
+kernels/kernel_copy.py's `starter_cell` makes), it imports nothing but the standard library.
 
 It stops itself; each time it is continued (SIGCONT) it forks a kernel of `ARGV` (the kernel's
 own command, in the environment it started with) with `CONNECTION_FILE` replaced by the file the
-`ORDER` file names, then stops again. Exec'd, it holds none of the kernel's memory.
+`ORDER` file names, then stops again. Spawned, it holds none of the kernel's memory.
 """
 
 from __future__ import annotations

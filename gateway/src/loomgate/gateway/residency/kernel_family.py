@@ -48,10 +48,6 @@ class Frozen:
     after: int = 0
     created: float = 0.0
 
-    def wire(self, name: str) -> wire.Checkpoint:
-        """Return this copy as the checkpoint `name`'s wire form."""
-        return wire.Checkpoint(name=name, after=self.after, created=self.created, held=self.held())
-
     def held(self) -> int | None:
         """Return the memory this copy alone holds, in bytes (None where it cannot be told)."""
         return private_bytes(self.process.pid)
@@ -119,6 +115,9 @@ class KernelFamily:
         # copies do); or a copy that replaced the launched one.
         self.own: ProcessIdentity | None = None
         self.replace_from: Frozen | None = None  # what the next launch continues, not a start
+        # The memory each checkpoint alone holds, as last measured (`measure`: reading it costs
+        # a walk of the copy's page tables, some 20 ms per GiB).
+        self.held: dict[str, int | None] = {}
 
     def __bool__(self) -> bool:
         return bool(self.checkpoints) or self.starter is not None
@@ -148,12 +147,24 @@ class KernelFamily:
         return self.own
 
     def wire(self) -> list[wire.Checkpoint]:
-        """Return the checkpoints' wire forms, in the order they were taken."""
-        return [frozen.wire(name) for name, frozen in self.checkpoints.items()]
+        """Return the checkpoints' wire forms, in the order they were taken (`held` as last
+        measured: None before the first measure)."""
+        return [
+            wire.Checkpoint(
+                name=name, after=frozen.after, created=frozen.created, held=self.held.get(name)
+            )
+            for name, frozen in self.checkpoints.items()
+        ]
+
+    async def measure(self) -> None:
+        """Measure the memory each checkpoint alone holds (off the event loop)."""
+        for name, frozen in list(self.checkpoints.items()):
+            self.held[name] = await asyncio.to_thread(frozen.held)
 
     def drop(self, name: str) -> None:
         """End the checkpoint `name` (KeyError when there is none)."""
         self.checkpoints.pop(name).end()
+        self.held.pop(name, None)
 
     def forget_ended(self) -> list[str]:
         """Forget the copies whose process ended (killed from outside, or a reboot); return the
