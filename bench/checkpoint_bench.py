@@ -7,7 +7,8 @@ Run: `uv run --frozen python -m bench.checkpoint_bench [--rounds 3] [--sizes 10,
 Each round, for each size S (MiB, in a turn that changes every round), under the default profile
 (workspace, bubblewrap): a kernel started, S MiB allocated and every page touched (checked: the
 kernel's resident memory grew by S); a checkpoint taken (checked: 201, listed), the memory the
-family's processes hold (PSS, summed) before and after it; a cell that rewrites the data, then a
+family's processes hold (PSS, summed) before and after it (the checkpoint, and at the first
+one the starter, a small Python of its own); a cell that rewrites the data, then a
 rollback and the first `1+1` after it (checked: `2`, and the data as it was). Beside them, in the
 same round, a fresh kernel's start to its first `1+1`. Under the `none` profile (forks of a
 kernel with its own pid namespace are refused for now), a fork of a 10 MiB kernel to its first
@@ -85,7 +86,7 @@ async def size_round(
         figures["checkpoint"].append((time.perf_counter() - began) * 1000)
         assert r.status_code == 201 and r.json()["checkpoint"]["name"] == "cp", r.text
         after = pss_kb(child_pids(gateway.proc.pid))
-        figures["pss"].append((after - before) / (size * 1024) * 100)
+        figures["pss"].append((after - before) / 1024)
         await cell(http, kernel, "for i in range(0, len(data), 4096): data[i] = 2", None)
         began = time.perf_counter()
         r = await http.post(f"{API}/{kernel}/rollback", json={"to": "cp"})
@@ -145,7 +146,8 @@ def report(
         label = f"{size} MiB" if size < 1024 else f"{size // 1024} GiB"
         lines.append(
             f"| {label} | {spread(f['checkpoint'], 'ms', 1)} | {spread(f['rollback'], 'ms')} | "
-            f"{spread(f['fresh'], 'ms')} | {spread(f['pss'], '%', 1)} of it |"
+            f"{spread(f['fresh'], 'ms')} | {spread(f['pss'], 'MiB', 1)}, "
+            f"{statistics.median(f['pss']) / size * 100:.1f} % of the kernel's data |"
         )
     lines += [
         "",
