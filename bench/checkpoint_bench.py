@@ -134,6 +134,7 @@ def report(
     lines = [
         "# Checkpoints, rollbacks and forks, beside a fresh kernel",
         "",
+        f"Run on {time.strftime('%Y-%m-%d')}. "
         f"Default profile (workspace, bubblewrap) unless said. Load averages (1, 5, 15 min): "
         f"{loads}. {rounds} rounds; medians, ranges in brackets.",
         "",
