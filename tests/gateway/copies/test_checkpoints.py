@@ -250,3 +250,23 @@ async def test_checkpoints_holding_half_the_memory_limit_refuse_another(
             r"800 MiB; drop one first \((one|two|three) holds the most, [\d.]+ MiB\)",
             refused.json()["message"],
         ), refused.json()["message"]
+
+
+async def test_a_kernel_of_another_implementation_is_refused_in_one_sentence(
+    http: httpx.AsyncClient,
+) -> None:
+    r = await http.post(API, json={"kernel_spec": "py"})  # ipymini
+    assert r.status_code == 201, r.text
+    kernel = r.json()["kernel"]["id"]
+    try:
+        for refused in (
+            await http.post(f"{API}/{kernel}/checkpoints", json={}),
+            await http.post(API, json={"name": f"f-{kernel[:6]}", "fork": kernel}),
+        ):
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["message"] == (
+                f"kernel {kernel[:8]} runs ipymini, which loomgate cannot copy (only ipykernel "
+                "started by this gateway); save what matters to a file instead"
+            )
+    finally:
+        await http.delete(f"{API}/{kernel}")
