@@ -350,12 +350,17 @@ function connect() {
     const again = everConnected;
     everConnected = true;
     // Picks up what happened while the page was not listening (a gateway restart included).
-    await loadKernels();
-    if (again && state.selected) {
-      const newest = Math.max(0, ...state.executions.keys());
-      await loadExecutions({ since: Math.max(0, newest - 1) });
+    try {
+      await loadKernels();
+      if (again && state.selected) {
+        const newest = Math.max(0, ...state.executions.keys());
+        await loadExecutions({ since: Math.max(0, newest - 1) });
+      }
+      await loadToolCalls();
+    } catch (error) {
+      // The gateway went away meanwhile: the stream drops too, and its next hello catches up.
+      if (source.readyState === EventSource.OPEN) throw error;
     }
-    await loadToolCalls();
   });
   source.addEventListener("kernel", (e) => {
     const event = JSON.parse(e.data);
