@@ -6,7 +6,9 @@ kernel died or was reset; refusals in one sentence; a stopped kernel's checkpoin
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -270,3 +272,23 @@ async def test_a_kernel_of_another_implementation_is_refused_in_one_sentence(
             )
     finally:
         await http.delete(f"{API}/{kernel}")
+
+
+async def test_the_checkpoints_of_a_kernel_that_ended_while_the_gateway_was_down_end(
+    fresh_gateway: GatewayProcess,
+) -> None:
+    async with client(fresh_gateway.start()) as http:
+        kernel = await created(http)
+        pid = int(await value(http, kernel, "__import__('os').getpid()"))
+        await checkpoint(http, kernel, name="orphan")
+        processes = copies(kernel)
+        fresh_gateway.kill()
+    os.kill(pid, signal.SIGKILL)  # the kernel ends while no gateway watches
+    assert processes and all(p.is_alive() for p in processes)
+    async with client(fresh_gateway.start()) as http:
+        model = (await http.get(f"{API}/{kernel}")).json()["kernel"]
+        assert (model["state"], model["end_reason"]) == (
+            "gone",
+            "the kernel process ended while the gateway was down",
+        )
+    await asyncio.wait_for(asyncio.gather(*(p.ended() for p in processes)), ENDED_TIMEOUT)

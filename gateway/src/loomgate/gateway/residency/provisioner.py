@@ -260,7 +260,12 @@ class ResidentProvisioner(LocalProvisioner):
         return self.connection_info
 
     def adopt(self, copy: ProcessIdentity) -> None:
-        """Make `copy`, a process this provisioner did not launch, the kernel's own."""
+        """Make `copy`, a process this provisioner did not launch, the kernel's own (marked as a
+        launch is: a gateway killed before resident.json names it leaves nothing running)."""
+        if self.markers is not None:
+            self.markers.launched(
+                str(self.kernel_id), self.connection_file_path(), copy, copy.pid, None
+            )
         self.family.own = copy
         if self.sandbox is None or not self.sandbox.has_init:  # the copy is the kernel's process
             self.process = None

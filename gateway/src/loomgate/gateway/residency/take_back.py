@@ -113,6 +113,7 @@ class TakeBack(Generic[Kernel]):
             return
         pid = provisioner.pid
         if not provisioner.is_ours():
+            provisioner.family.end()  # its checkpoints end with it
             if provisioner.sandbox is not None:
                 # bwrap is gone; a sandbox init still running (killed from outside) ends with it.
                 provisioner.sandbox.signal(signal.SIGKILL)
