@@ -7,6 +7,7 @@ import os
 from collections.abc import AsyncIterator
 
 import httpx
+import nbformat
 import pytest
 
 from loomgate.gateway.errors import BadRequest
@@ -47,6 +48,18 @@ async def test_a_fork_starts_as_its_origins_copy_and_goes_its_own_way(
     assert first["number"] == 1  # its own records, from 1
     assert first["state"] == "completed" and "42 True" in str(first["output"])
     assert await value(http, kernel, "x") == "41"  # the origin is untouched
+    # Its notebook tells its whole story: the origin's cells up to the fork, then its own.
+    book = (await http.get(f"{API}/{fork['id']}/notebook")).json()
+    nbformat.validate(nbformat.from_dict(book))
+    assert [(c["cell_type"], c["id"]) for c in book["cells"]] == [
+        ("code", "origin-in-1"),
+        ("markdown", "forked"),
+        ("code", "in-1"),
+    ]
+    assert book["cells"][1]["source"] == (
+        f"**Forked here** from kernel {kernel}: its state after In [1]. The cells above ran in "
+        "that kernel; the cells below ran in the fork, numbered from In [1]."
+    )
     await checkpoint(http, kernel, name="cp")
     await run(http, kernel, "x = 7")
     from_checkpoint = await forked(http, forks, f"{kernel}@cp")

@@ -1,6 +1,6 @@
 """The cells of an exported notebook: a code cell per execution (its source, `In [N]`, outputs
-and loomgate metadata), the markdown after a cell that did not simply end, and the markdown where
-the kernel was reset or its process died."""
+and loomgate metadata), the markdown after a cell that did not simply end, the markdown where
+the kernel was reset or its process died, and where a fork begins."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from loomgate.gateway.export.notes import cell_note, restart_text
+from loomgate.gateway.export.notes import cell_note, fork_text, restart_text
 from loomgate.gateway.export.outputs import cell_outputs
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.stored_meta import Restart
+from loomgate.shared.wire import ForkedFrom
 
 Cell = dict[str, Any]
 PLAIN_ENDS = frozenset({"completed", "error"})
@@ -87,4 +88,14 @@ def restart_cell(restart: Restart, index: int) -> Cell:
         "id": f"restart-{index + 1}",
         "metadata": {"loomgate": {"restart": dict(restart)}},
         "source": restart_text(restart),
+    }
+
+
+def fork_cell(origin: ForkedFrom) -> Cell:
+    """Return the markdown where a fork begins (after its origin's cells)."""
+    return {
+        "cell_type": "markdown",
+        "id": "forked",
+        "metadata": {"loomgate": {"forked_from": dict(origin)}},
+        "source": fork_text(origin),
     }

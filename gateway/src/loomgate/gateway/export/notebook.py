@@ -1,7 +1,7 @@
 """A kernel's records as one nbformat 4 notebook: the chosen executions' cells in execution
-order, the markdown where the kernel's state was lost, and the kernelspec and language_info
-that open it on the right kernel. Hidden setup (startup.py, inspectors) has no records, so it
-is never in it."""
+order (a fork's, whole, after its origin's up to the fork), the markdown where the kernel's
+state was lost, and the kernelspec and language_info that open it on the right kernel. Hidden
+setup (startup.py, inspectors) has no records, so it is never in it."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from loomgate.gateway import __version__
-from loomgate.gateway.export.cells import Cell, code_cell, note_cell, restart_cell
+from loomgate.gateway.export.cells import Cell, code_cell, fork_cell, note_cell, restart_cell
 from loomgate.gateway.export.selection import Selection
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.records.stored_meta import Restart
+from loomgate.shared.wire import ForkedFrom
 
 MEDIA_TYPE = "application/x-ipynb+json"
 DEFAULT_MAX_LINES = 10_000  # of one cell's output; its head and tail are kept beyond it
@@ -79,6 +80,16 @@ def notebook_cells(store: RecordStore, selection: Selection, max_lines: int) -> 
             yield note
         for index, restart in following:
             yield restart_cell(restart, index)
+
+
+def origin_cells(origin: RecordStore | None, forked: ForkedFrom, max_lines: int) -> Iterator[Cell]:
+    """Yield what a fork's notebook begins with: its origin's cells up to the fork (while the
+    origin's records are kept; their ids told apart), then the markdown where the fork begins."""
+    if origin is not None and forked["after"] > 0:
+        upto = Selection.parse(f"1:{forked['after']}")
+        for cell in notebook_cells(origin, upto, max_lines):
+            yield {**cell, "id": f"origin-{cell['id']}"}
+    yield fork_cell(forked)
 
 
 def notebook_metadata(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from loomgate.gateway.records.stored_meta import RecordMeta, Restart
+from loomgate.shared.wire import ForkedFrom
 
 # What a final state says of a cell in the notes (completed and error say nothing).
 ENDED_AS = {
@@ -39,6 +40,16 @@ def restart_text(restart: Restart) -> str:
     return (
         f"{what}, at {utc(restart['time'])}: its variables and imports are gone; the cells "
         "below ran in a fresh process (the numbering goes on)."
+    )
+
+
+def fork_text(origin: ForkedFrom) -> str:
+    """Return the markdown where a fork begins: which kernel's state it copied."""
+    who = origin["name"] or origin["kernel"]
+    state = f"its checkpoint {origin['checkpoint']}" if origin["checkpoint"] else "its state"
+    return (
+        f"**Forked here** from kernel {who}: {state} after In [{origin['after']}]. The cells "
+        "above ran in that kernel; the cells below ran in the fork, numbered from In [1]."
     )
 
 

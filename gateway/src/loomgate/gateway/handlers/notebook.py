@@ -9,11 +9,13 @@ import inspect
 from jupyter_client.kernelspec import KernelSpecManager
 
 from loomgate.gateway.errors import BadRequest
+from loomgate.gateway.export.cells import Cell
 from loomgate.gateway.export.notebook import (
     DEFAULT_MAX_LINES,
     NotebookSpec,
     notebook_cells,
     notebook_metadata,
+    origin_cells,
 )
 from loomgate.gateway.export.selection import Selection, SelectionError
 from loomgate.gateway.handlers.answers import Answer
@@ -59,7 +61,10 @@ async def export_notebook(call: Call) -> Answer:
     except SelectionError as e:
         raise BadRequest(str(e)) from None
     max_lines = call.int_arg("max_lines", DEFAULT_MAX_LINES, lo=2)
-    cells = []
+    cells: list[Cell] = []
+    forked = store.meta.get("forked_from")
+    if forked is not None and selection == Selection.parse(None):  # the fork's whole story
+        cells += origin_cells(call.registry.stores.get(forked["kernel"]), forked, max_lines)
     for cell in notebook_cells(store, selection, max_lines):
         cells.append(cell)
         if len(cells) % CELLS_PER_TURN == 0:
