@@ -129,8 +129,7 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     measuring = asyncio.get_running_loop().create_task(measured(kernel))
     MEASURING.add(measuring)  # its memory is told as soon as it is known, not in this reply
     measuring.add_done_callback(MEASURING.discard)
-    [checkpoint] = [c for c in family.wire() if c["name"] == name]
-    return checkpoint, lacks
+    return family.checkpoint(name), lacks
 
 
 async def measured(kernel: LoomKernel) -> None:
@@ -213,15 +212,20 @@ async def frozen_copy(
     kernel: LoomKernel, own: ProcessIdentity, code: str, order: Path, after: int
 ) -> Frozen:
     """Run a copying cell; return the frozen copy it forked."""
+    return Frozen(await copied(kernel, own, code), order, after, time.time())
+
+
+async def copied(kernel: LoomKernel, own: ProcessIdentity, code: str) -> ProcessIdentity:
+    """Run a cell that copies the kernel's process `own`; return the copy (its value names
+    the copy's pid as the kernel's pid namespace numbers it)."""
     reply = await silent(kernel, code, {PID: PID})
     inner = text(reply["content"].get("user_expressions", {}).get(PID))
     if reply["content"].get("status") != "ok" or inner is None or not inner.isdigit():
         raise Unavailable(f"the kernel could not be copied: {reply['content'].get('evalue')}")
-    pid = host_pid(own.pid, int(inner))
-    process = ProcessIdentity.of(pid)
+    process = ProcessIdentity.of(host_pid(own.pid, int(inner)))
     if process is None:
         raise Unavailable("the kernel's copy was not found after it was made")
-    return Frozen(process, order, after, time.time())
+    return process
 
 
 def drop(kernel: LoomKernel, name: str) -> None:

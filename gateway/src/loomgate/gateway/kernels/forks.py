@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from loomgate.gateway.errors import BadRequest, Conflict, Unavailable
 from loomgate.gateway.kernels import checkpoints
-from loomgate.gateway.kernels.kernel_copy import PID, fork_cell
+from loomgate.gateway.kernels.kernel_copy import fork_cell
 from loomgate.gateway.kernels.manager_protocol import start_ended
 from loomgate.gateway.kernels.open_to_agents import closed_refusal
 from loomgate.gateway.kernels.start_options import KernelIntent, check_name_and_lifetime
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.residency.kernel_process import host_pid
 from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchArguments
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
@@ -100,9 +99,6 @@ async def live_copy(origin: LoomKernel, connection_file: Path) -> ProcessIdentit
     """Fork `origin`'s process into a live kernel on `connection_file`; return that process."""
     checkpoints.ready(origin)
     own = checkpoints.family_of(origin).kernel_process()
-    reply = await checkpoints.silent(origin, fork_cell(connection_file), {PID: PID})
-    inner = checkpoints.text(reply["content"].get("user_expressions", {}).get(PID))
-    process = ProcessIdentity.of(host_pid(own.pid, int(inner))) if own and inner else None
-    if process is None:
-        raise Unavailable(f"kernel {origin.name or origin.id[:8]} could not be forked")
-    return process
+    if own is None:
+        raise Unavailable(f"kernel {origin.name or origin.id[:8]}'s process was not found")
+    return await checkpoints.copied(origin, own, fork_cell(connection_file))

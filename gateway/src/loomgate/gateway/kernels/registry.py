@@ -493,8 +493,7 @@ class KernelRegistry:
         finally:
             provisioner.family.replace_from = None
             kernel.rolling_back = None
-        [checkpoint] = [c for c in provisioner.family.wire() if c["name"] == to]
-        return checkpoint
+        return provisioner.family.checkpoint(to)
 
     async def settle(self, kernel: LoomKernel) -> None:
         """Return once a start or restart of `kernel` in progress has ended.

@@ -25,7 +25,7 @@ from jupyter_core.paths import secure_write
 
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency.kernel_process import children, private_bytes, stopped
-from loomgate.shared import wire
+from loomgate.shared.wire import Checkpoint
 
 # The connection file a copy starts on, in the kernel's ipc dir (named as its sockets are, so that
 # it goes with them).
@@ -138,23 +138,17 @@ class KernelFamily:
             else:
                 os.kill(own.pid, signum)
 
-    async def replace(self, info: dict[str, Any], ipc_dir: Path) -> ProcessIdentity:
-        """Continue `replace_from` to make the kernel's own process on connection `info`
-        (CopyFailed when it makes none); return it."""
-        frozen, self.replace_from = self.replace_from, None
-        assert frozen is not None
-        self.own = await frozen.live_copy(copy_connection(info, ipc_dir))
-        return self.own
+    def wire(self) -> list[Checkpoint]:
+        """Return the checkpoints' wire forms, in the order they were taken."""
+        return [self.checkpoint(name) for name in self.checkpoints]
 
-    def wire(self) -> list[wire.Checkpoint]:
-        """Return the checkpoints' wire forms, in the order they were taken (`held` as last
-        measured: None before the first measure)."""
-        return [
-            wire.Checkpoint(
-                name=name, after=frozen.after, created=frozen.created, held=self.held.get(name)
-            )
-            for name, frozen in self.checkpoints.items()
-        ]
+    def checkpoint(self, name: str) -> Checkpoint:
+        """Return the checkpoint `name`'s wire form, `held` as last measured (KeyError when
+        there is none)."""
+        frozen = self.checkpoints[name]
+        return Checkpoint(
+            name=name, after=frozen.after, created=frozen.created, held=self.held.get(name)
+        )
 
     async def measure(self) -> None:
         """Measure the memory each checkpoint alone holds (off the event loop)."""

@@ -21,6 +21,8 @@ from loomgate.gateway.residency.launch_markers import LaunchMarkers
 from loomgate.gateway.sandbox import SandboxRules
 
 LAUNCH_ARGUMENT = "loom_launch"
+# What makes a kernel's process by copying another: given the connection file, it returns it.
+CopySource = Callable[[Path], Awaitable[ProcessIdentity]]
 PROVISIONER_NAME = "loomgate-resident"  # the provisioner's entry point: the gateway's default
 
 
@@ -35,7 +37,7 @@ class LaunchArguments:
     markers: LaunchMarkers | None = None  # where a launch is noted until resident.json takes over
     # A fork's first process: made by copying another kernel's, on the connection file given,
     # instead of started (its restarts start its command as any kernel's).
-    copy_from: Callable[[Path], Awaitable[ProcessIdentity]] | None = None
+    copy_from: CopySource | None = None
 
 
 def launch_arguments(kwargs: dict[str, Any]) -> LaunchArguments:

@@ -18,7 +18,6 @@ import asyncio
 import os
 import signal
 import subprocess
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from loomgate.gateway.residency.kernel_family import CopyFailed, KernelFamily, c
 from loomgate.gateway.residency.kernel_files import output_log_of, remove_sockets
 from loomgate.gateway.residency.kernel_process import own_pid
 from loomgate.gateway.residency.kernel_transport import Transport
-from loomgate.gateway.residency.launch_arguments import launch_arguments
+from loomgate.gateway.residency.launch_arguments import CopySource, launch_arguments
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
 from loomgate.gateway.sandbox import (
     KernelPackages,
@@ -74,7 +73,7 @@ class ResidentProvisioner(LocalProvisioner):
     kernel_connection_file: Path | None = None  # the one the kernel reads (a relayed kernel's own)
     copyable = False  # whether its command runs under the copy launcher (it can be copied)
     family: KernelFamily  # its copies and own process (residency/kernel_family.py)
-    copy_from: Callable[[Path], Awaitable[ProcessIdentity]] | None = None  # a fork's first
+    copy_from: CopySource | None = None  # what makes a fork's first process
     # Set while the kernel manager shuts the process down for a restart (jupyter_client's kill
     # is not told).
     restarting = False
@@ -191,10 +190,12 @@ class ResidentProvisioner(LocalProvisioner):
         continue the frozen copy `replace_from` to make it)."""
         self.log_path = self._output_log()
         self.restarting = False
-        if self.family.replace_from is not None:
-            return await self._continue_copy()
-        if self.copy_from is not None:
-            return await self._fork()
+        frozen, self.family.replace_from = self.family.replace_from, None
+        if frozen is not None:
+            return await self._copied(frozen.live_copy, "the kernel's copy")
+        copy_from, self.copy_from = self.copy_from, None
+        if copy_from is not None:
+            return await self._copied(copy_from, "the fork")
         self.family.own = None  # a new process: found again when it is needed
         assert self.parent is not None
         markers, kernel_id = self.markers, str(self.kernel_id)
@@ -232,29 +233,17 @@ class ResidentProvisioner(LocalProvisioner):
                 markers.launched(kernel_id, connection_file, self.identity, self.pgid, self.sandbox)
         return info
 
-    async def _continue_copy(self) -> KernelConnectionInfo:
-        """Make the kernel's process a live copy from the family's `replace_from`, in the same
-        sandbox, on the kernel's connection (Unavailable when it makes none)."""
+    async def _copied(self, make: CopySource, what: str) -> KernelConnectionInfo:
+        """Make the kernel's process a copy that `make` starts on the kernel's own connection
+        (a checkpoint's or the starter's for a rollback or a restart that keeps the sandbox,
+        another kernel's for a fork); Unavailable when none comes."""
         assert self.log_path is not None
-        self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        try:
-            copy = await self.family.replace(json_safe(dict(self.connection_info)), self.ipc_dir)
-        except CopyFailed as e:
-            raise Unavailable(f"the kernel's copy did not start: {e}") from None
-        self.adopt(copy)
-        return self.connection_info
-
-    async def _fork(self) -> KernelConnectionInfo:
-        """Make the kernel's first process a copy of another kernel's (a fork), on its own
-        connection file (Unavailable when none comes)."""
-        assert self.copy_from is not None and self.log_path is not None
-        copy_from, self.copy_from = self.copy_from, None
         self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         named = copy_connection(json_safe(dict(self.connection_info)), self.ipc_dir)
         try:
-            copy = await copy_from(named)
+            copy = await make(named)
         except CopyFailed as e:
-            raise Unavailable(f"the fork did not start: {e}") from None
+            raise Unavailable(f"{what} did not start: {e}") from None
         self.adopt(copy)
         self.copyable = True
         return self.connection_info
