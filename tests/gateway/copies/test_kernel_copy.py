@@ -22,6 +22,7 @@ from loomgate.gateway.kernels.kernel_copy import (
     fork_cell,
     write_connection,
 )
+from loomgate.gateway.residency.kernel_process import children
 from tests.support.copyable_kernels import copyable_kernel
 
 TIMEOUT = 60
@@ -59,8 +60,9 @@ def value(kc: BlockingKernelClient, expression: str) -> str:
     return str(reply["user_expressions"]["v"]["data"]["text/plain"])
 
 
-def child_pid(reply: dict[str, Any]) -> int:
-    """Return the pid a copying cell's reply names."""
+def copied(kc: BlockingKernelClient, code: str) -> int:
+    """Run a copying cell; return the pid of the child it forked."""
+    reply = run(kc, code, silent=True, user_expressions={PID: PID})
     assert reply["status"] == "ok", reply
     return int(reply["user_expressions"][PID]["data"]["text/plain"])
 
@@ -96,8 +98,7 @@ def test_a_copy_answers_with_the_origins_state_and_each_goes_on_alone(
     km, kc = origin
     assert run(kc, "x = 41\nbig = bytearray(50_000_000)")["status"] == "ok"
     connection = connection_of(km, tmp_path, "copy")
-    reply = run(kc, fork_cell(connection), silent=True, user_expressions={PID: PID})
-    pid = child_pid(reply)
+    pid = copied(kc, fork_cell(connection))
     with copy_at(connection, lambda: [pid]) as copy:
         assert run(copy, "x += 1")["status"] == "ok"
         assert run(copy, "print('from the copy')")["printed"] == "from the copy\n"
@@ -111,25 +112,11 @@ def test_a_copy_outlives_its_origin(tmp_path: Path) -> None:
     with copyable_kernel(tmp_path) as (km, kc):
         assert run(kc, "x = 41")["status"] == "ok"
         connection = connection_of(km, tmp_path, "copy")
-        reply = run(kc, fork_cell(connection), silent=True, user_expressions={PID: PID})
-        pid = child_pid(reply)
+        pid = copied(kc, fork_cell(connection))
     with copy_at(connection, lambda: [pid]) as copy:  # the origin was shut down on the way out
         assert not km.is_alive()
         assert run(copy, "x += 1")["status"] == "ok"
         assert value(copy, "x") == "42"
-
-
-def children_of(pid: int) -> list[int]:
-    """Return the pids of `pid`'s children."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if (
-                entry.name.isdigit()
-                and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid
-            ):
-                found.append(int(entry.name))
-    return found
 
 
 def test_a_checkpoint_makes_a_live_copy_of_its_state_each_time_it_is_continued(
@@ -138,8 +125,7 @@ def test_a_checkpoint_makes_a_live_copy_of_its_state_each_time_it_is_continued(
     km, kc = origin
     assert run(kc, "x = 41")["status"] == "ok"
     order = tmp_path / "order"
-    reply = run(kc, checkpoint_cell(order), silent=True, user_expressions={PID: PID})
-    checkpoint = child_pid(reply)
+    checkpoint = copied(kc, checkpoint_cell(order))
     try:
         assert run(kc, "x = 50")["status"] == "ok"  # a cell the agent regrets
         for attempt in range(2):  # the checkpoint stays: a second rollback works
@@ -147,12 +133,12 @@ def test_a_checkpoint_makes_a_live_copy_of_its_state_each_time_it_is_continued(
             order.write_text(str(connection))
             os.kill(checkpoint, signal.SIGCONT)
             # The live copy is the checkpoint's child: its pid is told to no one.
-            with copy_at(connection, lambda: children_of(checkpoint)) as copy:
+            with copy_at(connection, lambda: children(checkpoint)) as copy:
                 assert value(copy, "x") == "41"
                 assert run(copy, "x = 99")["status"] == "ok"
         assert value(kc, "x") == "50"
     finally:
-        for pid in [*children_of(checkpoint), checkpoint]:
+        for pid in [*children(checkpoint), checkpoint]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
