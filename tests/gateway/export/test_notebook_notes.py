@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from loomgate.gateway.export.notes import cell_note, omitted_text, restart_text, utc
+from loomgate.gateway.export.notes import cell_note, fork_text, omitted_text, restart_text, utc
 from loomgate.gateway.records.stored_meta import Restart, new_record_meta
-from loomgate.shared.wire import Gap, Unstored
+from loomgate.shared.wire import ForkedFrom, Gap, Unstored
 
 MIDNIGHT = 1_796_083_200.0  # 2026-12-01 00:00:00 UTC
 LATER = MIDNIGHT + 3 * 3600 + 4 * 60 + 5.75  # 03:04:05.75
@@ -41,6 +41,16 @@ def test_a_moment_is_written_in_utc_to_the_second() -> None:
             "imports are gone; the cells below ran in a fresh process (the numbering goes on).",
         ),
         (
+            Restart(
+                after=7,
+                time=LATER,
+                cause="rollback",
+                reason="rolled back to cp (the state after In [3])",
+            ),
+            "**The kernel was rolled back to cp (the state after In [3])** here, at 2026-12-01 "
+            "03:04:05 UTC: the cells below ran on that state (the numbering goes on).",
+        ),
+        (
             Restart(after=3, time=MIDNIGHT, cause="died", reason=""),
             "**The kernel process died** here, at 2026-12-01 00:00:00 UTC: its variables and "
             "imports are gone; the cells below ran in a fresh process (the numbering goes on).",
@@ -49,6 +59,26 @@ def test_a_moment_is_written_in_utc_to_the_second() -> None:
 )
 def test_a_restart_says_what_was_lost_and_when(restart: Restart, text: str) -> None:
     assert restart_text(restart) == text
+
+
+@pytest.mark.parametrize(
+    ("origin", "text"),
+    [
+        (
+            ForkedFrom(kernel="3f2a9c1e-aa", name="main", checkpoint=None, after=4),
+            "**Forked here** from kernel main: its state after In [4]. The cells above ran in "
+            "that kernel; the cells below ran in the fork, numbered from In [1].",
+        ),
+        (
+            ForkedFrom(kernel="3f2a9c1e-aa", name=None, checkpoint="clean", after=2),
+            "**Forked here** from kernel 3f2a9c1e-aa: its checkpoint clean after In [2]. The "
+            "cells above ran in that kernel; the cells below ran in the fork, numbered from "
+            "In [1].",
+        ),
+    ],
+)
+def test_a_fork_says_what_it_copied(origin: ForkedFrom, text: str) -> None:
+    assert fork_text(origin) == text
 
 
 GAP = Gap(after_line=12_345, since=MIDNIGHT, until=LATER)
