@@ -89,6 +89,8 @@ def kernel(**fields: Any) -> wire.Kernel:
         setup=wire.Setup(parts=[], results=[]),
         sandbox=None,
         open_to_agents=True,
+        checkpoints=[],
+        forked_from=None,
     )
     return cast(wire.Kernel, base | fields)
 
