@@ -134,10 +134,12 @@ TARGETS = (
             "translator/presentation/tracebacks.py",
             "translator/presentation/http_access.py",
             "translator/presentation/agent_access.py",
+            "translator/presentation/checkpoints.py",
             "translator/output_view.py",
         ),
         (
             "tests/translator/test_presentation.py",
+            "tests/translator/test_presentation_checkpoints.py",
             "tests/translator/test_presentation_status.py",
             "tests/translator/test_presentation_refusals.py",
             "tests/translator/test_cell_text.py",
