@@ -31,7 +31,11 @@ async def copied(
     """A client and a new kernel, unconfined (the shared gateway) or under the default profile
     (a gateway of the test's own); stopped afterwards."""
     if request.param == "none":
-        yield http, await created(http)
+        kernel = await created(http)
+        try:
+            yield http, kernel
+        finally:
+            await http.delete(f"{API}/{kernel}")
         return
     gateway: GatewayProcess = request.getfixturevalue("confined_gateway").start()
     async with client(gateway) as own:
@@ -179,11 +183,15 @@ async def test_a_stopped_kernels_checkpoints_end(
     assert threads["state"] == "completed"
     reply = await checkpoint(http, kernel, name="with-thread")
     assert reply["lacks"] == ["threads ['sleeper'] run in the kernel; a copy has none of them"]
+    await rollback(http, kernel, "with-thread")  # its process a copy too
     processes = copies(kernel)
     assert processes and all(p.is_alive() for p in processes)
+    model = (await http.get(f"{API}/{kernel}")).json()["kernel"]
+    own_dir = Path(model["sandbox"]["packages"]).parent  # its sandbox's, or its own dir
     r = await http.delete(f"{API}/{kernel}")
     assert r.status_code == 200, r.text
     await asyncio.wait_for(asyncio.gather(*(p.ended() for p in processes)), ENDED_TIMEOUT)
+    assert not own_dir.exists()  # its copies' files go with them
 
 
 def copies(kernel: str) -> list[ProcessIdentity]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import nbformat
@@ -15,6 +16,11 @@ from loomgate.gateway.kernels.forks import origin_of
 from tests.gateway.copies.test_checkpoints import API, checkpoint, value
 from tests.support.cells import run
 from tests.support.gateways import GatewayProcess, client
+
+
+def present(path: Path) -> bool:
+    """Return whether `path` exists."""
+    return path.exists()
 
 
 @pytest.fixture
@@ -71,8 +77,17 @@ async def test_a_fork_starts_as_its_origins_copy_and_goes_its_own_way(
     }
     assert await value(http, str(from_checkpoint["id"]), "x") == "41"
     assert await value(http, kernel, "x") == "7"
+    # It shares its origin's packages dir, which stays while either uses it.
+    origin = (await http.get(f"{API}/{kernel}")).json()["kernel"]
+    packages = Path(str(origin["sandbox"]["packages"]))
+    assert fork["sandbox"]["packages"] == str(packages) and present(packages)
     await http.delete(f"{API}/{kernel}")  # a fork is a kernel of its own: it outlives its origin
     assert await value(http, str(fork["id"]), "x") == "42"
+    assert present(packages)
+    await http.delete(f"{API}/{from_checkpoint['id']}")
+    assert present(packages)
+    await http.delete(f"{API}/{fork['id']}")
+    assert not present(packages)  # with the last of its kernels
 
 
 async def test_forks_are_refused_in_one_sentence(http: httpx.AsyncClient, kernel: str) -> None:
@@ -102,17 +117,51 @@ async def test_forks_are_refused_in_one_sentence(http: httpx.AsyncClient, kernel
         assert (r.status_code, r.json()["message"]) == (status, message), r.text
 
 
-async def test_a_kernel_in_a_sandbox_of_its_own_processes_is_not_forked_yet(
-    confined_gateway: GatewayProcess,
+NOTE = "__import__('tempfile').gettempdir() + '/note'"  # in the kernel's sandbox's dir
+
+
+@pytest.mark.parametrize("mechanism", ["bubblewrap", "landlock"])
+async def test_a_fork_shares_its_origins_sandbox_and_outlives_it(
+    confined_root: Path, confined_gateway: GatewayProcess, mechanism: str
 ) -> None:
-    async with client(confined_gateway.start()) as http:
-        r = await http.post(API, json={"name": "origin"})
+    body = {"name": "origin"}
+    if mechanism == "landlock":  # Landlock alone refuses the default (its .git read-only)
+        confined_gateway.env["LOOMGATE_SANDBOX_MECHANISM"] = "landlock"
+        config = confined_root / "config" / "loomgate" / "sandbox.toml"
+        config.write_text(config.read_text() + "\n[profiles.held]\nwritable = []\n")
+        body["sandbox"] = "held"
+    gateway = confined_gateway.start()
+    async with client(gateway) as http:
+        r = await http.post(API, json=body)
         assert r.status_code == 201, r.text
-        refused = await http.post(API, json={"name": "copy", "fork": "origin"})
-        assert refused.status_code == 409, refused.text
-        assert refused.json()["message"].startswith(
-            "kernel origin runs in a sandbox of its own processes (bubblewrap"
+        origin = r.json()["kernel"]
+        assert str(origin["sandbox"]["mechanism"]).startswith(
+            "bubblewrap" if mechanism == "bubblewrap" else "landlock only"
         )
+        sandbox_dir = Path(str(origin["sandbox"]["packages"])).parent
+        # Its temporary files are in its sandbox's dir: the fork finds them there.
+        await run(http, "origin", f"x = 41\nopen({NOTE}, 'w').write('kept')")
+        fork = await forked(http, [], "origin")
+        assert fork["sandbox"] == origin["sandbox"]  # the same rules, mechanism and packages dir
+        assert await value(http, str(fork["id"]), f"x, open({NOTE}).read()") == "41 kept"
+        # A restart of either starts its next process in the sandbox, and leaves the other's.
+        reset = await http.post(f"{API}/{fork['id']}/reset")
+        assert reset.status_code == 200, reset.text
+        assert await value(http, str(fork["id"]), "'x' in dir()") == "False"
+        assert await value(http, "origin", "x") == "41"
+        await run(http, str(fork["id"]), "x = 1")
+        assert (await http.post(f"{API}/origin/reset")).status_code == 200
+        assert await value(http, str(fork["id"]), f"x, open({NOTE}).read()") == "1 kept"
+        # Its origin's stop leaves the sandbox to the fork.
+        assert (await http.delete(f"{API}/origin")).status_code == 200
+        assert await value(http, str(fork["id"]), f"open({NOTE}).read()") == "kept"
+        assert present(sandbox_dir)
+        gateway.kill()
+    gateway.start()
+    async with client(gateway) as http:
+        assert await value(http, str(fork["id"]), "x") == "1"  # taken back
+        assert (await http.delete(f"{API}/{fork['id']}")).status_code == 200
+    assert not present(sandbox_dir)  # the last of its kernels took it away
 
 
 @pytest.mark.parametrize(

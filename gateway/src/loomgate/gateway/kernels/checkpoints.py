@@ -117,11 +117,8 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     if own is None:
         raise Unavailable(f"kernel {who}'s process was not found; try again")
     lacks = await carried(kernel)
-    if family.starter is None and provisioner.sandbox is not None and provisioner.sandbox.has_init:
-        # A restart in this sandbox keeps it, and its checkpoints: the next process starts here.
-        named = Path(provisioner.kernel_connection_file or provisioner.connection_file_path())
-        order = provisioner.ipc_dir / f"start-{uuid.uuid4().hex}"
-        family.starter = await frozen_copy(kernel, own, starter_cell(order, named), order, after)
+    if provisioner.sandbox is not None and provisioner.sandbox.has_init:
+        await give_starter(kernel, provisioner, own)  # its restarts keep its checkpoints
     order = provisioner.ipc_dir / f"checkpoint-{uuid.uuid4().hex}"
     family.checkpoints[name] = await frozen_copy(kernel, own, checkpoint_cell(order), order, after)
     await kernel.save_resident()
@@ -130,6 +127,19 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     MEASURING.add(measuring)  # its memory is told as soon as it is known, not in this reply
     measuring.add_done_callback(MEASURING.discard)
     return family.checkpoint(name), lacks
+
+
+async def give_starter(
+    kernel: LoomKernel, provisioner: ResidentProvisioner, own: ProcessIdentity
+) -> None:
+    """Give a confined kernel a starter, once: its restarts then start its next process inside
+    its sandbox, which outlives them with what else it holds (its checkpoints in an init's
+    sandbox; its forks, or its origin)."""
+    family = provisioner.family
+    if family.starter is None or not family.starter.process.is_alive():
+        order = provisioner.ipc_dir / f"start-{uuid.uuid4().hex}"
+        after = kernel.store.last_number
+        family.starter = await frozen_copy(kernel, own, starter_cell(order), order, after)
 
 
 async def measured(kernel: LoomKernel) -> None:

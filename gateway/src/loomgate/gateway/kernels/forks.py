@@ -15,6 +15,7 @@ from loomgate.gateway.kernels.manager_protocol import start_ended
 from loomgate.gateway.kernels.open_to_agents import closed_refusal
 from loomgate.gateway.kernels.start_options import KernelIntent, check_name_and_lifetime
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency import shared_dirs
 from loomgate.gateway.residency.launch_arguments import LAUNCH_ARGUMENT, LaunchArguments
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
@@ -45,7 +46,6 @@ async def start_fork(
     checked = check_name_and_lifetime(name, lifetime)
     ref, checkpoint = origin_of(fork)
     origin = registry.resolve(ref)
-    who = origin.name or origin.id[:8]
     if agent and not origin.store.open_to_agents:
         raise closed_refusal(origin.store, registry.sandboxes.default_name())
     provisioner = checkpoints.family_of(origin)
@@ -55,11 +55,6 @@ async def start_fork(
         raise Conflict(
             f"a fork runs under its origin's profile ({profile}), never another: leave out "
             f"sandbox, or connect to a new kernel under {sandbox}"
-        )
-    if provisioner.sandbox is not None and provisioner.sandbox.has_init:
-        raise Conflict(
-            f"kernel {who} runs in a sandbox of its own processes ({provisioner.sandbox.mechanism})"
-            ", whose forks loomgate cannot make yet; checkpoint it and roll back instead"
         )
     if name is not None and registry.find_live_by_name(name) is not None:
         raise Conflict(f"a kernel named {name} runs already; give the fork a new name")
@@ -81,9 +76,22 @@ async def start_fork(
         open_to_agents=origin.store.open_to_agents,
         forked_from=forked_from,
     )
+    if provisioner.sandbox is not None:
+        # Both kernels use one sandbox from now on: a restart of either starts its next
+        # process in there, from a starter of its own, and leaves the other's.
+        checkpoints.ready(origin)
+        await checkpoints.give_starter(origin, provisioner, own_process(origin))
+    origin_dir = provisioner.kernel_dir()
+    shared_dirs.join(origin_dir, origin.id)
     kernel_id = str(uuid.uuid4())
     registry.expect_start(kernel_id, intent)
-    launch = LaunchArguments(rules, markers=registry.launches, copy_from=copy_from)
+    launch = LaunchArguments(
+        rules,
+        markers=registry.launches,
+        copy_from=copy_from,
+        origin_dir=origin_dir,
+        origin_sandbox=provisioner.sandbox,
+    )
     kwargs: dict[str, Any] = {"kernel_name": origin.km.kernel_name, LAUNCH_ARGUMENT: launch}
     if provisioner.cwd is not None:
         kwargs["cwd"] = str(provisioner.cwd)
@@ -92,13 +100,20 @@ async def start_fork(
     kernel = registry.live.get(kernel_id)
     if kernel is None:
         raise Unavailable("the fork failed to start; see the gateway log")
+    if provisioner.sandbox is not None:
+        await checkpoints.give_starter(kernel, checkpoints.family_of(kernel), own_process(kernel))
     return kernel
 
 
 async def live_copy(origin: LoomKernel, connection_file: Path) -> ProcessIdentity:
     """Fork `origin`'s process into a live kernel on `connection_file`; return that process."""
     checkpoints.ready(origin)
-    own = checkpoints.family_of(origin).kernel_process()
+    return await checkpoints.copied(origin, own_process(origin), fork_cell(connection_file))
+
+
+def own_process(kernel: LoomKernel) -> ProcessIdentity:
+    """Return the kernel's own process (Unavailable when it is not found)."""
+    own = checkpoints.family_of(kernel).kernel_process()
     if own is None:
-        raise Unavailable(f"kernel {origin.name or origin.id[:8]}'s process was not found")
-    return await checkpoints.copied(origin, own, fork_cell(connection_file))
+        raise Unavailable(f"kernel {kernel.name or kernel.id[:8]}'s process was not found")
+    return own

@@ -57,9 +57,10 @@ STARTER = """\
 import os as _os, sys as _sys
 _argv, _env = getattr(_sys, {launch!r})
 _out = getattr(_sys, {output!r})
+_named = _argv[_argv.index("-f") + 1]  # its connection file, as it started
 _loomgate_pid = _os.posix_spawn(
     _argv[0],
-    [_argv[0], "-I", "-S", {starter!r}, {order!r}, {connection_file!r}, *_argv],
+    [_argv[0], "-I", "-S", {starter!r}, {order!r}, _named, *_argv],
     _env,
     setsid=True,
     file_actions=[(_os.POSIX_SPAWN_DUP2, _out[0], 1), (_os.POSIX_SPAWN_DUP2, _out[1], 2)],
@@ -79,16 +80,15 @@ def checkpoint_cell(order: Path) -> str:
     return CHECKPOINT.format(become=BECOME, order=str(order), own_output=OWN_OUTPUT)
 
 
-def starter_cell(order: Path, connection_file: Path) -> str:
+def starter_cell(order: Path) -> str:
     """Return the code that spawns a frozen starter beside the kernel: continued, it starts the
-    kernel's own command afresh, on the connection file named in `order` in place of
-    `connection_file` (the one it started on)."""
+    kernel's own command afresh, on the connection file named in `order` in place of the one
+    it started on (a fork's: its origin's)."""
     return STARTER.format(
         launch=LAUNCH,
         output=copy_launcher.OUTPUT,
         starter=str(STARTER_PROGRAM),
         order=str(order),
-        connection_file=str(connection_file),
     )
 
 

@@ -27,9 +27,9 @@ from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency.kernel_process import children, private_bytes, stopped
 from loomgate.shared.wire import Checkpoint
 
-# The connection file a copy starts on, in the kernel's ipc dir (named as its sockets are, so that
-# it goes with them).
-COPY_CONNECTION = "k-connection.json"
+# The connection file a copy starts on, beside the kernel's ipc sockets (named as they are, so
+# that it goes with them).
+COPY_CONNECTION = "-connection.json"
 COPY_TIMEOUT = 10.0  # how long a continued copy has to fork its live one
 COPY_POLL = 0.002
 
@@ -204,11 +204,11 @@ class KernelFamily:
         return family
 
 
-def copy_connection(info: dict[str, Any], ipc_dir: Path) -> Path:
-    """Write the connection file a copy starts on, in the kernel's ipc dir (which its sandbox
-    sees: the file bound into the sandbox at its start is gone once a restart rewrote it);
-    return its path."""
-    named = ipc_dir / COPY_CONNECTION
+def copy_connection(info: dict[str, Any], ipc_prefix: Path) -> Path:
+    """Write the connection file a copy starts on, beside the kernel's ipc sockets at
+    `ipc_prefix` (which its sandbox sees: the file bound into the sandbox at its start is gone
+    once a restart rewrote it); return its path."""
+    named = ipc_prefix.with_name(ipc_prefix.name + COPY_CONNECTION)
     with secure_write(str(named)) as f:
         json.dump(info, f)
     return named

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from loomgate.gateway.residency import shared_dirs
 from loomgate.gateway.sandbox import remove_own_packages
 
 DEATH_LOG = "kernel.log"  # a dead kernel's own output, kept beside its records (and gone with them)
@@ -38,14 +39,16 @@ def remove_kernel_files(connection_file: str, keep_log_in: Path | None = None) -
 
 def remove_sockets(info: Mapping[str, Any]) -> None:
     """Remove the ipc socket files connection info `info` names, and their dir, the kernel's
-    packages dir and its own dir once empty (a confined kernel's sandbox removes the rest)."""
+    packages dir (unless its forks or its origin use it) and its own dir once empty (a confined
+    kernel's sandbox removes the rest)."""
     if info.get("transport") != "ipc" or not info.get("ip"):
         return
     prefix = Path(str(info["ip"]))
     for socket in prefix.parent.glob(f"{prefix.name}-*"):
         with contextlib.suppress(OSError):
             socket.unlink()
-    remove_own_packages(prefix)
+    if not shared_dirs.in_use(prefix.parent.parent):  # a fork's origin's, or its forks'
+        remove_own_packages(prefix)
     for directory in (prefix.parent, prefix.parent.parent):
         with contextlib.suppress(OSError):
             directory.rmdir()

@@ -1,7 +1,7 @@
 """What the gateway hands its provisioner with every start of a kernel, as a start argument
 (`loom_launch`, the way jupyter_client hands a provisioner `cwd` and `env`): the kernel's sandbox
 rules, whether loomgate itself asked for the kernel, where launches are marked, and for a fork
-what makes its first process; and which
+what makes its first process and the dir and sandbox it shares with its origin; and which
 kernel specs that provisioner launches (no other is handed them). jupyter_client keeps a start's
 arguments for the kernel's restarts, so a restart gets them again."""
 
@@ -18,7 +18,7 @@ from traitlets.config import Configurable
 
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
-from loomgate.gateway.sandbox import SandboxRules
+from loomgate.gateway.sandbox import SandboxLaunch, SandboxRules
 
 LAUNCH_ARGUMENT = "loom_launch"
 # What makes a kernel's process by copying another: given the connection file, it returns it.
@@ -38,6 +38,9 @@ class LaunchArguments:
     # A fork's first process: made by copying another kernel's, on the connection file given,
     # instead of started (its restarts start its command as any kernel's).
     copy_from: CopySource | None = None
+    # A fork's origin's own dir and sandbox (None: unconfined), which the fork uses too.
+    origin_dir: Path | None = None
+    origin_sandbox: SandboxLaunch | None = None
 
 
 def launch_arguments(kwargs: dict[str, Any]) -> LaunchArguments:

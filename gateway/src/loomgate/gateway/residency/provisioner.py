@@ -26,7 +26,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from loomgate.gateway.errors import Unavailable
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.residency import kernel_transport
+from loomgate.gateway.residency import kernel_transport, shared_dirs
 from loomgate.gateway.residency.kernel_command import (
     IPYTHON_HISTORY_IN_MEMORY,
     copyable,
@@ -47,6 +47,7 @@ from loomgate.gateway.sandbox import (
     confined_environment,
     homes_environment,
     ipc_prefix,
+    kernel_dirs_location,
     rules_from_json,
     rules_to_json,
     sandbox_wire,
@@ -74,6 +75,7 @@ class ResidentProvisioner(LocalProvisioner):
     copyable = False  # whether its command runs under the copy launcher (it can be copied)
     family: KernelFamily  # its copies and own process (residency/kernel_family.py)
     copy_from: CopySource | None = None  # what makes a fork's first process
+    shared_dir: Path | None = None  # a fork's: its origin's own dir, which it uses too
     # Set while the kernel manager shuts the process down for a restart (jupyter_client's kill
     # is not told).
     restarting = False
@@ -101,10 +103,17 @@ class ResidentProvisioner(LocalProvisioner):
         arguments = launch_arguments(kwargs)
         self.markers = arguments.markers
         self.copy_from = arguments.copy_from if self.identity is None else None  # a first start
+        if self.copy_from is not None and arguments.origin_dir is not None:  # a fork's
+            self.shared_dir = arguments.origin_dir
+            shared_dirs.join(self.shared_dir, str(self.kernel_id))
+            if arguments.origin_sandbox is not None:
+                self.sandbox = shared_dirs.shared(arguments.origin_sandbox)
         self.rules = arguments.rules
         env = dict(kwargs.get("env") or os.environ)
         env.pop(PARENT_VARIABLE, None)
-        if self.rules is not None and self.rules.confined and self.family.replace_from is None:
+        fresh = self.family.replace_from is None and self.copy_from is None  # not a copy
+        if self.rules is not None and self.rules.confined and fresh:
+            self._alone_in_sandbox()
             env = confined_environment(env, ())
             self._prepare_sandbox(self.rules)
             assert self.sandbox is not None
@@ -170,16 +179,49 @@ class ResidentProvisioner(LocalProvisioner):
         except SandboxUnavailable as e:
             raise Unavailable(str(e)) from None
 
+    def _alone_in_sandbox(self) -> None:
+        """Refuse a fresh start in a sandbox other kernels use (a fork's, or its origin's): its
+        own would end them; a restart there continues the kernel's starter instead."""
+        if self.sandbox is not None and self.shares_sandbox():
+            raise Unavailable(
+                "the kernel shares its sandbox with its origin or its forks, and its starter has "
+                "ended: a fresh start would end them; stop it and start a new kernel"
+            )
+
+    def shares_sandbox(self) -> bool:
+        """Return whether other kernels (its origin, its forks) use the kernel's sandbox too."""
+        if self.sandbox is None:
+            return False
+        return shared_dirs.in_use(self.sandbox.directory, but=str(self.kernel_id))
+
     def _ipc_prefix(self) -> str:
         """Return where the kernel's ipc sockets go: its sandbox's ipc dir, or an unconfined
-        kernel's own dir's (kept across restarts, as a client's connection expects)."""
+        kernel's own dir's (kept across restarts, as a client's connection expects); a fork's
+        are named for it, beside its origin's."""
         if self.sandbox is not None:
-            return self.sandbox.ipc_prefix
-        return ipc_prefix(self._unconfined_dir())
+            prefix = self.sandbox.ipc_prefix
+        else:
+            prefix = ipc_prefix(self._unconfined_dir())
+        if self.shared_dir is None:
+            return prefix
+        return str(Path(prefix).with_name(str(self.kernel_id)[:8]))
+
+    def kernel_dir(self) -> Path:
+        """Return the kernel's own dir: its sandbox's, or (unconfined) a fork's origin's or its
+        own (Unavailable when the root is not private)."""
+        return self.sandbox.directory if self.sandbox is not None else self._unconfined_dir()
+
+    def _own_dir(self) -> Path:
+        """Return where the kernel's own dir is, as `kernel_dir` (nothing made or checked)."""
+        if self.sandbox is not None:
+            return self.sandbox.directory
+        return self.shared_dir or kernel_dirs_location() / str(self.kernel_id)[:13]
 
     def _unconfined_dir(self) -> Path:
         """Return an unconfined kernel's own dir (Unavailable when the root is not private)."""
         assert self.parent is not None
+        if self.shared_dir is not None:
+            return self.shared_dir
         try:
             return unconfined_kernel_dir(self.parent.kernel_id)
         except SandboxUnavailable as e:
@@ -239,11 +281,15 @@ class ResidentProvisioner(LocalProvisioner):
         another kernel's for a fork); Unavailable when none comes."""
         assert self.log_path is not None
         self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        named = copy_connection(json_safe(dict(self.connection_info)), self.ipc_dir)
+        named = copy_connection(json_safe(dict(self.connection_info)), Path(self._ipc_prefix()))
         try:
             copy = await make(named)
-        except CopyFailed as e:
-            raise Unavailable(f"{what} did not start: {e}") from None
+        except Exception as e:
+            if self.shared_dir is not None and self.family.own is None:  # a fork never made
+                shared_dirs.leave(self.shared_dir, str(self.kernel_id))
+            if isinstance(e, CopyFailed):
+                raise Unavailable(f"{what} did not start: {e}") from None
+            raise
         self.adopt(copy)
         self.copyable = True
         return self.connection_info
@@ -256,7 +302,10 @@ class ResidentProvisioner(LocalProvisioner):
                 str(self.kernel_id), self.connection_file_path(), copy, copy.pid, None
             )
         self.family.own = copy
-        if self.sandbox is None or not self.sandbox.has_init:  # the copy is the kernel's process
+        # The copy is the kernel's process, unless the kernel was launched in a sandbox with an
+        # init (a fork launched nothing).
+        launched = self.process is not None or self.identity is not None
+        if self.sandbox is None or not self.sandbox.has_init or not launched:
             self.process = None
             self.pid = self.pgid = copy.pid
             self.identity = copy
@@ -283,15 +332,18 @@ class ResidentProvisioner(LocalProvisioner):
         return Path(self._ipc_prefix()).parent
 
     def _keeps_sandbox(self) -> bool:
-        """Return whether a restart keeps the sandbox (its init holds the kernel's copies):
-        only the kernel's own process is ended, and its next comes from a copy in there."""
+        """Return whether a restart keeps the sandbox (it holds the kernel's copies, or other
+        kernels): only the kernel's own process is ended, and its next comes from its starter."""
         starter = self.family.starter
-        return (
-            self.sandbox is not None
-            and self.sandbox.has_init
-            and starter is not None
-            and starter.process.is_alive()
-        )
+        return self.sandbox is not None and starter is not None and starter.process.is_alive()
+
+    def _own_only(self, restart: bool) -> bool:
+        """Return whether ending the kernel ends its own process alone, not its sandbox's: a
+        restart that keeps the sandbox, or a sandbox other kernels use (noting the process)."""
+        restart = restart or self.restarting
+        if not ((restart and self._keeps_sandbox()) or self.shares_sandbox()):
+            return False
+        return self.kernel_process() is not None
 
     def _by_own(self) -> bool:
         """Return whether the kernel's life is its own process's, not the launched one's: in a
@@ -331,6 +383,7 @@ class ResidentProvisioner(LocalProvisioner):
         info["rules"] = rules_to_json(self.rules) if self.rules is not None else None
         info["copyable"] = self.copyable
         info["family"] = self.family.to_json()
+        info["shared_dir"] = str(self.shared_dir) if self.shared_dir is not None else None
         return info
 
     async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
@@ -342,6 +395,10 @@ class ResidentProvisioner(LocalProvisioner):
         self.log_path = Path(log_path) if log_path else None
         sandbox = provisioner_info.get("sandbox")
         self.sandbox = SandboxLaunch.from_json(sandbox) if sandbox else None
+        if self.sandbox is not None and shared_dirs.in_use(self.sandbox.directory):
+            self.sandbox = shared_dirs.shared(self.sandbox)  # one proxy for its kernels
+        shared_dir = provisioner_info.get("shared_dir")
+        self.shared_dir = Path(shared_dir) if shared_dir else None
         if self.sandbox is not None:
             self.rules = self.sandbox.rules
         elif provisioner_info.get("rules"):
@@ -413,6 +470,9 @@ class ResidentProvisioner(LocalProvisioner):
         if self.family.own is not None and has_init and signum != signal.SIGKILL:
             self.family.signal_own(signum)
             return
+        if signum == signal.SIGKILL and self._own_only(restart=False):
+            self.family.signal_own(signum)
+            return
         if self.sandbox is not None and self.sandbox.has_init:
             self.sandbox.signal(signum)
             return
@@ -432,9 +492,9 @@ class ResidentProvisioner(LocalProvisioner):
     async def kill(self, restart: bool = False) -> None:
         """Kill the kernel (its process group; a sandbox's init; for a restart that keeps the
         sandbox, the kernel's own process, and the next comes from its starter)."""
-        if (restart or self.restarting) and self._keeps_sandbox() and self.family.own is not None:
+        if self._own_only(restart):
             self.family.signal_own(signal.SIGKILL)
-            if self.family.replace_from is None:
+            if (restart or self.restarting) and self.family.replace_from is None:
                 self.family.replace_from = self.family.starter
             return
         if self.sandbox is not None and self.sandbox.has_init:
@@ -447,7 +507,7 @@ class ResidentProvisioner(LocalProvisioner):
 
     async def terminate(self, restart: bool = False) -> None:
         """Terminate the kernel (its process group; in a sandbox, its init's)."""
-        if (restart or self.restarting) and self._keeps_sandbox() and self.family.own is not None:
+        if self._own_only(restart):
             self.family.signal_own(signal.SIGTERM)
             return
         if self.sandbox is not None and self.sandbox.has_init:
@@ -466,13 +526,21 @@ class ResidentProvisioner(LocalProvisioner):
         if self.taken_back and not self._is_ours():
             self.identity = None
         if not restart:
-            remove_sockets(self.connection_info)
-            self.family.end()
-        if self.sandbox is not None and not restart:
-            self.sandbox.signal(signal.SIGKILL)  # what its init still holds
+            await self.ended()
 
+    async def ended(self) -> None:
+        """End what the kernel leaves behind once it has ended for good: its sockets, its
+        copies, and its sandbox unless other kernels use it (then its own process alone)."""
+        others = shared_dirs.leave(self._own_dir(), str(self.kernel_id))
+        if others:
+            self.family.signal_own(signal.SIGKILL)  # its sandbox's init stays theirs
+        self.family.end()  # its copies' order files go: its ipc dir empties
+        remove_sockets(self.connection_info)  # its packages dir stays while others use it
+        if self.sandbox is not None and not others:
+            self.sandbox.signal(signal.SIGKILL)  # what its init still holds
             await self.sandbox.close_network()
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
+            shared_dirs.close(self.sandbox.directory)
 
 
 def exit_reason(returncode: int | None) -> str:

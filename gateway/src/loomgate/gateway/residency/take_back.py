@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -113,11 +112,9 @@ class TakeBack(Generic[Kernel]):
             return
         pid = provisioner.pid
         if not provisioner.is_ours():
-            provisioner.family.end()  # its checkpoints end with it
-            if provisioner.sandbox is not None:
-                # bwrap is gone; a sandbox init still running (killed from outside) ends with it.
-                provisioner.sandbox.signal(signal.SIGKILL)
-                await asyncio.to_thread(provisioner.sandbox.remove)
+            # Its checkpoints end with it, and its sandbox unless its forks or origin use it (a
+            # sandbox init still running, killed from outside, ends with it).
+            await provisioner.ended()
             self.ended_while_away(store, "the kernel process ended while the gateway was down")
             remove_kernel_files(state["connection_file"], keep_log_in=store.directory)
             return
@@ -135,8 +132,8 @@ class TakeBack(Generic[Kernel]):
         except Exception as e:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
-            if provisioner.sandbox is not None:  # the next try opens it again
-                await provisioner.sandbox.close_network()
+            if provisioner.sandbox is not None and not provisioner.shares_sandbox():
+                await provisioner.sandbox.close_network()  # the next try opens it again
             reason = (
                 f"its process (pid {pid}) runs but did not answer when the gateway came back "
                 f"({describe(e)}); it is tried again every {RETRY_SECONDS:g} s"

@@ -5,6 +5,7 @@ from loomgate.gateway.sandbox.confinement.kernel_homes import homes_environment
 from loomgate.gateway.sandbox.confinement.launch import (
     SandboxLaunch,
     ipc_prefix,
+    kernel_dirs_location,
     rules_from_json,
     rules_to_json,
     sandbox_wire,
@@ -27,6 +28,7 @@ __all__ = [
     "confined_environment",
     "homes_environment",
     "ipc_prefix",
+    "kernel_dirs_location",
     "launch_cwd",
     "probe",
     "record_failure",
