@@ -270,6 +270,12 @@ RULES = (
     Rule(".presentation.", "strict=", STRICT),
     Rule(".presentation.", "zip(row, widths, )", STRICT),
     Rule(
+        "kernels.x_render_kernel_",
+        'kernel.get("checkpoints", ',
+        "checkpoint_lines takes None as it takes [] (`if not checkpoints`): a status from a "
+        "gateway before checkpoints has none either way",
+    ),
+    Rule(
         "refusals.x_not_waiting_for_input_",
         'STATE_PHRASES.get(state or "XXXX"',
         'a missing state is no key, as "" is not, so both give "is None"',

@@ -12,6 +12,8 @@ from tests.support.wire_values import kernel
 NOW = 1_800_000_000.0
 CLEAN = wire.Checkpoint(name="clean", after=3, created=NOW - 90, held=5 * 2**20)
 FRESH = wire.Checkpoint(name="after-4", after=4, created=NOW - 2, held=None)
+# Taken by a gateway whose clock was ahead (or stepped back since): never a negative age.
+AHEAD = wire.Checkpoint(name="ahead", after=1, created=NOW + 5, held=0)
 
 
 @pytest.mark.parametrize(
@@ -25,6 +27,7 @@ FRESH = wire.Checkpoint(name="after-4", after=4, created=NOW - 2, held=None)
                 "after-4 (the state after In [4], 2.0 s ago)"
             ],
         ),
+        ([AHEAD], ["checkpoints: ahead (the state after In [1], 0 ms ago, holds 0 bytes)"]),
     ],
 )
 def test_a_kernels_checkpoints_in_its_status(
@@ -46,5 +49,10 @@ def test_a_fork_says_what_it_copied() -> None:
     assert fork_lines(kernel(forked_from=origin)) == [
         "It starts as a copy of kernel 3f2a9c1e: its checkpoint clean after In [3] (that kernel "
         "is untouched); its own cells are numbered from In [1]."
+    ]
+    live = wire.ForkedFrom(kernel="3f2a9c1e-aa", name="k", checkpoint=None, after=7)
+    assert fork_lines(kernel(forked_from=live)) == [
+        "It starts as a copy of kernel k: its state after In [7] (that kernel is untouched); its "
+        "own cells are numbered from In [1]."
     ]
     assert fork_lines(kernel(forked_from=None)) == []

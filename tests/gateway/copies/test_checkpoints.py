@@ -9,6 +9,7 @@ import asyncio
 import os
 import re
 import signal
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -96,6 +97,8 @@ async def test_a_rollback_brings_the_checkpoints_state_back(
     assert [(c["name"], c["after"]) for c in listed] == [("after-1", 1)]
     notebook = (await http.get(f"{API}/{kernel}/notebook")).text
     assert "rolled back to after-1 (the state after In [1])" in notebook
+    # Its malloc asks for huge pages: a fork copies fewer page-table entries.
+    assert "glibc.malloc.hugetlb=1" in await value(http, kernel, "os.environ['GLIBC_TUNABLES']")
 
 
 async def test_a_rollback_brings_the_state_back_after_a_death_and_a_reset(
@@ -171,18 +174,46 @@ async def test_checkpoints_are_refused_in_one_sentence(
     assert gone.status_code == 404
 
 
+async def test_a_kernel_holding_a_cuda_context_is_refused_and_left_alone(
+    http: httpx.AsyncClient, kernel: str
+) -> None:
+    fake_torch = (
+        "import sys, types\n"
+        "sys.modules['torch'] = types.SimpleNamespace(\n"
+        "    cuda=types.SimpleNamespace(is_initialized=lambda: True))"
+    )
+    assert (await run(http, kernel, fake_torch))["state"] == "completed"
+    refusal = (
+        f"kernel {kernel[:8]} holds a CUDA context, which a process copy cannot carry; save the "
+        "state to a file instead"
+    )
+    for refused in (
+        await http.post(f"{API}/{kernel}/checkpoints", json={"name": "gpu"}),
+        await http.post(API, json={"name": f"f-{kernel[:6]}", "fork": kernel}),
+    ):
+        assert (refused.status_code, refused.json()["message"]) == (409, refusal), refused.text
+    assert stopped_copies(kernel) == []  # refused before anything was copied
+    assert (await http.get(f"{API}/{kernel}/checkpoints")).json()["checkpoints"] == []
+
+
 async def test_a_stopped_kernels_checkpoints_end(
     copied: tuple[httpx.AsyncClient, str],
 ) -> None:
     http, kernel = copied
-    await run(http, kernel, "import threading")
+    await run(http, kernel, "import threading, socket")
     sleeper = (
         "threading.Thread(target=__import__('time').sleep, args=(60,), name='sleeper').start()"
     )
     threads = await run(http, kernel, sleeper)
     assert threads["state"] == "completed"
+    listening = "server = socket.create_server(('127.0.0.1', 0))\nprint(server.getsockname()[1])"
+    port = output_texts(await run(http, kernel, listening))[0]
     reply = await checkpoint(http, kernel, name="with-thread")
-    assert reply["lacks"] == ["threads ['sleeper'] run in the kernel; a copy has none of them"]
+    assert reply["lacks"] == [
+        "threads ['sleeper'] run in the kernel; a copy has none of them",
+        f"sockets ['tcp listening on 127.0.0.1:{port}'] are open in the kernel; a copy shares "
+        "them (what one side reads there, the other does not)",
+    ]
     await rollback(http, kernel, "with-thread")  # its process a copy too
     processes = copies(kernel)
     assert processes and all(p.is_alive() for p in processes)
@@ -196,7 +227,16 @@ async def test_a_stopped_kernels_checkpoints_end(
 
 def copies(kernel: str) -> list[ProcessIdentity]:
     """Return the frozen copies of `kernel` (stopped processes whose command names its
-    connection file)."""
+    connection file), once there is one: a copy stops itself a moment after its checkpoint's
+    reply (a stranger's stop has no event: /proc is polled)."""
+    deadline = time.monotonic() + ENDED_TIMEOUT
+    while not (found := stopped_copies(kernel)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
+
+
+def stopped_copies(kernel: str) -> list[ProcessIdentity]:
+    """Return the stopped processes whose command names `kernel`'s connection file."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -282,21 +322,46 @@ async def test_a_kernel_of_another_implementation_is_refused_in_one_sentence(
         await http.delete(f"{API}/{kernel}")
 
 
-async def test_the_checkpoints_of_a_kernel_that_ended_while_the_gateway_was_down_end(
-    fresh_gateway: GatewayProcess,
+@pytest.mark.parametrize("gateway_fixture", ["fresh_gateway", "confined_gateway"])
+async def test_a_kernel_that_ended_while_the_gateway_was_down_comes_back_with_its_checkpoints(
+    request: pytest.FixtureRequest, gateway_fixture: str
 ) -> None:
-    async with client(fresh_gateway.start()) as http:
+    gateway: GatewayProcess = request.getfixturevalue(gateway_fixture).start()
+    async with client(gateway) as http:
         kernel = await created(http)
-        pid = int(await value(http, kernel, "__import__('os').getpid()"))
-        await checkpoint(http, kernel, name="orphan")
+        await run(http, kernel, "x = 41")
+        await checkpoint(http, kernel, name="kept")
         processes = copies(kernel)
-        fresh_gateway.kill()
-    os.kill(pid, signal.SIGKILL)  # the kernel ends while no gateway watches
+        gateway.kill()
+    os.kill(kernel_pid(kernel), signal.SIGKILL)  # the kernel ends while no gateway watches
     assert processes and all(p.is_alive() for p in processes)
-    async with client(fresh_gateway.start()) as http:
+    async with client(gateway.start()) as http:
         model = (await http.get(f"{API}/{kernel}")).json()["kernel"]
-        assert (model["state"], model["end_reason"]) == (
-            "gone",
-            "the kernel process ended while the gateway was down",
-        )
+        assert model["state"] == "idle"  # started again, from its starter
+        assert [c["name"] for c in model["checkpoints"]] == ["kept"]
+        assert await value(http, kernel, "'x' in dir()") == "False"
+        assert (await run(http, kernel, "1 + 1"))["number"] == 3  # numbering goes on
+        await rollback(http, kernel, "kept")
+        assert await value(http, kernel, "x") == "41"
+        notebook = (await http.get(f"{API}/{kernel}/notebook")).text
+        assert "the kernel process ended while the gateway was down" in notebook
+        r = await http.delete(f"{API}/{kernel}")
+        assert r.status_code == 200, r.text
     await asyncio.wait_for(asyncio.gather(*(p.ended() for p in processes)), ENDED_TIMEOUT)
+
+
+def kernel_pid(kernel: str) -> int:
+    """Return the host pid of `kernel`'s own process (inside its sandbox or not): the running
+    Python whose command is the copy launcher's, naming the kernel's connection file."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        named = any(kernel.encode() in word for word in words)
+        if named and state != "T" and len(words) > 1 and words[1].endswith(b"copy_launcher.py"):
+            return int(entry.name)
+    raise AssertionError(f"kernel {kernel}'s process was not found")

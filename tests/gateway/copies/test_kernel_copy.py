@@ -22,6 +22,7 @@ from loomgate.gateway.kernels.kernel_copy import (
     fork_cell,
     write_connection,
 )
+from loomgate.gateway.residency import copy_launcher
 from loomgate.gateway.residency.kernel_process import children
 from tests.support.copyable_kernels import copyable_kernel
 
@@ -146,3 +147,16 @@ def test_a_checkpoint_makes_a_live_copy_of_its_state_each_time_it_is_continued(
 def test_only_a_kernel_reached_over_ipc_is_copied(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="over ipc"):
         copy_connection({"transport": "tcp", "ip": "127.0.0.1"}, tmp_path / "copy")
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("0100007F:1F90", "127.0.0.1:8080"),
+        ("00000000:0000", "0.0.0.0:0"),
+        ("0000000000000000FFFF00000100007F:0050", "127.0.0.1:80"),  # IPv4, dual-stack
+        ("00000000000000000000000001000000:01BB", "[::1]:443"),
+    ],
+)
+def test_an_address_as_proc_net_writes_it(written: str, expected: str) -> None:
+    assert copy_launcher.address(written) == expected

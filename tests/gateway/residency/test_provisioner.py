@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from loomgate.gateway.residency.kernel_command import LAUNCHER, copyable, runs_ipykernel
+from loomgate.gateway.residency.kernel_command import (
+    LAUNCHER,
+    copyable,
+    runs_ipykernel,
+    with_huge_pages,
+)
 from tests.support.cells import submit
 from tests.support.gateways import GatewayProcess, client
 
@@ -51,6 +56,20 @@ def test_an_ipykernel_runs_under_the_copy_launcher(
     cmd: list[str], expected: list[str] | None
 ) -> None:
     assert copyable(cmd) == (cmd if expected is None else expected)
+
+
+@pytest.mark.parametrize(
+    ("tunables", "expected"),
+    [
+        (None, "glibc.malloc.hugetlb=1"),
+        ("", "glibc.malloc.hugetlb=1"),
+        ("glibc.malloc.arena_max=2", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"),
+        ("glibc.malloc.hugetlb=0", "glibc.malloc.hugetlb=0"),  # the person's own choice stays
+    ],
+)
+def test_a_copyable_kernels_malloc_asks_for_huge_pages(tunables: str | None, expected: str) -> None:
+    env = {"PATH": "/bin"} | ({"GLIBC_TUNABLES": tunables} if tunables is not None else {})
+    assert with_huge_pages(env) == {"PATH": "/bin", "GLIBC_TUNABLES": expected}
 
 
 async def test_a_gateway_kernel_keeps_ipython_history_in_memory(tmp_path: Path) -> None:

@@ -5,7 +5,10 @@ rollback continues; each refusal says in one sentence why and what to do."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -13,15 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 from loomgate.gateway.errors import BadRequest, Conflict, NotFound, Unavailable
 from loomgate.gateway.kernels.kernel_copy import (
-    GPU,
+    CUDA,
     PID,
+    SOCKETS,
+    STARTER_PID,
     THREADS,
     checkpoint_cell,
+    cuda_guard,
     starter_cell,
 )
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency.kernel_family import Frozen
-from loomgate.gateway.residency.kernel_process import host_pid
+from loomgate.gateway.residency.kernel_process import children, host_pid
 from loomgate.gateway.residency.provisioner import ResidentProvisioner
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
@@ -116,11 +122,24 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     own = provisioner.kernel_process()
     if own is None:
         raise Unavailable(f"kernel {who}'s process was not found; try again")
-    lacks = await carried(kernel)
-    if provisioner.sandbox is not None and provisioner.sandbox.has_init:
-        await give_starter(kernel, provisioner, own)  # its restarts keep its checkpoints
+    # One cell: refused with a CUDA context, else the checkpoint and (its first) the starter (a
+    # restart in a sandbox with an init keeps the sandbox and the checkpoints in it; a process
+    # that ends while no gateway watches comes back from it), then what a copy lacks.
+    code = cuda_guard()
+    expressions = {PID: PID, "threads": THREADS, "sockets": SOCKETS}
+    start_order = None
+    if family.starter is None or not family.starter.process.is_alive():
+        start_order = provisioner.ipc_dir / f"start-{uuid.uuid4().hex}"
+        code += starter_cell(start_order, STARTER_PID)
+        expressions[STARTER_PID] = STARTER_PID
     order = provisioner.ipc_dir / f"checkpoint-{uuid.uuid4().hex}"
-    family.checkpoints[name] = await frozen_copy(kernel, own, checkpoint_cell(order), order, after)
+    code += checkpoint_cell(order)  # last: the copies it makes run on from its end
+    values = await copying(kernel, own, code, expressions)
+    now = time.time()
+    family.checkpoints[name] = Frozen(copy_of(own, values, PID), order, after, now)
+    if start_order is not None:
+        family.starter = Frozen(copy_of(own, values, STARTER_PID), start_order, after, now)
+    lacks = lacks_of(values)
     await kernel.save_resident()
     kernel.events.kernel(kernel.id, "checkpoints", kernel.model())
     measuring = asyncio.get_running_loop().create_task(measured(kernel))
@@ -175,20 +194,53 @@ async def check_memory(kernel: LoomKernel, provisioner: ResidentProvisioner) -> 
         )
 
 
-async def carried(kernel: LoomKernel) -> list[str]:
-    """Return what a copy of the kernel would not carry, in sentences (threads other than the
-    kernel's own); refuse a kernel whose copy would be broken (a CUDA context)."""
-    reply = await silent(kernel, "", {"threads": THREADS, "gpu": GPU})
-    values = reply["content"].get("user_expressions", {})
-    if text(values.get("gpu")) == "True":
+async def copying(
+    kernel: LoomKernel, own: ProcessIdentity, code: str, expressions: dict[str, str]
+) -> dict[str, Any]:
+    """Run a cell that copies the kernel's process `own`; return its expressions' values (a
+    kernel holding a CUDA context refused; a cell that failed leaves none of its copies)."""
+    before = set(children(own.pid))
+    reply = await silent(kernel, code, expressions)
+    content = reply["content"]
+    if content.get("status") == "ok":
+        values: dict[str, Any] = content.get("user_expressions", {})
+        return values
+    for pid in set(children(own.pid)) - before:  # made before the cell failed
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if content.get("evalue") == CUDA:
         raise Conflict(
             f"kernel {kernel.name or kernel.id[:8]} holds a CUDA context, which a process copy "
             "cannot carry; save the state to a file instead"
         )
+    raise Unavailable(f"the kernel could not be copied: {content.get('evalue')}")
+
+
+def copy_of(own: ProcessIdentity, values: dict[str, Any], expression: str) -> ProcessIdentity:
+    """Return the copy whose pid (as the kernel's pid namespace numbers it) `expression` gave."""
+    inner = text(values.get(expression))
+    if inner is None or not inner.isdigit():
+        raise Unavailable("the kernel's copy did not say who it is")
+    process = ProcessIdentity.of(host_pid(own.pid, int(inner)))
+    if process is None:
+        raise Unavailable("the kernel's copy was not found after it was made")
+    return process
+
+
+def lacks_of(values: dict[str, Any]) -> list[str]:
+    """Return what a copy of the kernel does not carry, in sentences (threads other than the
+    kernel's own, sockets it shares), from a copying cell's expressions."""
+    lacks = []
     threads = text(values.get("threads"))
     if threads not in (None, "[]"):
-        return [f"threads {threads} run in the kernel; a copy has none of them"]
-    return []
+        lacks.append(f"threads {threads} run in the kernel; a copy has none of them")
+    sockets = text(values.get("sockets"))
+    if sockets not in (None, "[]"):
+        lacks.append(
+            f"sockets {sockets} are open in the kernel; a copy shares them (what one side reads "
+            "there, the other does not)"
+        )
+    return lacks
 
 
 def text(value: Any) -> str | None:
@@ -226,16 +278,8 @@ async def frozen_copy(
 
 
 async def copied(kernel: LoomKernel, own: ProcessIdentity, code: str) -> ProcessIdentity:
-    """Run a cell that copies the kernel's process `own`; return the copy (its value names
-    the copy's pid as the kernel's pid namespace numbers it)."""
-    reply = await silent(kernel, code, {PID: PID})
-    inner = text(reply["content"].get("user_expressions", {}).get(PID))
-    if reply["content"].get("status") != "ok" or inner is None or not inner.isdigit():
-        raise Unavailable(f"the kernel could not be copied: {reply['content'].get('evalue')}")
-    process = ProcessIdentity.of(host_pid(own.pid, int(inner)))
-    if process is None:
-        raise Unavailable("the kernel's copy was not found after it was made")
-    return process
+    """Run a cell that copies the kernel's process `own` (its pid in PID); return the copy."""
+    return copy_of(own, await copying(kernel, own, cuda_guard() + code, {PID: PID}), PID)
 
 
 def drop(kernel: LoomKernel, name: str) -> None:

@@ -153,16 +153,24 @@ class LoomKernel:
             last = "…" + last[-START_OUTPUT_CHARS:]
         return reason + (f"; its last output: {last}" if last else "")
 
-    async def take_back(self, running: ExecutionRecord | None, timeout: float) -> None:
+    async def take_back(
+        self, running: ExecutionRecord | None, timeout: float, *, revived: bool = False
+    ) -> None:
         """Take back a running process (an earlier gateway's, or one whose channels dropped):
-        its counter and variables as they are.
+        its counter and variables as they are; a `revived` one (started again after it ended
+        while no gateway watched) is a fresh process, as after a restart.
 
         `running` is the execution that was running when the gateway stopped listening. Its
         output since then is not recoverable (the record notes the gap); it is followed to its
         end, or ends `lost` if it ended unseen.
         """
         await self._attach(timeout)
-        if running is not None:
+        if revived:
+            if self.kind.ipykernel and self.store.last_number > 0:
+                await self._seed_counter(self.store.last_number + 1)
+            assert self.channels is not None
+            await self.setup.run(self.channels, self.kind)
+        elif running is not None:
             self.executions.follow_after_gap(running)
         elif self.kind.ipykernel and self.channels is not None:
             try:

@@ -6,10 +6,11 @@ itself, costing memory only where the kernel's state later differs) that makes a
 time it is continued (SIGCONT) with an order file naming the connection file, then freezes
 again; `starter_cell` spawns (posix_spawn: no copy of the kernel's memory, whatever its size)
 a frozen starter (residency/copy_starter.py) that, continued so, starts a fresh kernel on it
-(the command and environment the kernel started with). Each cell's value is the child's pid, as the
-kernel's own pid namespace numbers it. Each forked child takes a session of its own at once (the
-end of its origin's process group, jupyter_client's way to end a kernel, is not its), and
-frozen ones ignore interrupts (they are their kernel's).
+(the command and environment the kernel started with). Each cell's value is the child's pid, as
+the kernel's own pid namespace numbers it. Each forked child takes a session of its own at once
+(the end of its origin's process group, jupyter_client's way to end a kernel, is not its), and
+frozen ones ignore interrupts (they are their kernel's). A copying cell's code ends the cell:
+its copies run on from there, as a new kernel, so what goes with it comes before.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ import os as _os, sys as _sys
 _argv, _env = getattr(_sys, {launch!r})
 _out = getattr(_sys, {output!r})
 _named = _argv[_argv.index("-f") + 1]  # its connection file, as it started
-_loomgate_pid = _os.posix_spawn(
+{pid} = _os.posix_spawn(
     _argv[0],
     [_argv[0], "-I", "-S", {starter!r}, {order!r}, _named, *_argv],
     _env,
@@ -67,6 +68,8 @@ _loomgate_pid = _os.posix_spawn(
 )
 """
 PID = "_loomgate_pid"  # the user expression whose value is the child's pid
+STARTER_PID = "_loomgate_starter_pid"  # a starter's, spawned in the same cell as a checkpoint
+CUDA = "loomgate: the kernel holds a CUDA context"  # the error a copying cell raises then
 
 
 def fork_cell(connection_file: Path) -> str:
@@ -80,16 +83,23 @@ def checkpoint_cell(order: Path) -> str:
     return CHECKPOINT.format(become=BECOME, order=str(order), own_output=OWN_OUTPUT)
 
 
-def starter_cell(order: Path) -> str:
-    """Return the code that spawns a frozen starter beside the kernel: continued, it starts the
-    kernel's own command afresh, on the connection file named in `order` in place of the one
-    it started on (a fork's: its origin's)."""
+def starter_cell(order: Path, pid: str = PID) -> str:
+    """Return the code that spawns a frozen starter beside the kernel (its pid in `pid`):
+    continued, it starts the kernel's own command afresh, on the connection file named in
+    `order` in place of the one it started on (a fork's: its origin's)."""
     return STARTER.format(
         launch=LAUNCH,
         output=copy_launcher.OUTPUT,
         starter=str(STARTER_PROGRAM),
         order=str(order),
+        pid=pid,
     )
+
+
+def cuda_guard() -> str:
+    """Return the code that stops a copying cell, before anything is copied, in a kernel that
+    holds a CUDA context (a copy would fail on it)."""
+    return f"if {GPU}:\n    raise RuntimeError({CUDA!r})\n"
 
 
 def copy_connection(origin: dict[str, Any], ipc_prefix: Path) -> dict[str, Any]:
@@ -115,5 +125,7 @@ THREADS = (
     "and (getattr(getattr(t, '_target', None), '__module__', None) or type(t).__module__)"
     ".split('.')[0] not in ('ipykernel', 'IPython', 'zmq', 'jupyter_client')]"
 )
+# Open TCP and UDP sockets are shared by a copy with its kernel: named in the reply.
+SOCKETS = f"__import__('sys').{copy_launcher.SOCKETS}()"
 # A CUDA context does not survive fork(): a copy of a kernel that made one would fail on it.
 GPU = "bool(__import__('sys').modules.get('torch') and __import__('torch').cuda.is_initialized())"

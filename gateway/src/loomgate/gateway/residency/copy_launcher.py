@@ -17,6 +17,8 @@ kernel takes it, namespace and all.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -39,6 +41,57 @@ LAUNCH = "loomgate_launch"
 # replaces by pipes its own thread reads: a copy has no such thread, and its origin's may be gone
 # (a write would block once the pipe is full). A copy's first act is to take them back.
 OUTPUT = "loomgate_output"
+# The attribute of `sys` that names the kernel's open sockets (`open_sockets`), asked before a
+# copy is made.
+SOCKETS = "loomgate_sockets"
+KERNEL_SOCKETS: set[str] = set()  # the sockets ipykernel itself opened (a copy's: its origin's too)
+
+
+def socket_inodes() -> set[str]:
+    """Return the inodes of the sockets this process holds open (none where there is no /proc)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path("/proc/self/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = str(fd.readlink())
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    return inodes
+
+
+def open_sockets() -> list[str]:
+    """Return the TCP and UDP sockets the kernel's code holds open, in words (a copy shares them
+    with it): from /proc, as the kernel's own network namespace numbers them, without the
+    kernel's own (ipykernel binds a ZMQ socket on loopback TCP for its debugger)."""
+    inodes = socket_inodes() - KERNEL_SOCKETS
+    found = []
+    for kind in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            lines = Path(f"/proc/self/net/{kind}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[9] not in inodes:
+                continue
+            local, remote = address(fields[1]), address(fields[2])
+            if remote.endswith(":0"):  # listening (TCP), or unconnected (UDP)
+                found.append(f"{kind} {'listening on' if kind.startswith('tcp') else 'on'} {local}")
+            else:
+                found.append(f"{kind} {local} to {remote}")
+    return found
+
+
+def address(hexadecimal: str) -> str:
+    """Return an address as /proc/net writes it (`0100007F:1F90`) as `127.0.0.1:8080`."""
+    host, port = hexadecimal.split(":")
+    raw = bytes.fromhex(host)
+    # Each 32-bit word is in the machine's order (little-endian on every Linux loomgate runs on).
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(words)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # an IPv4 peer of a dual-stack socket
+    return f"[{ip}]:{int(port, 16)}" if ip.version == 6 else f"{ip}:{int(port, 16)}"
 
 
 def become(connection_file: str) -> None:
@@ -54,6 +107,7 @@ def become(connection_file: str) -> None:
     # No parent to watch: a copy's parent is its origin or a checkpoint, never the process that
     # started the kernel (JPY_PARENT_PID), and either may end first.
     app.initialize(["-f", connection_file, "--IPKernelApp.parent_handle=0"])
+    KERNEL_SOCKETS.update(socket_inodes())
     app.start()
 
 
@@ -62,8 +116,10 @@ def main() -> None:
     kernel's loop has stopped."""
     setattr(sys, LAUNCH, ([sys.executable, *sys.orig_argv[1:]], dict(os.environ)))
     setattr(sys, OUTPUT, (os.dup(1), os.dup(2)))
+    setattr(sys, SOCKETS, open_sockets)
     app = IPKernelApp.instance()
     app.initialize(sys.argv[1:])
+    KERNEL_SOCKETS.update(socket_inodes())
     app.start()
     while (target := getattr(sys, BECOME, None)) is not None:
         setattr(sys, BECOME, None)

@@ -41,17 +41,27 @@ def remove_sockets(info: Mapping[str, Any]) -> None:
     """Remove the ipc socket files connection info `info` names, and their dir, the kernel's
     packages dir (unless its forks or its origin use it) and its own dir once empty (a confined
     kernel's sandbox removes the rest)."""
-    if info.get("transport") != "ipc" or not info.get("ip"):
+    prefix = remove_socket_files(info)
+    if prefix is None:
         return
-    prefix = Path(str(info["ip"]))
-    for socket in prefix.parent.glob(f"{prefix.name}-*"):
-        with contextlib.suppress(OSError):
-            socket.unlink()
     if not shared_dirs.in_use(prefix.parent.parent):  # a fork's origin's, or its forks'
         remove_own_packages(prefix)
     for directory in (prefix.parent, prefix.parent.parent):
         with contextlib.suppress(OSError):
             directory.rmdir()
+
+
+def remove_socket_files(info: Mapping[str, Any]) -> Path | None:
+    """Remove the ipc socket files connection info `info` names (a dead process's: a client
+    that connects to one it left is refused, and does not try again once a new process binds
+    there); return their prefix (None: not ipc)."""
+    if info.get("transport") != "ipc" or not info.get("ip"):
+        return None
+    prefix = Path(str(info["ip"]))
+    for socket in prefix.parent.glob(f"{prefix.name}-*"):
+        with contextlib.suppress(OSError):
+            socket.unlink()
+    return prefix
 
 
 def connection_info_in(connection: Path) -> dict[str, Any]:

@@ -31,9 +31,14 @@ from loomgate.gateway.residency.kernel_command import (
     IPYTHON_HISTORY_IN_MEMORY,
     copyable,
     runs_ipykernel,
+    with_huge_pages,
 )
 from loomgate.gateway.residency.kernel_family import CopyFailed, KernelFamily, copy_connection
-from loomgate.gateway.residency.kernel_files import output_log_of, remove_sockets
+from loomgate.gateway.residency.kernel_files import (
+    output_log_of,
+    remove_socket_files,
+    remove_sockets,
+)
 from loomgate.gateway.residency.kernel_process import own_pid
 from loomgate.gateway.residency.kernel_transport import Transport
 from loomgate.gateway.residency.launch_arguments import CopySource, launch_arguments
@@ -130,6 +135,8 @@ class ResidentProvisioner(LocalProvisioner):
         env = self._with_packages(env, arguments.by_loomgate, Path(kwargs.get("cwd") or Path.cwd()))
         if self.sandbox is not None and self.rules is not None:  # after pip chose its cache
             env = homes_environment(env, self.rules, self.sandbox.directory)
+        if runs_ipykernel(argv):  # a kernel that can be copied: its copies made faster
+            env = with_huge_pages(env)
         kwargs["env"] = env
         kwargs["independent"] = True
         if runs_ipykernel(argv):
@@ -293,6 +300,21 @@ class ResidentProvisioner(LocalProvisioner):
         self.adopt(copy)
         self.copyable = True
         return self.connection_info
+
+    async def revive(self) -> bool:
+        """Start the kernel again from its starter when its process ended while no gateway
+        watched but its checkpoints live on (they stay, to roll back to); return whether it
+        did."""
+        self.family.forget_ended()
+        if self.family.starter is None or not self.family.checkpoints:
+            return False
+        self.log_path = self.log_path or self._output_log()
+        remove_socket_files(self.connection_info)  # the dead process's
+        try:
+            await self._copied(self.family.starter.live_copy, "the kernel's restart")
+        except Unavailable:
+            return False
+        return True
 
     def adopt(self, copy: ProcessIdentity) -> None:
         """Make `copy`, a process this provisioner did not launch, the kernel's own (marked as a

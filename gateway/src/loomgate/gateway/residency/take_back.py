@@ -33,6 +33,7 @@ TAKE_BACK_TIMEOUT = 10.0
 # A kernel that is ours but did not answer (stopped, or busy in code that holds the GIL) is
 # neither ended nor forgotten: it is tried again this often until it answers or its process ends.
 RETRY_SECONDS = 5.0
+ENDED_WHILE_AWAY = "the kernel process ended while the gateway was down"
 
 
 class Activity(Protocol):
@@ -53,8 +54,11 @@ class TakenBack(Protocol):
     def executions(self) -> Activity:
         """Return its executions' tracker (when it was last active)."""
 
-    async def take_back(self, running: ExecutionRecord | None, timeout: float) -> None:
-        """Attach to the running process and prove it answers within `timeout`."""
+    async def take_back(
+        self, running: ExecutionRecord | None, timeout: float, *, revived: bool = False
+    ) -> None:
+        """Attach to the running process and prove it answers within `timeout` (`revived`: a
+        fresh process, started again, as after a restart)."""
 
     def close_channels(self) -> None:
         """Close the gateway's sockets to the kernel."""
@@ -111,13 +115,17 @@ class TakeBack(Generic[Kernel]):
             self.log.warning("Not taking back kernel %s: %s", store.kernel_id, e)
             return
         pid = provisioner.pid
+        revived = False
         if not provisioner.is_ours():
-            # Its checkpoints end with it, and its sandbox unless its forks or origin use it (a
-            # sandbox init still running, killed from outside, ends with it).
-            await provisioner.ended()
-            self.ended_while_away(store, "the kernel process ended while the gateway was down")
-            remove_kernel_files(state["connection_file"], keep_log_in=store.directory)
-            return
+            if not await provisioner.revive():
+                # Its copies end with it, and its sandbox unless its forks or origin use it (a
+                # sandbox init still running, killed from outside, ends with it).
+                await provisioner.ended()
+                self.ended_while_away(store, ENDED_WHILE_AWAY)
+                remove_kernel_files(state["connection_file"], keep_log_in=store.directory)
+                return
+            revived = True  # its checkpoints outlived it: it starts again, to roll back
+            self.died_while_away(store)
         km = provisioner.parent
         assert km is not None
         if provisioner.sandbox is not None:  # its way out, where it was
@@ -128,7 +136,7 @@ class TakeBack(Generic[Kernel]):
         # Its activity is its records' last, not the probes, seeding and setup of taking it back.
         last_activity = kernel.executions.last_activity = store.last_activity()
         try:
-            await kernel.take_back(running, TAKE_BACK_TIMEOUT)
+            await kernel.take_back(running, TAKE_BACK_TIMEOUT, revived=revived)
         except Exception as e:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
@@ -164,6 +172,16 @@ class TakeBack(Generic[Kernel]):
         task = asyncio.get_running_loop().create_task(retry())
         self.retries.add(task)
         task.add_done_callback(self.retries.discard)
+
+    def died_while_away(self, store: RecordStore) -> None:
+        """Note that a kernel's process ended while no gateway listened, and that it started
+        again (its records and checkpoints stay)."""
+        running = store.running_when_left()
+        if running is not None:
+            died = Death(reason=ENDED_WHILE_AWAY, restarted=True)
+            running.end_unseen("died", "the kernel process is gone", died=died)
+        store.note_restart("died", ENDED_WHILE_AWAY)
+        self.log.warning("Kernel %s died while away; started again", store.kernel_id)
 
     def ended_while_away(self, store: RecordStore, reason: str) -> None:
         """Note that a kernel left running by an earlier gateway is gone (its records stay)."""
