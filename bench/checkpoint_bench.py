@@ -13,7 +13,9 @@ rollback and the first `1+1` after it (checked: `2`, and the data as it was). Be
 same round, a fresh kernel's start to its first `1+1`. A fork of a 10 MiB kernel to its first
 `1+1` (in its origin's sandbox), and `1+1` in the fork beside its origin (CELLS each,
 interleaved). The report names the machine's transparent huge pages mode: the kernels' malloc
-asks for huge pages (residency/kernel_command.py), which "madvise" and "always" give.
+asks for huge pages (residency/kernel_command.py), which "madvise" and "always" give; beside it,
+`fork()` alone of a Python holding the largest size in 4 KiB pages and in huge pages (checked:
+the small pages were not huge).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -124,6 +128,41 @@ async def fork_round(http: httpx.AsyncClient, figures: dict[str, list[float]]) -
                 await http.delete(f"{API}/{kernel}")
 
 
+# fork() alone, in a Python of its own holding `size` bytes touched, in 4 KiB pages or asking
+# for huge pages (madvise): what the kernels' malloc setting changes (residency/kernel_command.py).
+FORK_ALONE = """
+import mmap, os, sys, time
+size, advice = int(sys.argv[1]), getattr(mmap, sys.argv[2])
+memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+memory.madvise(advice)
+for i in range(0, size, 4096):
+    memory[i] = 1
+times = []
+for _ in range(5):
+    began = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    times.append((time.perf_counter() - began) * 1000)
+    os.waitpid(pid, 0)
+huge = [line for line in open("/proc/self/smaps_rollup") if line.startswith("AnonHugePages")]
+print(min(times), int(huge[0].split()[1]) * 1024 if huge else 0)
+"""
+
+
+def fork_alone(size: int, advice: str) -> tuple[float, int]:
+    """Return the fastest of five fork()s of a Python holding `size` MiB touched under `advice`
+    (MADV_HUGEPAGE or MADV_NOHUGEPAGE), in ms, and the bytes it held in huge pages."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_ALONE, str(size * MiB), advice],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    took, huge = done.stdout.split()
+    return float(took), int(huge)
+
+
 def huge_pages_mode() -> str:
     """Return the system's transparent huge pages mode (the bracketed word), or "unknown"."""
     try:
@@ -139,6 +178,8 @@ def report(
     forks: dict[str, list[float]],
     rounds: int,
     loads: str,
+    alone_size: int,
+    alone: dict[str, tuple[float, int]],
 ) -> list[str]:
     """Return the Markdown report."""
     lines = [
@@ -166,6 +207,11 @@ def report(
         f"Fork (10 MiB): fork → first `1+1` {spread(forks['fork'], 'ms')}; "
         f"`1+1` in the fork / in its origin, median of {CELLS} each: "
         f"{spread(forks['fork_cell'], '×', 3)}.",
+        "",
+        f"`fork()` alone of a Python holding {alone_size // 1024} GiB, every page touched, fastest "
+        f"of five: in 4 KiB pages {alone['MADV_NOHUGEPAGE'][0]:.1f} ms; asking for huge pages "
+        f"{alone['MADV_HUGEPAGE'][0]:.1f} ms ({alone['MADV_HUGEPAGE'][1] / MiB:.0f} MiB of it in "
+        "huge pages).",
     ]
     return lines
 
@@ -197,7 +243,10 @@ async def main() -> None:
             loads = f"{before} at the start, {load()} at the end"
         finally:
             gateway.stop()
-    publish(report(sizes, figures, forks, args.rounds, loads), args.out)
+    largest = max(sizes)
+    alone = {advice: fork_alone(largest, advice) for advice in ("MADV_NOHUGEPAGE", "MADV_HUGEPAGE")}
+    assert alone["MADV_NOHUGEPAGE"][1] == 0, "pages asked to be small were huge"
+    publish(report(sizes, figures, forks, args.rounds, loads, largest, alone), args.out)
 
 
 if __name__ == "__main__":

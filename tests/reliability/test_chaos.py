@@ -13,6 +13,7 @@ import os
 import random
 import secrets
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,7 @@ class Branching:
     rollbacks: int = 0  # told done
     made: int = 0  # checkpoints and forks asked for (each gets a new name)
     pid: int | None = None
+    restarts: int = 0
     contradictions: list[str] = field(default_factory=list)
 
     def told_cell(self, printed: int) -> None:
@@ -99,8 +101,14 @@ class Chaos:
         self.branching: list[Branching] = []
 
     async def converse(self, conversation: Conversation) -> None:
-        """Run cells on the conversation's kernel until the killer is done, starting a new
-        translator whenever its own was killed."""
+        """Run cells on the conversation's kernel until the killer is done."""
+        await self.go_on(conversation, lambda mcp: self.run_cell(mcp, conversation))
+
+    async def go_on(
+        self, conversation: Conversation | Branching, step: Callable[[Client], Awaitable[bool]]
+    ) -> None:
+        """Take the conversation's steps until the killer is done, starting a new translator
+        whenever its own was killed (a step returns whether its translator is still there)."""
         while not self.done.is_set():
             async with contextlib.AsyncExitStack() as stack:
                 async with self.spawning:
@@ -110,7 +118,7 @@ class Chaos:
                 if not await self.attach(mcp, conversation):
                     continue
                 while not self.done.is_set():
-                    if not await self.run_cell(mcp, conversation):
+                    if not await step(mcp):
                         break
             conversation.restarts += 1
 
@@ -145,18 +153,8 @@ class Chaos:
         return True
 
     async def branch(self, branching: Branching) -> None:
-        """Run the branching conversation until the killer is done, as `converse` does."""
-        while not self.done.is_set():
-            async with contextlib.AsyncExitStack() as stack:
-                async with self.spawning:
-                    before = translator_pids()
-                    mcp = await stack.enter_async_context(Client(stdio(self.gateway)))
-                    [branching.pid] = translator_pids() - before
-                if not await self.attach(mcp, branching):
-                    continue
-                while not self.done.is_set():
-                    if not await self.branch_step(mcp, branching):
-                        break
+        """Run the branching conversation's steps until the killer is done."""
+        await self.go_on(branching, lambda mcp: self.branch_step(mcp, branching))
 
     async def branch_step(self, mcp: Client, branching: Branching) -> bool:
         """Take one seeded step: a cell, a checkpoint, a rollback or a fork; return whether the

@@ -45,14 +45,20 @@ def test_a_status_from_a_gateway_before_checkpoints_has_none() -> None:
 
 
 def test_a_fork_says_what_it_copied() -> None:
-    origin = wire.ForkedFrom(kernel="3f2a9c1e-aa", name=None, checkpoint="clean", after=3)
+    origin = wire.ForkedFrom(
+        kernel="3f2a9c1e-aa", name=None, checkpoint="clean", after=3, lacks=["threads ['t'] run"]
+    )
     assert fork_lines(kernel(forked_from=origin)) == [
         "It starts as a copy of kernel 3f2a9c1e: its checkpoint clean after In [3] (that kernel "
-        "is untouched); its own cells are numbered from In [1]."
+        "is untouched); its own cells are numbered from In [1].",
+        "Not in it: threads ['t'] run.",
     ]
-    live = wire.ForkedFrom(kernel="3f2a9c1e-aa", name="k", checkpoint=None, after=7)
+    live = wire.ForkedFrom(kernel="3f2a9c1e-aa", name="k", checkpoint=None, after=7, lacks=[])
     assert fork_lines(kernel(forked_from=live)) == [
         "It starts as a copy of kernel k: its state after In [7] (that kernel is untouched); its "
         "own cells are numbered from In [1]."
     ]
+    older = dict(live)
+    del older["lacks"]  # from a gateway before forks named what they lack
+    assert fork_lines(kernel(forked_from=older)) == fork_lines(kernel(forked_from=live))  # type: ignore[arg-type]
     assert fork_lines(kernel(forked_from=None)) == []

@@ -10,7 +10,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -235,9 +235,9 @@ def copies(kernel: str) -> list[ProcessIdentity]:
     return found
 
 
-def stopped_copies(kernel: str) -> list[ProcessIdentity]:
-    """Return the stopped processes whose command names `kernel`'s connection file."""
-    found = []
+def processes_of(kernel: str) -> Iterator[tuple[int, list[bytes], str]]:
+    """Yield the pid, arguments and state of each process whose command names `kernel`'s
+    connection file (its own, its copies, its starters)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -246,8 +246,16 @@ def stopped_copies(kernel: str) -> list[ProcessIdentity]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state == "T" and any(kernel.encode() in word for word in words):
-            identity = ProcessIdentity.of(int(entry.name))
+        if any(kernel.encode() in word for word in words):
+            yield int(entry.name), words, state
+
+
+def stopped_copies(kernel: str) -> list[ProcessIdentity]:
+    """Return the stopped processes whose command names `kernel`'s connection file."""
+    found = []
+    for pid, _words, state in processes_of(kernel):
+        if state == "T":
+            identity = ProcessIdentity.of(pid)
             if identity is not None:
                 found.append(identity)
     return found
@@ -353,15 +361,7 @@ async def test_a_kernel_that_ended_while_the_gateway_was_down_comes_back_with_it
 def kernel_pid(kernel: str) -> int:
     """Return the host pid of `kernel`'s own process (inside its sandbox or not): the running
     Python whose command is the copy launcher's, naming the kernel's connection file."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        named = any(kernel.encode() in word for word in words)
-        if named and state != "T" and len(words) > 1 and words[1].endswith(b"copy_launcher.py"):
-            return int(entry.name)
+    for pid, words, state in processes_of(kernel):
+        if state != "T" and len(words) > 1 and words[1].endswith(b"copy_launcher.py"):
+            return pid
     raise AssertionError(f"kernel {kernel}'s process was not found")

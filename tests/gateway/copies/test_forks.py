@@ -46,9 +46,17 @@ async def forked(http: httpx.AsyncClient, made: list[str], fork: str) -> dict[st
 async def test_a_fork_starts_as_its_origins_copy_and_goes_its_own_way(
     http: httpx.AsyncClient, kernel: str, forks: list[str]
 ) -> None:
-    await run(http, kernel, "x = 41\nimport os\norigin = os.getpid()")
+    sleeper = "threading.Thread(target=time.sleep, args=(60,), name='sleeper', daemon=True).start()"
+    await run(http, kernel, f"x = 41\nimport os, threading, time\norigin = os.getpid()\n{sleeper}")
     fork = await forked(http, forks, kernel)
-    assert fork["forked_from"] == {"kernel": kernel, "name": None, "checkpoint": None, "after": 1}
+    lacks = ["threads ['sleeper'] run in the kernel; a copy has none of them"]
+    assert fork["forked_from"] == {
+        "kernel": kernel,
+        "name": None,
+        "checkpoint": None,
+        "after": 1,
+        "lacks": lacks,
+    }
     assert fork["state"] == "idle" and fork["executions"] == 0
     first = await run(http, str(fork["id"]), "x += 1\nprint(x, os.getpid() != origin)")
     assert first["number"] == 1  # its own records, from 1
@@ -74,6 +82,7 @@ async def test_a_fork_starts_as_its_origins_copy_and_goes_its_own_way(
         "name": None,
         "checkpoint": "cp",
         "after": 2,
+        "lacks": lacks,  # what the checkpoint lacked when it was taken
     }
     assert await value(http, str(from_checkpoint["id"]), "x") == "41"
     assert await value(http, kernel, "x") == "7"

@@ -65,12 +65,12 @@ def test_a_restart_says_what_was_lost_and_when(restart: Restart, text: str) -> N
     ("origin", "text"),
     [
         (
-            ForkedFrom(kernel="3f2a9c1e-aa", name="main", checkpoint=None, after=4),
+            ForkedFrom(kernel="3f2a9c1e-aa", name="main", checkpoint=None, after=4, lacks=[]),
             "**Forked here** from kernel main: its state after In [4]. The cells above ran in "
             "that kernel; the cells below ran in the fork, numbered from In [1].",
         ),
         (
-            ForkedFrom(kernel="3f2a9c1e-aa", name=None, checkpoint="clean", after=2),
+            ForkedFrom(kernel="3f2a9c1e-aa", name=None, checkpoint="clean", after=2, lacks=[]),
             "**Forked here** from kernel 3f2a9c1e-aa: its checkpoint clean after In [2]. The "
             "cells above ran in that kernel; the cells below ran in the fork, numbered from "
             "In [1].",

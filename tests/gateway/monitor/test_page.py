@@ -171,7 +171,7 @@ async def test_each_kernels_profile_is_shown(
         await http.delete(f"{API}/kernels/{plain}")
 
 
-async def test_a_kernels_checkpoints_are_shown_as_they_are_taken_and_dropped(
+async def test_a_kernels_checkpoints_and_forks_are_shown_as_they_come_and_go(
     gateway: GatewayProcess, http: httpx.AsyncClient, named: str
 ) -> None:
     async with page_at(monitor_url(gateway, named)) as page:
@@ -194,6 +194,20 @@ async def test_a_kernels_checkpoints_are_shown_as_they_are_taken_and_dropped(
         r = await http.delete(f"{API}/kernels/{named}/checkpoints/clean")
         assert r.status_code == 200, r.text
         await expect(shown).to_have_text("checkpoints: second", timeout=SEEN)
+        origin = (await http.get(f"{API}/kernels/{named}")).json()["kernel"]["name"]
+        r = await http.post(
+            f"{API}/kernels", json={"name": f"{origin}-b", "fork": f"{named}@second"}
+        )
+        assert r.status_code == 201, r.text
+        fork = r.json()["kernel"]["id"]
+        try:
+            forked = page.locator(f'#kernels li[data-kernel="{fork}"] .fork')
+            await expect(forked).to_have_text(
+                f"forked from {origin}@second, after In [1]", timeout=SEEN
+            )
+            await expect(item.locator(".fork")).to_have_count(0)  # the origin is no fork
+        finally:
+            await http.delete(f"{API}/kernels/{fork}")
 
 
 async def test_images_and_coloured_tracebacks_render(

@@ -5,6 +5,7 @@ its resident memory."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,16 +19,27 @@ BRIDGE = ["python", "-I", "-S", "bridge.py", "/k/net/proxy.sock", "3128", "--whi
 SHELL = ["/bin/sh", "-c", '( … & ); shift 4; exec "$@"', "bridge", *BRIDGE[:4], *KERNEL]
 
 
-def fake_proc(root: Path, processes: dict[int, tuple[int, list[str]]]) -> Path:
-    """Write a /proc of `processes` (pid → parent, arguments) under `root`; return it."""
+STOPPED = "T"  # a frozen copy's state: it runs the kernel's command too
+
+
+def fake_proc(root: Path, processes: dict[int, tuple[Any, ...]]) -> Path:
+    """Write a /proc of `processes` (pid → parent, arguments[, state]) under `root`, each
+    process's children in its threads' `children` files; return it."""
     proc = root / "proc"
     (proc / "self").mkdir(parents=True)  # not a pid: skipped
-    for pid, (parent, arguments) in processes.items():
-        (proc / str(pid)).mkdir(parents=True)
+    for pid, (parent, arguments, *state) in processes.items():
+        (proc / str(pid) / "task" / str(pid)).mkdir(parents=True)
         comm = Path(arguments[0]).name
-        (proc / str(pid) / "stat").write_text(f"{pid} ({comm}) S {parent} {pid} {pid} 0 -1\n")
+        letter = state[0] if state else "S"
+        (proc / str(pid) / "stat").write_text(f"{pid} ({comm}) {letter} {parent} {pid} {pid} 0\n")
         (proc / str(pid) / "cmdline").write_bytes(b"\0".join(map(str.encode, arguments)) + b"\0")
         (proc / str(pid) / "status").write_text(f"Name:\t{comm}\nVmRSS:\t   {pid * 100} kB\n")
+    for pid, (parent, *_) in processes.items():
+        if parent in processes:  # a second thread of the parent started it
+            thread = proc / str(parent) / "task" / str(parent * 100 + pid)
+            thread.mkdir(exist_ok=True)
+            with (thread / "children").open("a") as f:
+                f.write(f"{pid} ")
     return proc
 
 
@@ -46,12 +58,14 @@ def fake_proc(root: Path, processes: dict[int, tuple[int, list[str]]]) -> Path:
         ({10: (1, ["sleep", "60"]), 20: (1, KERNEL)}, 10, None),
         ({}, 10, None),
         ({10: (1, KERNEL)}, None, None),  # an upstream's kernel: no process here
+        # Its frozen copies (checkpoints, starters) run its command too, stopped: never them.
+        ({10: (1, BWRAP), 11: (10, BWRAP), 12: (11, KERNEL), 16: (12, KERNEL, STOPPED)}, 10, 12),
     ],
 )
 def test_the_kernel_is_the_deepest_process_running_its_command(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    processes: dict[int, tuple[int, list[str]]],
+    processes: dict[int, tuple[Any, ...]],
     launched: int | None,
     expected: int | None,
 ) -> None:

@@ -192,6 +192,8 @@ KERNEL_OWN = frozenset(
     | {"PYDEVD_USE_FRAME_EVAL", "JUPYTER_RUNTIME_DIR"}
     # Its own packages dir for pip (sandbox/confinement/packages.py)
     | {"PIP_TARGET", "PIP_UPGRADE", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_ROOT_USER_ACTION"}
+    # Its malloc asking for huge pages, which make its copies faster (residency/kernel_command.py)
+    | {"GLIBC_TUNABLES"}
 )
 # Passed on with the kernel's own dirs in front: its packages dir, its `pip` commands.
 PREFIXED = frozenset({"PATH", "PYTHONPATH"})

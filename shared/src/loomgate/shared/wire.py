@@ -357,12 +357,14 @@ class Kernel(TypedDict):
 
 
 class ForkedFrom(TypedDict):
-    """A fork's origin: the kernel, and its checkpoint (None: its live state) after In [after]."""
+    """A fork's origin: the kernel, and its checkpoint (None: its live state) after In [after];
+    `lacks`: what the copy did not carry, in sentences (absent from a gateway before it)."""
 
     kernel: str
     name: str | None
     checkpoint: str | None
     after: int
+    lacks: list[str]
 
 
 class Checkpoint(TypedDict):

@@ -26,8 +26,9 @@ from loomgate.gateway.kernels.kernel_copy import (
     starter_cell,
 )
 from loomgate.gateway.process_identity import ProcessIdentity
+from loomgate.gateway.residency.kernel_command import LAUNCHER
 from loomgate.gateway.residency.kernel_family import Frozen
-from loomgate.gateway.residency.kernel_process import children, host_pid
+from loomgate.gateway.residency.kernel_process import children, host_pid, runs_with
 from loomgate.gateway.residency.provisioner import ResidentProvisioner
 from loomgate.shared import wire
 from loomgate.shared.echo import echo
@@ -135,11 +136,10 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     order = provisioner.ipc_dir / f"checkpoint-{uuid.uuid4().hex}"
     code += checkpoint_cell(order)  # last: the copies it makes run on from its end
     values = await copying(kernel, own, code, expressions)
-    now = time.time()
-    family.checkpoints[name] = Frozen(copy_of(own, values, PID), order, after, now)
+    now, lacks = time.time(), lacks_of(values)
+    family.checkpoints[name] = Frozen(copy_of(own, values, PID), order, after, now, tuple(lacks))
     if start_order is not None:
         family.starter = Frozen(copy_of(own, values, STARTER_PID), start_order, after, now)
-    lacks = lacks_of(values)
     await kernel.save_resident()
     kernel.events.kernel(kernel.id, "checkpoints", kernel.model())
     measuring = asyncio.get_running_loop().create_task(measured(kernel))
@@ -206,8 +206,9 @@ async def copying(
         values: dict[str, Any] = content.get("user_expressions", {})
         return values
     for pid in set(children(own.pid)) - before:  # made before the cell failed
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        if runs_with(pid, LAUNCHER.name):  # a copy (a starter names it too), not the user's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     if content.get("evalue") == CUDA:
         raise Conflict(
             f"kernel {kernel.name or kernel.id[:8]} holds a CUDA context, which a process copy "
@@ -225,6 +226,12 @@ def copy_of(own: ProcessIdentity, values: dict[str, Any], expression: str) -> Pr
     if process is None:
         raise Unavailable("the kernel's copy was not found after it was made")
     return process
+
+
+async def lacks(kernel: LoomKernel) -> list[str]:
+    """Return what a copy of the kernel made now would not carry, in sentences."""
+    reply = await silent(kernel, "", {"threads": THREADS, "sockets": SOCKETS})
+    return lacks_of(reply["content"].get("user_expressions", {}))
 
 
 def lacks_of(values: dict[str, Any]) -> list[str]:

@@ -60,13 +60,13 @@ async def start_fork(
         raise Conflict(f"a kernel named {name} runs already; give the fork a new name")
     if checkpoint is None:
         checkpoints.ready(origin)
-        after = origin.store.last_number
+        after, lacks = origin.store.last_number, await checkpoints.lacks(origin)
         copy_from: Any = lambda path: live_copy(origin, path)  # noqa: E731
     else:
         frozen = checkpoints.find(origin, checkpoint)
-        after, copy_from = frozen.after, frozen.live_copy
+        after, lacks, copy_from = frozen.after, list(frozen.lacks), frozen.live_copy
     forked_from = wire.ForkedFrom(
-        kernel=origin.id, name=origin.name, checkpoint=checkpoint, after=after
+        kernel=origin.id, name=origin.name, checkpoint=checkpoint, after=after, lacks=lacks
     )
     intent = KernelIntent(
         name=name,

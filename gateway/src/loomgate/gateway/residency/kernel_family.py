@@ -41,12 +41,13 @@ class CopyFailed(RuntimeError):
 @dataclass(frozen=True)
 class Frozen:
     """One frozen copy: its process, the order file it reads when continued, and (a
-    checkpoint's) the latest execution number when it was taken and when."""
+    checkpoint's) the latest execution number when it was taken, when, and what it lacks."""
 
     process: ProcessIdentity
     order: Path
     after: int = 0
     created: float = 0.0
+    lacks: tuple[str, ...] = ()  # what the copy does not carry, in sentences
 
     def held(self) -> int | None:
         """Return the memory this copy alone holds, in bytes (None where it cannot be told)."""
@@ -90,6 +91,7 @@ class Frozen:
             "order": str(self.order),
             "after": self.after,
             "created": self.created,
+            "lacks": list(self.lacks),
         }
 
     @classmethod
@@ -100,6 +102,7 @@ class Frozen:
             Path(data["order"]),
             int(data.get("after", 0)),
             float(data.get("created", 0.0)),
+            tuple(str(lack) for lack in data.get("lacks", ())),
         )
 
 

@@ -20,35 +20,30 @@ def own_pid(launched: int | None, connection_file: str) -> int | None:
     if not PROC.is_dir():
         return launched
     name = Path(connection_file).name
-    children = children_of(parents())
     found: int | None = None
     level = [launched]
     while level:
-        found = next((pid for pid in reversed(level) if runs_with(pid, name)), found)
-        level = [child for pid in level for child in children.get(pid, ())]
+        # Its copies run its command too, stopped (checkpoints, starters): never the kernel.
+        found = next(
+            (pid for pid in reversed(level) if runs_with(pid, name) and not stopped(pid)), found
+        )
+        level = [child for pid in level for child in all_children(pid)]
     return found
 
 
-def parents() -> dict[int, int]:
-    """Return each running process's parent, from /proc/PID/stat."""
-    found: dict[int, int] = {}
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
+def all_children(pid: int) -> list[int]:
+    """Return the pids of process `pid`'s children, whichever of its threads started them."""
+    try:
+        tasks = list((PROC / str(pid) / "task").iterdir())
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
         try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # it ended meanwhile
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
             continue
-        found[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
     return found
-
-
-def children_of(parent_of: dict[int, int]) -> dict[int, list[int]]:
-    """Return each process's children, given each one's parent."""
-    children: dict[int, list[int]] = {}
-    for child, parent in sorted(parent_of.items()):
-        children.setdefault(parent, []).append(child)
-    return children
 
 
 def runs_with(pid: int, name: str) -> bool:

@@ -135,15 +135,14 @@ class ResidentProvisioner(LocalProvisioner):
         env = self._with_packages(env, arguments.by_loomgate, Path(kwargs.get("cwd") or Path.cwd()))
         if self.sandbox is not None and self.rules is not None:  # after pip chose its cache
             env = homes_environment(env, self.rules, self.sandbox.directory)
-        if runs_ipykernel(argv):  # a kernel that can be copied: its copies made faster
+        if runs_ipykernel(argv):  # its history in memory; its copies made faster
             env = with_huge_pages(env)
-        kwargs["env"] = env
-        kwargs["independent"] = True
-        if runs_ipykernel(argv):
             kwargs["extra_arguments"] = [
                 *kwargs.get("extra_arguments", ()),
                 IPYTHON_HISTORY_IN_MEMORY,
             ]
+        kwargs["env"] = env
+        kwargs["independent"] = True
         launch: dict[str, Any] = await super().pre_launch(**kwargs)
         launch["cmd"] = copyable(launch["cmd"])  # an ipykernel that can be checkpointed
         self.copyable = launch["cmd"] != list(self.kernel_spec.argv if self.kernel_spec else [])

@@ -55,5 +55,6 @@ def fork_lines(kernel: wire.Kernel) -> list[str]:
     state = f"its checkpoint {origin['checkpoint']}" if origin["checkpoint"] else "its state"
     return [
         f"It starts as a copy of kernel {who}: {state} after In [{origin['after']}] (that "
-        "kernel is untouched); its own cells are numbered from In [1]."
+        "kernel is untouched); its own cells are numbered from In [1].",
+        *(f"Not in it: {lack}." for lack in origin.get("lacks", [])),  # absent: an older gateway
     ]

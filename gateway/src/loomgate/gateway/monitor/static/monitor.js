@@ -83,6 +83,14 @@ function checkpointsDetail(k) {
     `${c.name}: the state after In [${c.after}]` + (c.held === null ? "" : `, holds ${size(c.held)}`)).join("\n");
 }
 
+// What a fork was copied from ("forked from k@cp1, after In [3]"); null for any other kernel.
+function forkText(k) {
+  const f = k.forked_from;
+  if (!f) return null;
+  const origin = (f.name || f.kernel.slice(0, 8)) + (f.checkpoint ? "@" + f.checkpoint : "");
+  return `forked from ${origin}, after In [${f.after}]`;
+}
+
 function sandboxRules(s) {
   if (s.profile === "none") return "not confined";
   return [
@@ -123,7 +131,7 @@ function renderKernels() {
   // Redrawn only when something it shows changed (activity is shown to the second).
   const shown = JSON.stringify([state.selected, Math.floor(Date.now() / 1000), kernels.map((k) =>
     [k.id, k.name, k.state, k.executions, k.held_by, Math.floor(k.last_activity || 0), sandboxText(k),
-      stopsText(k), checkpointsDetail(k)])]);
+      stopsText(k), checkpointsDetail(k), forkText(k)])]);
   if (shown === shownKernels) return;
   shownKernels = shown;
   list.replaceChildren();
@@ -139,7 +147,8 @@ function renderKernels() {
       el("div", { class: "meta", text: `${k.kernel_spec || "?"} · ${k.lifetime === "persistent" ? "named" : "conversation"} · ${k.executions} executions` }),
       el("div", { class: "meta", text: [holders, `active ${ago(k.last_activity)}`, stopsText(k)].filter(Boolean).join(" · ") }),
       k.sandbox ? el("div", { class: "meta sandbox", text: sandboxText(k), title: sandboxRules(k.sandbox) }) : null,
-      checkpointsText(k) ? el("div", { class: "meta checkpoints", text: checkpointsText(k), title: checkpointsDetail(k) }) : null));
+      checkpointsText(k) ? el("div", { class: "meta checkpoints", text: checkpointsText(k), title: checkpointsDetail(k) }) : null,
+      forkText(k) ? el("div", { class: "meta fork", text: forkText(k) }) : null));
   }
 }
 
