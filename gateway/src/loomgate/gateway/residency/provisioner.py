@@ -553,6 +553,9 @@ class ResidentProvisioner(LocalProvisioner):
         """End what the kernel leaves behind once it has ended for good: its sockets, its
         copies, and its sandbox unless other kernels use it (then its own process alone)."""
         others = shared_dirs.leave(self._own_dir(), str(self.kernel_id))
+        if self.sandbox is not None and self.sandbox.has_init and self.process is not None:
+            self.sandbox.launched = self.sandbox.launched or self.process  # reaped at its end
+            self.process = None
         if others:
             self.family.signal_own(signal.SIGKILL)  # its sandbox's init stays theirs
         self.family.end()  # its copies' order files go: its ipc dir empties
@@ -561,6 +564,7 @@ class ResidentProvisioner(LocalProvisioner):
             self.sandbox.signal(signal.SIGKILL)  # what its init still holds
             await self.sandbox.close_network()
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
+            await asyncio.to_thread(self.sandbox.reap)
             shared_dirs.close(self.sandbox.directory)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -99,6 +100,9 @@ class SandboxLaunch:
         # network, or the relay's routes (ipc socket, port) into a namespace of its own.
         self.tcp_ports: tuple[int, ...] = ()
         self.relay: list[tuple[Path, int]] = []
+        # The process this gateway launched the sandbox with, where it outlives the kernel it
+        # first ran (bubblewrap, while copies or forks live in the sandbox): reaped as it ends.
+        self.launched: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def prepare(
@@ -207,6 +211,14 @@ class SandboxLaunch:
         if self.limits.memory_killed() and self.rules.memory is not None:
             return f"{MEMORY_KILL} {format_size(self.rules.memory)} reached"
         return None
+
+    def reap(self, timeout: float = REMOVE_TIMEOUT) -> None:
+        """Wait (up to `timeout` seconds) for the launched process to exit once the sandbox has
+        ended, so that it leaves no zombie behind."""
+        launched, self.launched = self.launched, None
+        if launched is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                launched.wait(timeout)
 
     def wire(self) -> wire.Sandbox:
         """Return the kernel's sandbox as its wire form shows it."""
