@@ -8,7 +8,7 @@ equivalent (bench/equivalent_mutants.py). Modules run one at a time (`--module N
 
 Not in CI (too slow). Run it before resolving an issue that touches these modules. mutmut wants
 one source root, so the three packages' `src/loomgate` trees and `tests/` are staged into a work
-dir (default: a fresh temporary one) and mutated there; the checkout is never touched.
+dir (default: a fresh one in /var/tmp) and mutated there; the checkout is never touched.
 """
 
 from __future__ import annotations
@@ -464,7 +464,9 @@ def main() -> None:
         publish(merge(args.merge), args.out)
         return
     targets = [t for t in TARGETS if not args.module or t.name in args.module]
-    work = args.work or Path(tempfile.mkdtemp(prefix="loomgate-mutation-"))
+    # Not under /tmp: a kernel's sandbox binds a loomgate installed there into its own /tmp, and
+    # the sandbox's tests count its binds.
+    work = args.work or Path(tempfile.mkdtemp(prefix="loomgate-mutation-", dir="/var/tmp"))
     if args.work and args.work.exists():
         shutil.rmtree(args.work)
     stage(work, targets)

@@ -11,6 +11,8 @@ import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -408,6 +410,16 @@ def test_a_removed_sandbox_leaves_nothing(tmp_path: Path) -> None:
     sandbox.remove()  # twice: harmless
     assert sandbox.wire() == sandbox_wire(RULES, "b")
     assert sandbox.wire()["lacks"] == []
+
+
+def test_a_sandbox_reaps_the_process_it_was_launched_with_as_it_ends(tmp_path: Path) -> None:
+    sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "b")
+    assert sandbox.launched is None
+    sandbox.reap()  # nothing launched here (a kernel taken back): nothing to wait for
+    launched = subprocess.Popen([sys.executable, "-c", "pass"])
+    sandbox.launched = launched
+    sandbox.reap()
+    assert launched.returncode == 0 and sandbox.launched is None  # waited for: no zombie
 
 
 async def test_under_landlock_alone_the_kernel_is_the_launched_process(
