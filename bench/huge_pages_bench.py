@@ -25,7 +25,16 @@ from pathlib import Path
 import httpx
 
 from bench.gateway_bench import publish, rotated
-from bench.sandbox_bench import API, gateway_in, load, processes_of, reaped, spread, status_kib
+from bench.sandbox_bench import (
+    API,
+    gateway_in,
+    load,
+    processes_of,
+    reaped,
+    spread,
+    started_gateways,
+    status_kib,
+)
 from tests.support.cells import output_texts
 from tests.support.gateways import GatewayProcess
 
@@ -127,24 +136,13 @@ async def main() -> None:
     gateways["without"].launcher = [sys.executable, "-c", WITHOUT]
     keys = ("start", "rss", "cell", "checkpoint")
     figures = {side: {key: list[float]() for key in keys} for side in gateways}
-    clients: dict[str, httpx.AsyncClient] = {}
-    try:
-        before = load()
-        for name, gateway in gateways.items():
-            gateway.start()
-            clients[name] = httpx.AsyncClient(
-                base_url=gateway.url, headers=gateway.headers, timeout=600
-            )
+    before = load()
+    async with started_gateways(gateways) as clients:
         for turn in range(args.rounds + 1):  # the first warms the page cache, uncounted
             for side in rotated(tuple(gateways), turn):
                 kept = figures[side] if turn else {key: [] for key in keys}
                 await one_round(gateways[side], clients[side], side == "with", kept)
         loads = f"{before} at the start, {load()} at the end"
-    finally:
-        for client in clients.values():
-            await client.aclose()
-        for gateway in gateways.values():
-            gateway.stop()
     publish(report(figures, args.rounds, loads), args.out)
 
 

@@ -38,6 +38,7 @@ from bench.sandbox_bench import (
     reaped,
     spread,
     started,
+    started_gateways,
 )
 from loomgate.gateway.residency.resident import RESIDENT_FILE
 from loomgate.gateway.sandbox.confinement.mechanism import ENV
@@ -211,24 +212,12 @@ async def main() -> None:
     out = args.out.resolve() if args.out else None
     with bench_root("mechanism-bench") as (root, project):
         gateways = {m: mechanism_gateway(root, m) for m in MECHANISMS}
-        clients: dict[str, httpx.AsyncClient] = {}
-        try:
-            before = load()
-            described: dict[str, str] = {}
-            for mechanism, gateway in gateways.items():
-                gateway.start()
-                clients[mechanism] = httpx.AsyncClient(
-                    base_url=gateway.url, headers=gateway.headers, timeout=600
-                )
-                described[mechanism] = await checked(clients[mechanism], mechanism)
+        before = load()
+        async with started_gateways(gateways) as clients:
+            described = {m: await checked(clients[m], m) for m in MECHANISMS}
             times = await starts(gateways, clients, project, args.rounds)
             samples = await cells(clients, project, args.iterations)
             loads = f"{before} at the start, {load()} at the end"
-        finally:
-            for client in clients.values():
-                await client.aclose()
-            for gateway in gateways.values():
-                gateway.stop()
     publish(report(args, described, times, samples, loads), out)
 
 

@@ -28,7 +28,7 @@ import shutil
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,26 @@ def gateway_in(root: Path, name: str, default: str, prewarm: int = 0) -> Gateway
     (config / "loomgate" / "sandbox.toml").write_text(f'default = "{default}"\n')
     env = {"XDG_CONFIG_HOME": str(config)}
     return GatewayProcess(root / name / "state", env=env, prewarm=prewarm)
+
+
+@contextlib.asynccontextmanager
+async def started_gateways(
+    gateways: dict[str, GatewayProcess],
+) -> AsyncIterator[dict[str, httpx.AsyncClient]]:
+    """Start each gateway and yield a client of each, by the same names; stop them all after."""
+    clients: dict[str, httpx.AsyncClient] = {}
+    try:
+        for name, gateway in gateways.items():
+            gateway.start()
+            clients[name] = httpx.AsyncClient(
+                base_url=gateway.url, headers=gateway.headers, timeout=600
+            )
+        yield clients
+    finally:
+        for client in clients.values():
+            await client.aclose()
+        for gateway in gateways.values():
+            gateway.stop()
 
 
 def status_kib(pid: int, key: str) -> int:
@@ -324,19 +344,8 @@ async def measure_one_gateway(root: Path, project: Path, args: argparse.Namespac
 async def measure_pools(root: Path, rounds: int) -> dict[str, list[float]]:
     """Return pool claim times (ms) of a gateway with default none and one with workspace."""
     gateways = {p: gateway_in(root, f"pool-{p}", p, prewarm=1) for p in ("none", "workspace")}
-    clients: dict[str, httpx.AsyncClient] = {}
-    try:
-        for name, gateway in gateways.items():
-            gateway.start()
-            clients[name] = httpx.AsyncClient(
-                base_url=gateway.url, headers=gateway.headers, timeout=600
-            )
+    async with started_gateways(gateways) as clients:
         return await pool_claims(gateways, clients, rounds)
-    finally:
-        for c in clients.values():
-            await c.aclose()
-        for gateway in gateways.values():
-            gateway.stop()
 
 
 @contextlib.contextmanager
