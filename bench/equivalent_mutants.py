@@ -1145,6 +1145,12 @@ RULES = (
     ),
     Rule(
         "launch.xǁSandboxLaunchǁ__init__",
+        "self.launched: subprocess.Popen[bytes] | None = ",
+        PROCESS_ONLY + "test_launch.py's test_a_sandbox_reaps_the_process_it_was_launched_with_"
+        "as_it_ends (a process test: it starts one) finds anything but None there",
+    ),
+    Rule(
+        "launch.xǁSandboxLaunchǁ__init__",
         "self.relay: list[tuple[Path, int]] = None",
         "a sandbox's relay is read only where a provisioner set it, for a relayed kernel, and "
         "read as a truth value there (`if relay`): None and [] both mean no relay",

@@ -412,6 +412,7 @@ def test_a_removed_sandbox_leaves_nothing(tmp_path: Path) -> None:
     assert sandbox.wire()["lacks"] == []
 
 
+@pytest.mark.process  # it starts one (mutmut's fast-test stats lose their coverage with it)
 def test_a_sandbox_reaps_the_process_it_was_launched_with_as_it_ends(tmp_path: Path) -> None:
     sandbox = SandboxLaunch(RULES, tmp_path, KernelLimits("k1", "none"), "b")
     assert sandbox.launched is None
