@@ -19,7 +19,6 @@ import asyncio
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -27,6 +26,7 @@ import httpx
 from bench.gateway_bench import publish, rotated
 from bench.sandbox_bench import (
     API,
+    bench_root,
     gateway_in,
     load,
     processes_of,
@@ -127,22 +127,21 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    root = Path("/var/tmp") / f"loomgate-huge-pages-bench-{uuid.uuid4().hex[:8]}"
-    (root / "project").mkdir(parents=True)
-    gateways = {
-        "with": gateway_in(root, "with", "workspace"),
-        "without": gateway_in(root, "without", "workspace"),
-    }
-    gateways["without"].launcher = [sys.executable, "-c", WITHOUT]
     keys = ("start", "rss", "cell", "checkpoint")
-    figures = {side: {key: list[float]() for key in keys} for side in gateways}
-    before = load()
-    async with started_gateways(gateways) as clients:
-        for turn in range(args.rounds + 1):  # the first warms the page cache, uncounted
-            for side in rotated(tuple(gateways), turn):
-                kept = figures[side] if turn else {key: [] for key in keys}
-                await one_round(gateways[side], clients[side], side == "with", kept)
-        loads = f"{before} at the start, {load()} at the end"
+    with bench_root("huge-pages-bench") as (root, _project):
+        gateways = {
+            "with": gateway_in(root, "with", "workspace"),
+            "without": gateway_in(root, "without", "workspace"),
+        }
+        gateways["without"].launcher = [sys.executable, "-c", WITHOUT]
+        figures = {side: {key: list[float]() for key in keys} for side in gateways}
+        before = load()
+        async with started_gateways(gateways) as clients:
+            for turn in range(args.rounds + 1):  # the first warms the page cache, uncounted
+                for side in rotated(tuple(gateways), turn):
+                    kept = figures[side] if turn else {key: [] for key in keys}
+                    await one_round(gateways[side], clients[side], side == "with", kept)
+            loads = f"{before} at the start, {load()} at the end"
     publish(report(figures, args.rounds, loads), args.out)
 
 
