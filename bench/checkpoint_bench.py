@@ -20,7 +20,6 @@ the small pages were not huge).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench.gateway_bench import publish, rotated
+from bench.gateway_bench import publish, rotated, rounds_parser
 from bench.sandbox_bench import API, bench_root, gateway_in, load, spread
 from tests.support.gateways import GatewayProcess, child_pids
 
@@ -218,10 +217,8 @@ def report(
 
 async def main() -> None:
     """Start the gateway, run the rounds, print (and write) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = rounds_parser(__doc__, rounds=3)
     parser.add_argument("--sizes", default="10,1024,4096")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     keys = ("checkpoint", "rollback", "fresh", "pss")

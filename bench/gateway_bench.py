@@ -477,6 +477,15 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
+def rounds_parser(doc: str | None, *, rounds: int) -> argparse.ArgumentParser:
+    """Return a bench's argument parser, described by the first line of its `doc`, with
+    `--rounds` (default `rounds`) and `--out` (the report's file); a bench adds its own."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--out", type=Path)
+    return parser
+
+
 def publish(lines: list[str], out: Path | None) -> None:
     """Print a Markdown report and, when `out` is given, write it there too."""
     report = "\n".join([*lines, ""])

@@ -14,16 +14,14 @@ and the kernel stopped, its processes gone before the next.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
-from bench.gateway_bench import publish, rotated
+from bench.gateway_bench import publish, rotated, rounds_parser
 from bench.sandbox_bench import (
     API,
     bench_root,
@@ -123,9 +121,7 @@ def report(figures: dict[str, dict[str, list[float]]], rounds: int, loads: str) 
 
 async def main() -> None:
     """Start both gateways, run the rounds, print (and write) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--out", type=Path)
+    parser = rounds_parser(__doc__, rounds=8)
     args = parser.parse_args()
     keys = ("start", "rss", "cell", "checkpoint")
     with bench_root("huge-pages-bench") as (root, _project):

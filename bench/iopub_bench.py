@@ -14,7 +14,6 @@ to the other.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from bench.gateway_bench import publish, rotated
+from bench.gateway_bench import publish, rotated, rounds_parser
 from bench.sandbox_bench import (
     API,
     bench_root,
@@ -144,9 +143,7 @@ def report(figures: dict[str, dict[str, list[float]]], rounds: int, loads: str) 
 
 async def main() -> None:
     """Start both gateways, run the rounds, print (and write) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--out", type=Path)
+    parser = rounds_parser(__doc__, rounds=10)
     args = parser.parse_args()
     with bench_root("iopub") as (root, project):
         gateways = {side: gateway_in(root, side, "workspace") for side in SIDES}

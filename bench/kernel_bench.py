@@ -12,7 +12,6 @@ ipykernel.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
@@ -21,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from bench.gateway_bench import publish, rotated
+from bench.gateway_bench import publish, rotated, rounds_parser
 from bench.iopub_bench import ratio_cell
 from bench.sandbox_bench import API, bench_root, gateway_in, load, reaped, spread
 from tests.support.gateways import GatewayProcess, child_pids
@@ -115,9 +114,7 @@ def report(figures: dict[str, dict[str, list[float]]], rounds: int, loads: str) 
 
 async def main() -> None:
     """Start the gateway, run the rounds, print (and write) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--out", type=Path)
+    parser = rounds_parser(__doc__, rounds=8)
     args = parser.parse_args()
     names = tuple(KERNELS)
     with bench_root("kernels") as (root, project):

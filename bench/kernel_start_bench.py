@@ -12,7 +12,6 @@ difference of the two gateways, and on each gateway what workspace adds to none.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import statistics
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.gateway_bench import publish, rotated
+from bench.gateway_bench import publish, rotated, rounds_parser
 from bench.sandbox_bench import API, gateway_in, load, processes_of, reaped, spread, started
 from tests.support.gateways import GatewayProcess
 
@@ -109,9 +108,7 @@ def report(times: dict[str, list[float]], rounds: int, loads: str) -> list[str]:
 
 async def main() -> None:
     """Start both gateways, time their kernels' starts and print (and write) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--out", type=Path)
+    parser = rounds_parser(__doc__, rounds=20)
     args = parser.parse_args()
     root = Path("/var/tmp") / f"loomgate-start-bench-{uuid.uuid4().hex[:8]}"
     project = root / "project"

@@ -10,7 +10,6 @@ none. Each claim is checked to be the pool's own kernel under the profile asked 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.gateway_bench import publish
+from bench.gateway_bench import publish, rounds_parser
 from bench.sandbox_bench import (
     gateway_in,
     load,
@@ -87,10 +86,8 @@ def report(before: str, rounds: int, times: dict[str, list[float]], loads: str) 
 
 def main() -> None:
     """Run the claims and print (and optionally write) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = rounds_parser(__doc__, rounds=40)
     parser.add_argument("--before", required=True, help="the commit whose gateway is today's")
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="loomgate-claims-"))
     worktree = root / "before"

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.gateway_bench import publish, rotated
+from bench.gateway_bench import publish, rotated, rounds_parser
 from loomgate.gateway.sandbox.network import bridge
 from loomgate.gateway.sandbox.network import relay as relay_module
 from loomgate.gateway.sandbox.network.network_rules import parse_network
@@ -234,13 +234,11 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = rounds_parser(__doc__, rounds=5)
     parser.add_argument("--megabytes", type=int, default=200)
     parser.add_argument("--connects", type=int, default=200, help="per path, over all rounds")
     parser.add_argument("--handed", choices=("copied", "spliced"), default="copied")
     parser.add_argument("--rate", type=float, default=0, help="the server's pace, MB/s (0: free)")
-    parser.add_argument("--out", type=Path)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--proxy", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -12,7 +12,6 @@ gateway again, which takes the kernel back), against a cold autostart with nothi
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import re
@@ -25,7 +24,7 @@ from pathlib import Path
 import httpx
 from mcp import Client, StdioServerParameters
 
-from bench.gateway_bench import publish
+from bench.gateway_bench import publish, rounds_parser
 from loomgate.shared.paths import GATEWAY_FILE, LOG_FILE, read_gateway_file
 from loomgate.translator.client.local_gateway import open_local_client
 from loomgate.translator.client.target import GatewayTarget
@@ -114,10 +113,8 @@ def spread(values: list[float]) -> str:
 
 async def main() -> None:
     """Run the rounds and print (and optionally write) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = rounds_parser(__doc__, rounds=3)
     parser.add_argument("--counts", default="1,10,50")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     lines = [

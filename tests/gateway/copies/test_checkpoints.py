@@ -43,6 +43,14 @@ async def copied(
         yield own, await created(own)
 
 
+@pytest.fixture(params=["fresh_gateway", "confined_gateway"])
+def own_gateway(request: pytest.FixtureRequest) -> GatewayProcess:
+    """A started gateway of the test's own (a test may kill and start it again), its kernels
+    unconfined or under the default profile; stopped with them afterwards."""
+    gateway: GatewayProcess = request.getfixturevalue(request.param).start()
+    return gateway
+
+
 async def created(http: httpx.AsyncClient) -> str:
     """Return the id of a new kernel."""
     r = await http.post(API, json={})
@@ -261,12 +269,10 @@ def stopped_copies(kernel: str) -> list[ProcessIdentity]:
     return found
 
 
-@pytest.mark.parametrize("gateway_fixture", ["fresh_gateway", "confined_gateway"])
 async def test_checkpoints_are_taken_back_after_a_gateway_sigkill(
-    request: pytest.FixtureRequest, gateway_fixture: str
+    own_gateway: GatewayProcess,
 ) -> None:
-    gateway: GatewayProcess = request.getfixturevalue(gateway_fixture).start()
-    async with client(gateway) as http:
+    async with client(own_gateway) as http:
         kernel = await created(http)
         await run(http, kernel, "x = 1")
         await checkpoint(http, kernel, name="one")
@@ -274,10 +280,10 @@ async def test_checkpoints_are_taken_back_after_a_gateway_sigkill(
         await run(http, kernel, "x = 2")
         await checkpoint(http, kernel, name="two")
         processes = copies(kernel)
-        gateway.kill()
+        own_gateway.kill()
     assert processes and all(p.is_alive() for p in processes)
-    gateway.start()
-    async with client(gateway) as http:
+    own_gateway.start()
+    async with client(own_gateway) as http:
         listed = (await http.get(f"{API}/{kernel}/checkpoints")).json()["checkpoints"]
         assert [(c["name"], c["after"]) for c in listed] == [("one", 1), ("two", 2)]
         assert await value(http, kernel, "x") == "2"  # the same process, taken back
@@ -330,20 +336,18 @@ async def test_a_kernel_of_another_implementation_is_refused_in_one_sentence(
         await http.delete(f"{API}/{kernel}")
 
 
-@pytest.mark.parametrize("gateway_fixture", ["fresh_gateway", "confined_gateway"])
 async def test_a_kernel_that_ended_while_the_gateway_was_down_comes_back_with_its_checkpoints(
-    request: pytest.FixtureRequest, gateway_fixture: str
+    own_gateway: GatewayProcess,
 ) -> None:
-    gateway: GatewayProcess = request.getfixturevalue(gateway_fixture).start()
-    async with client(gateway) as http:
+    async with client(own_gateway) as http:
         kernel = await created(http)
         await run(http, kernel, "x = 41")
         await checkpoint(http, kernel, name="kept")
         processes = copies(kernel)
-        gateway.kill()
+        own_gateway.kill()
     os.kill(kernel_pid(kernel), signal.SIGKILL)  # the kernel ends while no gateway watches
     assert processes and all(p.is_alive() for p in processes)
-    async with client(gateway.start()) as http:
+    async with client(own_gateway.start()) as http:
         model = (await http.get(f"{API}/{kernel}")).json()["kernel"]
         assert model["state"] == "idle"  # started again, from its starter
         assert [c["name"] for c in model["checkpoints"]] == ["kept"]

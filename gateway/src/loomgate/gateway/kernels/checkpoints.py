@@ -129,7 +129,7 @@ async def take(kernel: LoomKernel, name: str | None) -> tuple[wire.Checkpoint, l
     code = cuda_guard()
     expressions = {PID: PID, "threads": THREADS, "sockets": SOCKETS}
     start_order = None
-    if family.starter is None or not family.starter.process.is_alive():
+    if not family.has_starter():
         start_order = provisioner.ipc_dir / f"start-{uuid.uuid4().hex}"
         code += starter_cell(start_order, STARTER_PID)
         expressions[STARTER_PID] = STARTER_PID
@@ -155,7 +155,7 @@ async def give_starter(
     its sandbox, which outlives them with what else it holds (its checkpoints in an init's
     sandbox; its forks, or its origin)."""
     family = provisioner.family
-    if family.starter is None or not family.starter.process.is_alive():
+    if not family.has_starter():
         order = provisioner.ipc_dir / f"start-{uuid.uuid4().hex}"
         after = kernel.store.last_number
         family.starter = await frozen_copy(kernel, own, starter_cell(order), order, after)

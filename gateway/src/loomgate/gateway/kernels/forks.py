@@ -58,8 +58,9 @@ async def start_fork(
         )
     if name is not None and registry.find_live_by_name(name) is not None:
         raise Conflict(f"a kernel named {name} runs already; give the fork a new name")
+    if checkpoint is None or provisioner.sandbox is not None:
+        checkpoints.ready(origin)  # copied now: its state, or its starter (below)
     if checkpoint is None:
-        checkpoints.ready(origin)
         after, lacks = origin.store.last_number, await checkpoints.lacks(origin)
         copy_from: Any = lambda path: live_copy(origin, path)  # noqa: E731
     else:
@@ -79,7 +80,6 @@ async def start_fork(
     if provisioner.sandbox is not None:
         # Both kernels use one sandbox from now on: a restart of either starts its next
         # process in there, from a starter of its own, and leaves the other's.
-        checkpoints.ready(origin)
         await checkpoints.give_starter(origin, provisioner, own_process(origin))
     origin_dir = provisioner.kernel_dir()
     shared_dirs.join(origin_dir, origin.id)

@@ -125,14 +125,9 @@ class LoomKernel:
                 await self._prepare(prepare)
         except (RuntimeError, TimeoutError) as e:
             raise Unavailable(self.start_failure(e)) from None
-        # A fork's process counts on from its origin's cells: its own records begin at 1.
-        forked = self.store.meta.get("forked_from") is not None
-        if self.kind.ipykernel and (self.store.last_number > 0 or forked):
-            await self._seed_counter(self.store.last_number + 1)
         self.executions.process_restarted()
-        assert self.channels is not None
-        if self.rolling_back is None:  # a checkpoint's state ran its setup already
-            await self.setup.run(self.channels, self.kind)
+        # A checkpoint's state ran its setup already.
+        await self._in_step(run_setup=self.rolling_back is None)
         self.rolling_back = None
         self._ready()
 
@@ -166,10 +161,7 @@ class LoomKernel:
         """
         await self._attach(timeout)
         if revived:
-            if self.kind.ipykernel and self.store.last_number > 0:
-                await self._seed_counter(self.store.last_number + 1)
-            assert self.channels is not None
-            await self.setup.run(self.channels, self.kind)
+            await self._in_step(run_setup=True)
         elif running is not None:
             self.executions.follow_after_gap(running)
         elif self.kind.ipykernel and self.channels is not None:
@@ -241,6 +233,17 @@ class LoomKernel:
         if reply["content"].get("status") != "ok":
             error = reply["content"]
             raise RuntimeError(f"{error.get('ename')}: {error.get('evalue')}")
+
+    async def _in_step(self, *, run_setup: bool) -> None:
+        """Bring a new process in step with the records: its counter seeded to count on from
+        them, and (unless `run_setup` is false) the kernel's setup run in it."""
+        # A fork's process counts on from its origin's cells: its own records begin at 1.
+        forked = self.store.meta.get("forked_from") is not None
+        if self.kind.ipykernel and (self.store.last_number > 0 or forked):
+            await self._seed_counter(self.store.last_number + 1)
+        assert self.channels is not None
+        if run_setup:
+            await self.setup.run(self.channels, self.kind)
 
     async def _seed_counter(self, next_number: int) -> None:
         # Silent executes are not counted by IPython and get no record.

@@ -125,6 +125,10 @@ class KernelFamily:
     def __bool__(self) -> bool:
         return bool(self.checkpoints) or self.starter is not None
 
+    def has_starter(self) -> bool:
+        """Return whether the kernel has a starter whose process lives."""
+        return self.starter is not None and self.starter.process.is_alive()
+
     def own_gone(self) -> bool:
         """Return whether the kernel's own process, noted, has ended."""
         return self.own is not None and not self.own.is_alive()

@@ -213,12 +213,8 @@ class ResidentProvisioner(LocalProvisioner):
         return str(Path(prefix).with_name(str(self.kernel_id)[:8]))
 
     def kernel_dir(self) -> Path:
-        """Return the kernel's own dir: its sandbox's, or (unconfined) a fork's origin's or its
-        own (Unavailable when the root is not private)."""
-        return self.sandbox.directory if self.sandbox is not None else self._unconfined_dir()
-
-    def _own_dir(self) -> Path:
-        """Return where the kernel's own dir is, as `kernel_dir` (nothing made or checked)."""
+        """Return where the kernel's own dir is: its sandbox's, or (unconfined) a fork's
+        origin's or its own (nothing made or checked)."""
         if self.sandbox is not None:
             return self.sandbox.directory
         return self.shared_dir or kernel_dirs_location() / str(self.kernel_id)[:13]
@@ -305,7 +301,7 @@ class ResidentProvisioner(LocalProvisioner):
         watched but its checkpoints live on (they stay, to roll back to); return whether it
         did."""
         self.family.forget_ended()
-        if self.family.starter is None or not self.family.checkpoints:
+        if self.family.starter is None or not self.family.checkpoints:  # the ended are forgotten
             return False
         self.log_path = self.log_path or self._output_log()
         remove_socket_files(self.connection_info)  # the dead process's
@@ -355,8 +351,7 @@ class ResidentProvisioner(LocalProvisioner):
     def _keeps_sandbox(self) -> bool:
         """Return whether a restart keeps the sandbox (it holds the kernel's copies, or other
         kernels): only the kernel's own process is ended, and its next comes from its starter."""
-        starter = self.family.starter
-        return self.sandbox is not None and starter is not None and starter.process.is_alive()
+        return self.sandbox is not None and self.family.has_starter()
 
     def _own_only(self, restart: bool) -> bool:
         """Return whether ending the kernel ends its own process alone, not its sandbox's: a
@@ -552,7 +547,7 @@ class ResidentProvisioner(LocalProvisioner):
     async def ended(self) -> None:
         """End what the kernel leaves behind once it has ended for good: its sockets, its
         copies, and its sandbox unless other kernels use it (then its own process alone)."""
-        others = shared_dirs.leave(self._own_dir(), str(self.kernel_id))
+        others = shared_dirs.leave(self.kernel_dir(), str(self.kernel_id))
         if self.sandbox is not None and self.sandbox.has_init and self.process is not None:
             self.sandbox.launched = self.sandbox.launched or self.process  # reaped at its end
             self.process = None

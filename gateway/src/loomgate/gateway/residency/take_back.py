@@ -176,23 +176,24 @@ class TakeBack(Generic[Kernel]):
     def died_while_away(self, store: RecordStore) -> None:
         """Note that a kernel's process ended while no gateway listened, and that it started
         again (its records and checkpoints stay)."""
-        running = store.running_when_left()
-        if running is not None:
-            died = Death(reason=ENDED_WHILE_AWAY, restarted=True)
-            running.end_unseen("died", "the kernel process is gone", died=died)
+        end_running(store, Death(reason=ENDED_WHILE_AWAY, restarted=True))
         store.note_restart("died", ENDED_WHILE_AWAY)
         self.log.warning("Kernel %s died while away; started again", store.kernel_id)
 
     def ended_while_away(self, store: RecordStore, reason: str) -> None:
         """Note that a kernel left running by an earlier gateway is gone (its records stay)."""
-        running = store.running_when_left()
-        if running is not None:
-            died = Death(reason=reason, restarted=False)
-            running.end_unseen("died", "the kernel process is gone", died=died)
+        end_running(store, Death(reason=reason, restarted=False))
         store.mark_ended(reason)
         resident.remove(store.directory)
         self.log.warning("Kernel %s is gone: %s", store.kernel_id, reason)
         self.events.kernel(store.kernel_id, "stopped", store.model(), reason)
+
+
+def end_running(store: RecordStore, died: Death) -> None:
+    """End `died` the execution that ran when the gateway left, if any (its process is gone)."""
+    running = store.running_when_left()
+    if running is not None:
+        running.end_unseen("died", "the kernel process is gone", died=died)
 
 
 def describe(error: Exception) -> str:
