@@ -1,7 +1,9 @@
 """A cell's life in the execution tracker, against the gateway's own view of IOPub: the busy rule
 (`admit`: a cell another client ran counts as running only until the idle the gateway has
 received, handled or not; a process that is not ready refuses; a cell just sent is named once it
-starts), the repeated early interrupt, and an end that a failing note never holds up."""
+starts), the repeated early interrupt, an end that a failing note never holds up, a death noted
+after the cell it ended, and output after the idle waited for as long as the kernel's path
+needs."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from loomgate.gateway.events import EventBus
 from loomgate.gateway.kernels.execution_tracker import OTHER_END_GRACE, ExecutionTracker
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.kernel_kind import KernelKind
+from loomgate.gateway.kernels.late_output import QUIET, RELAYED_QUIET, LateOutput
 from loomgate.gateway.kernels.setup import KernelSetup
 from tests.support.records import kernel_store
 
@@ -218,3 +221,34 @@ async def test_a_cell_ends_when_reading_its_sandbox_rule_fails(
     assert record.state == "completed"
     assert tracker.current is None
     assert "execution 1's sandbox rule not read" in caplog.text
+
+
+async def test_a_death_is_noted_after_the_cell_it_ended_even_one_never_seen_starting(
+    tracker: ExecutionTracker,
+) -> None:
+    channels = HeldBack([])
+    process_of(tracker).channels = channels
+    tracker.on_iopub(iopub("status", execution_state="idle"))  # the notebook's cell ends
+    sent = asyncio.ensure_future(tracker.submit("import os; os._exit(3)", client="cli"))
+    await channels.sent_one.wait()
+    tracker.process_died("the kernel process exited with code 3", restarting=True)
+    record = await sent
+    assert (record.number, record.state) == (2, "died")
+    [restart] = tracker.store.meta["restarts"]
+    assert (restart["after"], restart["cause"]) == (2, "died")
+    assert restart["reason"] == "the kernel process exited with code 3"
+
+
+@pytest.mark.parametrize(("relayed", "quiet"), [(False, QUIET), (True, RELAYED_QUIET)])
+async def test_a_cell_whose_output_comes_late_ends_once_quiet_for_its_path(
+    tmp_path: Path, relayed: bool, quiet: float
+) -> None:
+    store = kernel_store(tmp_path / "k")
+    record = store.new_record(number=1, msg_id="m", code="console.log(1)", source="loomgate")
+    late = LateOutput(store, logging.getLogger("test"))
+    ended = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    idle = loop.time()
+    late.settle(record, ended.set, relayed=relayed)
+    await ended.wait()
+    assert quiet <= loop.time() - idle < quiet + 0.35

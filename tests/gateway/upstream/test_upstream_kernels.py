@@ -21,9 +21,10 @@ API = "/api/loomgate/kernels"
 CLAIMED = tuple(BY_SPEC[spec] for spec in ("py", "xpython", "bash", "deno"))
 LINES = 2_000
 # A kernel whose messages are not numbered cannot have a drop told (docs/kernels.md): its long
-# cell stays within what ZMQ's default high-water marks queue (1,000 messages at the kernel's
-# publisher, 1,000 at the upstream's subscriber), so that nothing can be dropped on the way.
-UNTOLD_LINES = 900
+# cell stays within what one of ZMQ's default high-water marks queues (1,000 messages, at the
+# kernel's publisher or the upstream's subscriber; xeus-python sends two per line), so that
+# nothing can be dropped on the way however long the upstream stalls.
+UNTOLD_LINES = 400
 
 
 def crashing_spec(data_dir: Path) -> None:

@@ -308,14 +308,17 @@ class ExecutionTracker:
         self._fail_submissions(Unavailable("the kernel stopped before the cell started"))
 
     def process_died(self, reason: str, *, restarting: bool) -> None:
-        """End the running execution `died` (the process exited on its own: `reason`); its
-        record is told later whether the restart brought the kernel back."""
+        """End the running execution `died` (the process exited on its own: `reason`) and note
+        the death after it; its record is told later whether the restart brought the kernel
+        back."""
         if self.current is not None:
             self._died = self.current
             note = "the kernel is being restarted" if restarting else None
             self.finish(self.current, "died", died=Death(reason=reason, restarted=False), note=note)
         elif self._submissions:
             self._died = self._died_unseen(reason, restarting=restarting)
+        # After the cell the death ended has its number: a cell never seen starting gets it here.
+        self.store.note_restart("died", reason)
         if not restarting and self._died is not None:
             self._died.amend(note="the kernel could not be restarted and is dead")
             self._died = None
@@ -423,7 +426,9 @@ class ExecutionTracker:
             idle = content.get("execution_state") == "idle"
             if idle and record is not None and not record.final:
                 if self.late.expected(self.process.kind):
-                    self.late.settle(record, functools.partial(self._end, record))
+                    channels = self.process.channels
+                    relayed = channels is not None and not channels.local
+                    self.late.settle(record, functools.partial(self._end, record), relayed=relayed)
                 else:
                     self._end(record)
             return

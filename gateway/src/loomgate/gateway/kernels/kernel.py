@@ -266,7 +266,6 @@ class LoomKernel:
         """Mark the running execution `died` (the process exited on its own)."""
         reason = process_ending(self.km)
         self.log.warning("Kernel %s died: %s", self.id, reason)
-        self.store.note_restart("died", reason)
         self.executions.process_died(reason, restarting=restarting)
         phase: Literal["restarting", "dead"] = "restarting" if restarting else "dead"
         self._set_phase(phase)
