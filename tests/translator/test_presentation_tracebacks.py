@@ -1,7 +1,7 @@
 """Which frames of a traceback are shown, table-driven: ipykernel's and IPython's own frames
-between the user's last frame and the exception line are left out (one line says how many and
-how to read them); the user's frames, other libraries' frames, frames before the user's and
-tracebacks seen only in part are kept."""
+between the user's last frame and the exception line are left out, with the messaging they call
+(one line says how many and how to read them); the user's frames, other libraries' frames,
+frames before the user's and tracebacks seen only in part are kept."""
 
 from __future__ import annotations
 
@@ -47,6 +47,23 @@ LIBRARY = [
     ("error", "-> 4102     indexer = self.columns.get_loc(key)"),
     ("error", ""),
 ]
+# A KeyboardInterrupt inside ipykernel's send of its input request: through jupyter_client and
+# pyzmq, down to a compiled frame whose path is relative and whose source IPython cannot show.
+SEND = [
+    ("error", f"File {SITE}/ipykernel/kernelbase.py:1541, in Kernel._input_request(self, prompt)"),
+    ("error", "-> 1541 self.session.send(self.stdin_socket, 'input_request', content, parent)"),
+    ("error", ""),
+    ("error", f"File {SITE}/jupyter_client/session.py:852, in Session.send(self, stream)"),
+    ("error", "-> 852     stream.send_multipart(to_send, copy=copy)"),
+    ("error", ""),
+    ("error", f"File {SITE}/zmq/sugar/socket.py:805, in Socket.send_multipart(self, msg_parts)"),
+    ("error", "-> 805     return self.send(msg_parts[-1], flags, copy=copy, track=track)"),
+    ("error", ""),
+    ("error", "File zmq/backend/cython/_zmq.py:179, in zmq.backend.cython._zmq._check_rc()"),
+    ("error", "--> 179 'Could not get source, probably due dynamically evaluated source code.'"),
+    ("error", ""),
+]
+ZMQ_CALL = [SEND[6], SEND[7], SEND[8]]  # the user's own call of pyzmq
 ENDS = [("error", "KeyboardInterrupt: Interrupted by user")]
 INPUT_TRACEBACK = [*HEADER, *CELL, *RAW_INPUT, *INPUT_REQUEST, *ENDS]  # 15 lines
 CHAINED = [
@@ -93,6 +110,26 @@ FROM_IPYTHON = LeftOutFrames(6, 11, 2, ("IPython", "ipykernel"), ("shell.py", "k
         pytest.param([*HEADER, *RAW_INPUT, *INPUT_REQUEST, *ENDS], 12, [], id="no user frame"),
         pytest.param(
             [*HEADER, *CELL, *LIBRARY, *ENDS], 9, [], id="another library's frame is the user's"
+        ),
+        pytest.param(
+            [*HEADER, *CELL, *RAW_INPUT, *SEND, *ENDS],
+            23,
+            [
+                LeftOutFrames(
+                    6,
+                    21,
+                    5,
+                    ("ipykernel", "jupyter_client", "zmq"),
+                    ("kernelbase.py", "session.py", "socket.py", "_zmq.py"),
+                )
+            ],
+            id="interrupted in ipykernel's send: the messaging it called too",
+        ),
+        pytest.param(
+            [*HEADER, *CELL, *ZMQ_CALL, *SEND[9:], *ENDS],
+            12,
+            [],
+            id="pyzmq the user's code called is the user's",
         ),
         pytest.param(
             [*HEADER, *CELL, *LIBRARY, *INPUT_REQUEST, *ENDS],
@@ -214,8 +251,14 @@ def test_an_interrupted_input_reads_as_the_users_frame_and_the_interrupt(
             "… 1 frame inside ipykernel (kernelbase.py) left out; "
             "`loomgate output 5 --lines 9:11` shows them …",
         ),
+        (
+            LeftOutFrames(6, 21, 5, ("ipykernel", "jupyter_client", "zmq"), ("a.py", "b.py")),
+            "person",
+            "… 5 frames inside ipykernel, jupyter_client and zmq (a.py, b.py) left out; "
+            "`loomgate output 5 --lines 6:21` shows them …",
+        ),
     ],
-    ids=["two packages, two files", "one frame"],
+    ids=["two packages, two files", "one frame", "three packages"],
 )
 def test_left_out_line(left: LeftOutFrames, audience: Audience, line: str) -> None:
     assert left_out_line(5, left, audience) == line

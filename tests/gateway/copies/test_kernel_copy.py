@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,10 @@ from loomgate.gateway.kernels.kernel_copy import (
     fork_cell,
     write_connection,
 )
+from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency import copy_launcher
-from loomgate.gateway.residency.kernel_process import children
+from loomgate.gateway.residency.kernel_family import Frozen, KernelFamily
+from loomgate.gateway.residency.kernel_process import children, resident_bytes
 from tests.support.copyable_kernels import copyable_kernel
 
 TIMEOUT = 60
@@ -150,13 +153,57 @@ def test_only_a_kernel_reached_over_ipc_is_copied(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("written", "expected"),
+    ("bound", "expected"),
     [
-        ("0100007F:1F90", "127.0.0.1:8080"),
-        ("00000000:0000", "0.0.0.0:0"),
-        ("0000000000000000FFFF00000100007F:0050", "127.0.0.1:80"),  # IPv4, dual-stack
-        ("00000000000000000000000001000000:01BB", "[::1]:443"),
+        (("127.0.0.1", 8080), "127.0.0.1:8080"),
+        (("0.0.0.0", 0), "0.0.0.0:0"),
+        (("::ffff:127.0.0.1", 80, 0, 0), "127.0.0.1:80"),  # IPv4, dual-stack
+        (("::1", 443, 0, 0), "[::1]:443"),
+        (("fe80::1%eth0", 22, 0, 2), "[fe80::1]:22"),  # a link-local address's scope
     ],
 )
-def test_an_address_as_proc_net_writes_it(written: str, expected: str) -> None:
-    assert copy_launcher.address(written) == expected
+def test_a_sockets_address_in_words(bound: tuple[Any, ...], expected: str) -> None:
+    assert copy_launcher.address(bound) == expected
+
+
+def test_a_socket_in_words_is_asked_of_its_descriptor_and_left_as_it_was() -> None:
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
+        port = server.getsockname()[1]
+        client = stack.enter_context(socket.create_connection(("127.0.0.1", port)))
+        udp = stack.enter_context(socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
+        udp.bind(("::1", 0))
+        unbound = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        unix, other_end = socket.socketpair()
+        stack.enter_context(unix)
+        stack.enter_context(other_end)
+        server.setblocking(False)
+        assert copy_launcher.socket_words(server.fileno()) == f"tcp listening on 127.0.0.1:{port}"
+        mine = client.getsockname()[1]
+        connected = f"tcp 127.0.0.1:{mine} to 127.0.0.1:{port}"
+        assert copy_launcher.socket_words(client.fileno()) == connected
+        assert copy_launcher.socket_words(udp.fileno()) == f"udp6 on [::1]:{udp.getsockname()[1]}"
+        assert copy_launcher.socket_words(unbound.fileno()) is None
+        assert copy_launcher.socket_words(unix.fileno()) is None
+        previous = socket.getdefaulttimeout()
+        socket.setdefaulttimeout(5)  # a socket object made on it would set it non-blocking
+        try:
+            assert copy_launcher.socket_words(client.fileno()) is not None
+        finally:
+            socket.setdefaulttimeout(previous)
+        assert (os.get_blocking(server.fileno()), os.get_blocking(client.fileno())) == (False, True)
+        client.sendall(b"still open")  # the descriptor is the caller's still
+
+
+def test_checkpoints_hold_at_most_their_resident_size(tmp_path: Path) -> None:
+    family = KernelFamily()
+    assert family.hold_at_most(0)  # none
+    me = ProcessIdentity.of(os.getpid())
+    assert me is not None
+    family.checkpoints["mine"] = Frozen(me, tmp_path / "order")
+    resident = resident_bytes(os.getpid())
+    assert resident is not None and resident > 0
+    assert family.hold_at_most(10 * resident) and not family.hold_at_most(resident // 10)
+    gone = ProcessIdentity(pid=2**22 + 1, started="1", boot="gone")  # no such pid
+    family.checkpoints["gone"] = Frozen(gone, tmp_path / "order")
+    assert not family.hold_at_most(10 * resident)  # not told: measured instead

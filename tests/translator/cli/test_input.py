@@ -21,8 +21,11 @@ from tests.translator.cli.test_commands import cli_env, loomgate, stream_session
 LOOMGATE = [sys.executable, "-m", "loomgate.translator.cli"]
 API = "/api/loomgate/kernels"
 ASKS = "name = input('Name? ')\nprint('hello', name)"
+# Two frames in ipykernel's wait for the answer, as a rule; on a loaded machine the interrupt may
+# land in its send of the request, down in the messaging it calls.
 LEFT_OUT = (
-    r"… 2 frames inside ipykernel \(kernelbase\.py\) left out; "
+    r"… (2 frames inside ipykernel \(kernelbase\.py\)|\d+ frames inside ipykernel, "
+    r"jupyter_client and zmq \(kernelbase\.py, [^)]+\)) left out; "
     r"`loomgate output 1 --lines \d+:\d+` shows them …"
 )
 

@@ -180,7 +180,7 @@ async def check_memory(kernel: LoomKernel, provisioner: ResidentProvisioner) -> 
     """Refuse a checkpoint of a kernel whose checkpoints already hold half its memory limit (the
     limit counts them with the kernel: more would leave the kernel too little)."""
     limit = provisioner.rules.memory if provisioner.rules is not None else None
-    if limit is None:
+    if limit is None or provisioner.family.hold_at_most(limit // 2):
         return
     await provisioner.family.measure()
     held = {name: size or 0 for name, size in provisioner.family.held.items()}

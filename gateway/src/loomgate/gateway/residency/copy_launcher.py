@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 # Run by path, Python put this file's dir first on sys.path, where `-m ipykernel_launcher` puts
 # the working dir: a cell's `import kernel` must not find a module of loomgate's.
@@ -61,37 +63,53 @@ def socket_inodes() -> set[str]:
 
 def open_sockets() -> list[str]:
     """Return the TCP and UDP sockets the kernel's code holds open, in words (a copy shares them
-    with it): from /proc, as the kernel's own network namespace numbers them, without the
-    kernel's own (ipykernel binds a ZMQ socket on loopback TCP for its debugger)."""
-    inodes = socket_inodes() - KERNEL_SOCKETS
+    with it), without the kernel's own (ipykernel binds a ZMQ socket on loopback TCP for its
+    debugger); each asked of its descriptor (/proc/net walks the host's whole table: ms each)."""
     found = []
-    for kind in ("tcp", "tcp6", "udp", "udp6"):
-        try:
-            lines = Path(f"/proc/self/net/{kind}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[9] not in inodes:
-                continue
-            local, remote = address(fields[1]), address(fields[2])
-            if remote.endswith(":0"):  # listening (TCP), or unconnected (UDP)
-                found.append(f"{kind} {'listening on' if kind.startswith('tcp') else 'on'} {local}")
-            else:
-                found.append(f"{kind} {local} to {remote}")
+    with contextlib.suppress(OSError):
+        for fd in Path("/proc/self/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = str(fd.readlink())
+                if target.startswith("socket:[") and target[8:-1] not in KERNEL_SOCKETS:
+                    described = socket_words(int(fd.name))
+                    if described is not None:
+                        found.append(described)
     return found
 
 
-def address(hexadecimal: str) -> str:
-    """Return an address as /proc/net writes it (`0100007F:1F90`) as `127.0.0.1:8080`."""
-    host, port = hexadecimal.split(":")
-    raw = bytes.fromhex(host)
-    # Each 32-bit word is in the machine's order (little-endian on every Linux loomgate runs on).
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    ip = ipaddress.ip_address(words)
+def socket_words(fd: int) -> str | None:
+    """Return descriptor `fd`'s TCP or UDP socket in words (`tcp listening on 127.0.0.1:8080`,
+    `udp6 [::1]:53 to [::1]:5353`); None for another kind, a TCP socket neither listening nor
+    connected, or a UDP socket not bound."""
+    blocking = os.get_blocking(fd)  # a socket object made on it may change it (a default timeout)
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return None
+    try:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return None
+        kind = "tcp" if sock.type == socket.SOCK_STREAM else "udp"
+        kind += "6" if sock.family == socket.AF_INET6 else ""
+        local = address(sock.getsockname())
+        with contextlib.suppress(OSError):
+            return f"{kind} {local} to {address(sock.getpeername())}"
+        if kind.startswith("tcp") and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            return f"{kind} listening on {local}"
+        return None if local.endswith(":0") or kind.startswith("tcp") else f"{kind} on {local}"
+    except OSError:
+        return None
+    finally:
+        sock.detach()  # the descriptor stays the kernel's, open
+        os.set_blocking(fd, blocking)
+
+
+def address(bound: tuple[Any, ...]) -> str:
+    """Return a socket's address (`getsockname()`'s) as `127.0.0.1:8080` or `[::1]:443`."""
+    ip = ipaddress.ip_address(bound[0].split("%")[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped  # an IPv4 peer of a dual-stack socket
-    return f"[{ip}]:{int(port, 16)}" if ip.version == 6 else f"{ip}:{int(port, 16)}"
+    return f"[{ip}]:{bound[1]}" if ip.version == 6 else f"{ip}:{bound[1]}"
 
 
 def become(connection_file: str) -> None:

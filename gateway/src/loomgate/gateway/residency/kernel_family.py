@@ -24,7 +24,12 @@ from typing import Any
 from jupyter_core.paths import secure_write
 
 from loomgate.gateway.process_identity import ProcessIdentity
-from loomgate.gateway.residency.kernel_process import children, private_bytes, stopped
+from loomgate.gateway.residency.kernel_process import (
+    children,
+    private_bytes,
+    resident_bytes,
+    stopped,
+)
 from loomgate.shared.wire import Checkpoint
 
 # The connection file a copy starts on, beside the kernel's ipc sockets (named as they are, so
@@ -156,6 +161,12 @@ class KernelFamily:
         return Checkpoint(
             name=name, after=frozen.after, created=frozen.created, held=self.held.get(name)
         )
+
+    def hold_at_most(self, limit: int) -> bool:
+        """Return whether the checkpoints surely hold no more than `limit` together: their
+        resident sizes, which count what they share with the kernel too, say so."""
+        most = [resident_bytes(frozen.process.pid) for frozen in self.checkpoints.values()]
+        return None not in most and sum(size or 0 for size in most) <= limit
 
     async def measure(self) -> None:
         """Measure the memory each checkpoint alone holds (off the event loop)."""

@@ -1,6 +1,7 @@
 """Which frames of a traceback are shown: ipykernel's and IPython's own frames between the user's
-last frame and the exception line are left out, one line saying how many and how to read them
-(the record keeps the whole traceback)."""
+last frame and the exception line are left out, with the messaging they call (a KeyboardInterrupt
+can land inside ipykernel's send of an input request), one line saying how many and how to read
+them (the record keeps the whole traceback)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from loomgate.translator.presentation.audience import Audience, read_call
 FRAME = re.compile(r"File (?P<file>.+?):\d+(?:, in .*)?|Cell In\[\d+\], line \d+.*")
 # The packages whose own frames are left out (their directory in the frame's path).
 INTERNAL = re.compile(r"(?:^|[/\\])(?P<package>ipykernel|IPython)[/\\]")
+# The messaging the kernel runs on: its frames are the kernel's own when the kernel's called them
+# (a compiled frame's path is relative: `zmq/backend/cython/_zmq.py`), the user's otherwise.
+MESSAGING = re.compile(r"(?:^|[/\\])(?P<package>jupyter_client|zmq)[/\\]")
 
 
 @dataclass(frozen=True)
@@ -56,10 +60,9 @@ def left_out_line(number: int, left: LeftOutFrames, audience: Audience) -> str:
     """Return the line that stands for `left`'s frames and says how to read them."""
     frames = f"{left.frames} frame{'s' if left.frames != 1 else ''}"
     call = read_call(number, "combined", f"{left.first}:{left.last}", audience)
-    return (
-        f"… {frames} inside {' and '.join(left.packages)} ({', '.join(left.files)}) left out; "
-        f"{call} shows them …"
-    )
+    *others, last = left.packages
+    packages = f"{', '.join(others)} and {last}" if others else last
+    return f"… {frames} inside {packages} ({', '.join(left.files)}) left out; {call} shows them …"
 
 
 def left_out_notes(
@@ -123,6 +126,8 @@ def _after_last_user_frames(block: Sequence[wire.Line]) -> list[LeftOutFrames]:
             last += 1
         file = found["file"] or ""
         package = INTERNAL.search(file) if file else None
+        if package is None and file and runs[-1] and runs[-1][-1].package is not None:
+            package = MESSAGING.search(file)
         runs[-1].append(_Frame(position, last, package["package"] if package else None, file))
         position = last + 1
     left_out: list[LeftOutFrames] = []
