@@ -36,7 +36,7 @@ from tests.support.gateways import GatewayProcess, child_pids
 
 MiB = 2**20
 FILL = "data = bytearray({size})\nfor i in range(0, len(data), 4096): data[i] = 1"
-CELLS = 40  # `1+1` in the fork and in its origin, each, per round
+CELLS = 200  # `1+1` in the fork and in its origin, each, per round
 
 
 async def idle(http: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
