@@ -22,6 +22,7 @@ from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.kernels.late_output import QUIET, RELAYED_QUIET, LateOutput
 from loomgate.gateway.kernels.setup import KernelSetup
+from loomgate.gateway.records.record import ExecutionRecord
 from tests.support.records import kernel_store
 
 PARENT = "cell-from-the-notebook"
@@ -170,14 +171,23 @@ async def test_a_kernel_that_is_not_ready_refuses_a_cell(
         await tracker.admit()
 
 
-async def test_a_cell_just_sent_is_named_by_the_refusal_once_it_starts(
-    tracker: ExecutionTracker,
-) -> None:
+async def sent_unseen(
+    tracker: ExecutionTracker, code: str
+) -> tuple[HeldBack, asyncio.Future[ExecutionRecord]]:
+    """Submit `code` once the notebook's cell has ended; return the channels and the submission
+    once the cell is sent, not yet seen starting."""
     channels = HeldBack([])
     process_of(tracker).channels = channels
     tracker.on_iopub(iopub("status", execution_state="idle"))  # the notebook's cell ends
-    first = asyncio.ensure_future(tracker.submit("slow()", client="cli"))
+    submitted = asyncio.ensure_future(tracker.submit(code, client="cli"))
     await channels.sent_one.wait()
+    return channels, submitted
+
+
+async def test_a_cell_just_sent_is_named_by_the_refusal_once_it_starts(
+    tracker: ExecutionTracker,
+) -> None:
+    channels, first = await sent_unseen(tracker, "slow()")
     second = asyncio.ensure_future(tracker.admit())
     await asyncio.sleep(0)  # the second admit is now waiting for the first cell to start
     assert not second.done()
@@ -226,11 +236,7 @@ async def test_a_cell_ends_when_reading_its_sandbox_rule_fails(
 async def test_a_death_is_noted_after_the_cell_it_ended_even_one_never_seen_starting(
     tracker: ExecutionTracker,
 ) -> None:
-    channels = HeldBack([])
-    process_of(tracker).channels = channels
-    tracker.on_iopub(iopub("status", execution_state="idle"))  # the notebook's cell ends
-    sent = asyncio.ensure_future(tracker.submit("import os; os._exit(3)", client="cli"))
-    await channels.sent_one.wait()
+    _, sent = await sent_unseen(tracker, "import os; os._exit(3)")
     tracker.process_died("the kernel process exited with code 3", restarting=True)
     record = await sent
     assert (record.number, record.state) == (2, "died")
