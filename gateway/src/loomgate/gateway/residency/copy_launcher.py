@@ -7,12 +7,12 @@ the cell names a connection file in `sys.loomgate_become` and stops the kernel's
 `IPKernelApp.start()` returns here, and the child starts a new kernel on that file around the
 same InteractiveShell, its namespace whole.
 
-The private uses of ipykernel live here alone (tests/gateway/test_kernel_copy.py fails without
-each): the application's and the kernel's singletons cleared (`IPKernelApp.clear_instance`,
-`IPythonKernel.clear_instance`), the streams ipykernel put in sys.stdout and sys.stderr (they
-send through the origin's IOPub thread) and a new asyncio loop (the inherited one is the
-origin's, abandoned, never closed). The InteractiveShell singleton is kept on purpose: the new
-kernel takes it, namespace and all.
+The private uses of ipykernel live here alone (tests/gateway/copies/test_kernel_copy.py fails
+without each): the application's and the kernel's singletons cleared
+(`IPKernelApp.clear_instance`, `IPythonKernel.clear_instance`), the streams ipykernel put in
+sys.stdout and sys.stderr (they send through the origin's IOPub thread) and a new asyncio loop
+(the inherited one is the origin's, abandoned, never closed). The InteractiveShell singleton is
+kept on purpose: the new kernel takes it, namespace and all.
 """
 
 from __future__ import annotations
