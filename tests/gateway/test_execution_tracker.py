@@ -17,7 +17,11 @@ from jupyter_client.session import Session
 
 from loomgate.gateway.errors import Busy, Conflict, Unavailable
 from loomgate.gateway.events import EventBus
-from loomgate.gateway.kernels.execution_tracker import OTHER_END_GRACE, ExecutionTracker
+from loomgate.gateway.kernels.execution_tracker import (
+    OTHER_END_GRACE,
+    UNSEEN_START,
+    ExecutionTracker,
+)
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.kernels.late_output import QUIET, RELAYED_QUIET, LateOutput
@@ -243,6 +247,11 @@ async def test_a_death_is_noted_after_the_cell_it_ended_even_one_never_seen_star
     [restart] = tracker.store.meta["restarts"]
     assert (restart["after"], restart["cause"]) == (2, "died")
     assert restart["reason"] == "the kernel process exited with code 3"
+    tracker.process_restarted()
+    assert record.meta["died"] == {"reason": restart["reason"], "restarted": True}
+    assert record.meta["note"] == (
+        f"{UNSEEN_START}; the kernel was restarted; its state is gone"  # it may not have begun
+    )
 
 
 @pytest.mark.parametrize(("relayed", "quiet"), [(False, QUIET), (True, RELAYED_QUIET)])

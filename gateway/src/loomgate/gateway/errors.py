@@ -68,6 +68,13 @@ class Unavailable(Refusal):
     code = "unavailable"
 
 
+class StoppedWhileStarting(Unavailable):
+    """A stop asked for a kernel whose process had not yet answered its start."""
+
+    def __init__(self) -> None:
+        super().__init__("the kernel was stopped while it was starting")
+
+
 class StorageFailed(Refusal):
     """The disk refuses the writes a record needs (full, read-only, no permission)."""
 

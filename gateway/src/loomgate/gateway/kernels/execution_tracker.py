@@ -121,6 +121,7 @@ class ExecutionTracker:
         self._early_input: dict[str, Message] = {}
         self._reseed_after: int | None = None
         self._died: ExecutionRecord | None = None  # ran when the process died; told of a restart
+        self._died_before_seen = False  # whether it was never seen starting (it may not have begun)
 
     @property
     def kernel_id(self) -> str:
@@ -311,6 +312,7 @@ class ExecutionTracker:
         """End the running execution `died` (the process exited on its own: `reason`) and note
         the death after it; its record is told later whether the restart brought the kernel
         back."""
+        self._died_before_seen = self.current is None and bool(self._submissions)
         if self.current is not None:
             self._died = self.current
             note = "the kernel is being restarted" if restarting else None
@@ -350,7 +352,7 @@ class ExecutionTracker:
             assert died is not None  # set when the record died
             restarted = Death(reason=died["reason"], restarted=True)
             note = "the kernel was restarted; its state is gone"
-            if (self._died.meta["note"] or "").startswith(UNSEEN_START):
+            if self._died_before_seen:
                 note = f"{UNSEEN_START}; {note}"
             self._died.amend(died=restarted, note=note)
             self._died = None

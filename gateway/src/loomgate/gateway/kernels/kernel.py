@@ -9,7 +9,7 @@ import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from loomgate.gateway.errors import Conflict, Unavailable
+from loomgate.gateway.errors import Conflict, StoppedWhileStarting, Unavailable
 from loomgate.gateway.kernels.execution_tracker import ExecutionTracker
 from loomgate.gateway.kernels.iopub_queue import queue_every_message
 from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
@@ -43,7 +43,6 @@ START_TIMEOUT = 30.0
 START_OUTPUT_LINES = 10  # of a kernel that failed to start, read for its last words
 START_OUTPUT_SHOWN = 3  # of them, the non-empty ones shown with the reason, on one line
 START_OUTPUT_CHARS = 400
-STOPPED_WHILE_STARTING = "the kernel was stopped while it was starting"
 
 
 class LoomKernel:
@@ -109,7 +108,7 @@ class LoomKernel:
             start.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await start
-            raise Unavailable(STOPPED_WHILE_STARTING)
+            raise StoppedWhileStarting
         start.result()
 
     def abandon_start(self) -> None:

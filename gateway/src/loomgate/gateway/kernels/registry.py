@@ -22,6 +22,7 @@ from tornado import web
 from loomgate.gateway.errors import (
     BadRequest,
     Refusal,
+    StoppedWhileStarting,
     Unavailable,
 )
 from loomgate.gateway.events import EventBus
@@ -31,7 +32,6 @@ from loomgate.gateway.kernels.holders import DEFAULT_IDLE_CAP, Holders
 from loomgate.gateway.kernels.kernel import (
     CONFIRM_TIMEOUT,
     START_TIMEOUT,
-    STOPPED_WHILE_STARTING,
     LoomKernel,
 )
 from loomgate.gateway.kernels.manager_protocol import (
@@ -211,7 +211,7 @@ class KernelRegistry:
             except Exception as e:
                 # Raised, so that jupyter_client starts no restarter for a process that did not
                 # start (it would start it again and again); the kernel is gone.
-                if not (isinstance(e, Unavailable) and e.message == STOPPED_WHILE_STARTING):
+                if not isinstance(e, StoppedWhileStarting):
                     self._restart_failed(kernel, e)
                 raise
             return
@@ -220,7 +220,7 @@ class KernelRegistry:
         if kernel_id_of(km) in self._stop_asked:  # stopped before it could answer anything
             self._stop_asked.discard(kernel_id_of(km))
             await self._discard_process(km)
-            raise Unavailable(STOPPED_WHILE_STARTING)
+            raise StoppedWhileStarting
         await self._make_kernel(km, intent)
 
     def expect_start(self, kernel_id: str, intent: KernelIntent) -> None:
@@ -268,9 +268,9 @@ class KernelRegistry:
         except Exception as e:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
-            stopped = isinstance(e, Unavailable) and e.message == STOPPED_WHILE_STARTING
-            if stopped or taken_back:
-                kernel.store.mark_ended(STOPPED_WHILE_STARTING if stopped else "its start failed")
+            if isinstance(e, StoppedWhileStarting) or taken_back:
+                ended = e.message if isinstance(e, StoppedWhileStarting) else "its start failed"
+                kernel.store.mark_ended(ended)
             else:  # it never ran a cell: nothing to list
                 self.stores.pop(kernel.id, None)
                 shutil.rmtree(kernel.store.directory, ignore_errors=True)
