@@ -70,7 +70,7 @@ FLOORS = [
     ("residency",),
     ("sandbox",),
     ("records",),
-    ("errors", "events", "jupyter_internals", "process_identity", "gateway_log"),
+    ("errors", "events", "jupyter_internals", "process_identity", "process_end", "gateway_log"),
 ]
 FLOORS_HEADING = "## The gateway's floors"
 SANDBOX = GATEWAY / "sandbox"

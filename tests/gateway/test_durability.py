@@ -92,6 +92,7 @@ async def test_kernel_death_mid_cell(
     r = await http.get(f"{API}/{kernel}/executions/{number}", params={"head": 5})
     execution = r.json()["execution"]
     assert reason in execution["died"]["reason"]
+    assert execution["died"]["cause"] == ("exit" if how == "exit" else "signal")
     assert execution["died"]["restarted"] is True
     assert "restarted" in execution["note"]
     assert [x["text"] for x in execution["output"]["head"]] == ["going"]
@@ -244,6 +245,7 @@ async def test_kernel_that_cannot_restart_is_reported_dead(
         assert execution["state"] == "died"
         assert execution["died"] == {
             "reason": "the kernel process exited with code 1",
+            "cause": "exit",
             "restarted": False,
         }
         assert "could not be restarted" in execution["note"]

@@ -26,6 +26,7 @@ from loomgate.gateway.kernels.kernel_channels import KernelChannels, Message
 from loomgate.gateway.kernels.kernel_kind import KernelKind
 from loomgate.gateway.kernels.late_output import QUIET, RELAYED_QUIET, LateOutput
 from loomgate.gateway.kernels.setup import KernelSetup
+from loomgate.gateway.process_end import exit_ending
 from loomgate.gateway.records.record import ExecutionRecord
 from tests.support.records import kernel_store
 
@@ -241,14 +242,14 @@ async def test_a_death_is_noted_after_the_cell_it_ended_even_one_never_seen_star
     tracker: ExecutionTracker,
 ) -> None:
     _, sent = await sent_unseen(tracker, "import os; os._exit(3)")
-    tracker.process_died("the kernel process exited with code 3", restarting=True)
+    tracker.process_died(exit_ending(3), restarting=True)
     record = await sent
     assert (record.number, record.state) == (2, "died")
     [restart] = tracker.store.meta["restarts"]
     assert (restart["after"], restart["cause"]) == (2, "died")
     assert restart["reason"] == "the kernel process exited with code 3"
     tracker.process_restarted()
-    assert record.meta["died"] == {"reason": restart["reason"], "restarted": True}
+    assert record.meta["died"] == {"reason": restart["reason"], "cause": "exit", "restarted": True}
     assert record.meta["note"] == (
         f"{UNSEEN_START}; the kernel was restarted; its state is gone"  # it may not have begun
     )

@@ -257,6 +257,7 @@ async def test_a_reused_pid_is_never_signalled(
             record = (await http.get(f"{API}/victim/executions/1")).json()["execution"]
             assert record["state"] == "died"
             assert record["died"]["reason"] == "the kernel process ended while the gateway was down"
+            assert record["died"]["cause"] == "unknown"
         fresh_gateway.stop()
         assert stranger.returncode is None, "the gateway signalled a process not its kernel"
     finally:

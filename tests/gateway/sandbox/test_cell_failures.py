@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loomgate.gateway.records.store import RecordStore
-from loomgate.gateway.sandbox.confinement.launch import MEMORY_KILL, sandbox_wire
+from loomgate.gateway.sandbox.confinement.launch import sandbox_wire
 from loomgate.gateway.sandbox.failures.cell_failures import (
     FAILURE_LINES,
     OPENED_LATE,
@@ -31,7 +31,9 @@ REFUSAL = NetworkRefusal(
     "127.0.0.1",
     9,
 )
-OOM = {"reason": f"{MEMORY_KILL} 4 GiB reached", "restarted": True}
+OOM = {"reason": "killed: memory limit 4 GiB reached", "cause": "memory_limit", "restarted": True}
+# The same words without the cause (a record's before causes): the words decide nothing.
+OOM_WORDS_ONLY = {"reason": "killed: memory limit 4 GiB reached", "restarted": True}
 DENIED = f"cat: {H}/.ssh/k: Permission denied"
 
 
@@ -74,6 +76,7 @@ def failure_of_cell(
         ("a warning only", None, f"/x.py:1: UserWarning: {EROFS} '{H}/z'", [], None, None),
         ("a command's error", None, DENIED, [], None, "hidden"),
         ("the memory limit's kill", None, "", [], OOM, "memory"),
+        ("its words without its cause", None, "", [], OOM_WORDS_ONLY, None),
         ("nothing printed", None, "", [], None, None),
     ],
 )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from loomgate.gateway.process_end import Ending
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox.confinement import bubblewrap, entry, launch, placeholders
 from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
@@ -379,14 +380,14 @@ def test_a_sandbox_whose_init_is_gone_is_not_signalled(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mechanism_", "memory", "kills_before", "ending"),
     [
-        ("cgroup v1", 1 << 30, 2, "killed: memory limit 1 GiB reached"),
+        ("cgroup v1", 1 << 30, 2, Ending("memory_limit", "killed: memory limit 1 GiB reached")),
         ("cgroup v1", 1 << 30, 3, None),  # the kills were before this start
         ("cgroup v1", None, 2, None),
         ("none", 1 << 30, 0, None),
     ],
 )
 def test_how_the_sandbox_ended_the_kernel(
-    tmp_path: Path, mechanism_: str, memory: int | None, kills_before: int, ending: str | None
+    tmp_path: Path, mechanism_: str, memory: int | None, kills_before: int, ending: Ending | None
 ) -> None:
     (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
     kept = KernelLimits("k1", mechanism_, {"memory": tmp_path}, oom_kills=kills_before)

@@ -484,6 +484,7 @@ async def test_the_memory_limit_ends_a_runaway_cell_and_the_kernel_comes_back(
     execution = await run(http, small, "hog = []\nwhile True: hog.append(bytearray(10**7))")
     assert execution["state"] == "died", execution
     assert execution["died"]["reason"] == "killed: memory limit 300 MiB reached"
+    assert execution["died"]["cause"] == "memory_limit"
     assert execution["sandbox_failure"]["rule"] == "memory"
     after = await run(http, small, "print(1 + 1)")  # submitted once the restart is ready
     assert after["state"] == "completed", after
@@ -681,5 +682,6 @@ async def test_a_confined_kernel_killed_by_a_signal_says_so(
         )
         assert killed["state"] == "died", killed
         assert killed["died"]["reason"] == "the kernel process was killed by SIGKILL", killed
+        assert killed["died"]["cause"] == "signal", killed
     finally:
         await http.delete(f"{KERNELS}/{kernel_id}")

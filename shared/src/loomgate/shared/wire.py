@@ -81,11 +81,22 @@ class InputRequest(TypedDict):
     password: bool
 
 
-class Death(TypedDict):
-    """How the kernel process died under an execution, and whether it was restarted."""
+# What ended a kernel's process: it exited (its code in `reason`), a signal killed it, its
+# sandbox's memory limit did, it stopped answering, or its status is not known (a process this
+# gateway took back from an earlier one, or an upstream's kernel).
+DeathCause = Literal["exit", "signal", "memory_limit", "no_answer", "unknown"]
 
+
+class _DeathBase(TypedDict):
     reason: str
     restarted: bool
+
+
+class Death(_DeathBase, total=False):
+    """How the kernel process died under an execution (`cause` for code, `reason` for people and
+    models), and whether it was restarted; `cause` is absent from records before it."""
+
+    cause: DeathCause
 
 
 class Unstored(TypedDict):

@@ -31,6 +31,7 @@ from loomgate.gateway.kernels.late_output import SETTLE_LIMIT, LateOutput
 from loomgate.gateway.kernels.messages import cell_content, seed_content
 from loomgate.gateway.kernels.missed_end import MISSED_END, check_after_reply
 from loomgate.gateway.kernels.setup import KernelSetup
+from loomgate.gateway.process_end import Ending
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
 from loomgate.gateway.records.terminal_text import normalized_text
@@ -308,25 +309,25 @@ class ExecutionTracker:
             self.finish(self.current, "killed", note=note)
         self._fail_submissions(Unavailable("the kernel stopped before the cell started"))
 
-    def process_died(self, reason: str, *, restarting: bool) -> None:
-        """End the running execution `died` (the process exited on its own: `reason`) and note
-        the death after it; its record is told later whether the restart brought the kernel
+    def process_died(self, ending: Ending, *, restarting: bool) -> None:
+        """End the running execution `died` (the process exited on its own, as `ending` says) and
+        note the death after it; its record is told later whether the restart brought the kernel
         back."""
         self._died_before_seen = self.current is None and bool(self._submissions)
         if self.current is not None:
             self._died = self.current
             note = "the kernel is being restarted" if restarting else None
-            self.finish(self.current, "died", died=Death(reason=reason, restarted=False), note=note)
+            self.finish(self.current, "died", died=ending.death(restarted=False), note=note)
         elif self._submissions:
-            self._died = self._died_unseen(reason, restarting=restarting)
+            self._died = self._died_unseen(ending, restarting=restarting)
         # After the cell the death ended has its number: a cell never seen starting gets it here.
-        self.store.note_restart("died", reason)
+        self.store.note_restart("died", ending.reason)
         if not restarting and self._died is not None:
             self._died.amend(note="the kernel could not be restarted and is dead")
             self._died = None
-        self._fail_submissions(Unavailable(f"the kernel died: {reason}"))
+        self._fail_submissions(Unavailable(f"the kernel died: {ending.reason}"))
 
-    def _died_unseen(self, reason: str, *, restarting: bool) -> ExecutionRecord:
+    def _died_unseen(self, ending: Ending, *, restarting: bool) -> ExecutionRecord:
         """Give the cell sent but not yet seen starting a record ended `died`: the kernel had
         it when it died, and may have begun it (no number without a record)."""
         msg_id, submission = next(iter(self._submissions.items()))
@@ -340,7 +341,7 @@ class ExecutionTracker:
         )
         self._recent[msg_id] = record
         note = f"{UNSEEN_START}; the kernel is being restarted" if restarting else UNSEEN_START
-        self.finish(record, "died", died=Death(reason=reason, restarted=False), note=note)
+        self.finish(record, "died", died=ending.death(restarted=False), note=note)
         if not submission.record.done():
             submission.record.set_result(record)
         return record
@@ -351,6 +352,8 @@ class ExecutionTracker:
             died = self._died.meta["died"]
             assert died is not None  # set when the record died
             restarted = Death(reason=died["reason"], restarted=True)
+            if "cause" in died:
+                restarted["cause"] = died["cause"]
             note = "the kernel was restarted; its state is gone"
             if self._died_before_seen:
                 note = f"{UNSEEN_START}; {note}"

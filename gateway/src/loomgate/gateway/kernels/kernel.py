@@ -136,7 +136,7 @@ class LoomKernel:
         if process_running(self.km):
             reason = str(error)
         else:
-            reason = f"the kernel did not start: {process_ending(self.km)}"
+            reason = f"the kernel did not start: {process_ending(self.km).reason}"
         provisioner = self.km.provisioner
         log_path = provisioner.log_path if isinstance(provisioner, ResidentProvisioner) else None
         since = provisioner.log_start if isinstance(provisioner, ResidentProvisioner) else 0
@@ -263,12 +263,12 @@ class LoomKernel:
 
     def process_died(self, *, restarting: bool) -> None:
         """Mark the running execution `died` (the process exited on its own)."""
-        reason = process_ending(self.km)
-        self.log.warning("Kernel %s died: %s", self.id, reason)
-        self.executions.process_died(reason, restarting=restarting)
+        ending = process_ending(self.km)
+        self.log.warning("Kernel %s died: %s", self.id, ending.reason)
+        self.executions.process_died(ending, restarting=restarting)
         phase: Literal["restarting", "dead"] = "restarting" if restarting else "dead"
         self._set_phase(phase)
-        self.events.kernel(self.id, phase, self.model(), reason)
+        self.events.kernel(self.id, phase, self.model(), ending.reason)
 
     def leave(self) -> None:
         """Let go of the process without ending it (the gateway exits; a later one takes it back).

@@ -340,7 +340,7 @@ class KernelRegistry:
 
     def _process_dead(self, kernel: LoomKernel, reason: str | None = None) -> None:
         kernel.process_died(restarting=False)
-        self.process_gone(kernel.km, reason or process_ending(kernel.km))
+        self.process_gone(kernel.km, reason or process_ending(kernel.km).reason)
         remove_kernel_files(kernel.km.connection_file, keep_log_in=kernel.store.directory)
 
     # -- lookup -------------------------------------------------------------------------------

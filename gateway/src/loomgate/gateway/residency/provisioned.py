@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from loomgate.gateway.process_end import Ending, exit_ending
 from loomgate.gateway.residency.launch_markers import LaunchMarkers
-from loomgate.gateway.residency.provisioner import ResidentProvisioner, exit_reason
+from loomgate.gateway.residency.provisioner import ResidentProvisioner
 from loomgate.shared import wire
 
 
@@ -44,13 +45,13 @@ def sandbox_of(km: object) -> wire.Sandbox | None:
     return None
 
 
-def process_ending(km: object) -> str:
-    """Return a sentence saying how the kernel's process ended."""
+def process_ending(km: object) -> Ending:
+    """Return how the kernel's process ended."""
     ending = getattr(km, "ending", "")
     if ending:  # a kernel on an upstream: what the upstream said
-        return str(ending)
+        return Ending("unknown", str(ending))
     provisioner = getattr(km, "provisioner", None)
     if isinstance(provisioner, ResidentProvisioner):
         return provisioner.ending()
     process = getattr(provisioner, "process", None)
-    return exit_reason(process.poll() if process is not None else None)
+    return exit_ending(process.poll() if process is not None else None)

@@ -25,6 +25,7 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from loomgate.gateway.errors import Unavailable
+from loomgate.gateway.process_end import Ending, exit_ending
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.residency import kernel_transport, shared_dirs
 from loomgate.gateway.residency.kernel_command import (
@@ -435,21 +436,25 @@ class ResidentProvisioner(LocalProvisioner):
             return self.process.poll() is None
         return self._is_ours()
 
-    def ending(self) -> str:
-        """Return a sentence saying how the kernel process ended."""
+    def ending(self) -> Ending:
+        """Return how the kernel process ended."""
         ended_by_sandbox = self.sandbox.ending() if self.sandbox is not None else None
         if ended_by_sandbox is not None:
             return ended_by_sandbox
         if self._by_own():
-            return "the kernel process ended (its exit status is not known: its copies outlived it)"
+            return Ending(
+                "unknown",
+                "the kernel process ended (its exit status is not known: its copies outlived it)",
+            )
         if self.process is not None:
             status = self.process.poll()
             if self.sandbox is not None and self.sandbox.has_init:  # bwrap's own status
                 status = command_status(status)
-            return exit_reason(status)
-        return (
+            return exit_ending(status)
+        return Ending(
+            "unknown",
             "the kernel process ended (its exit status is unknown: this gateway took it "
-            "back from an earlier one)"
+            "back from an earlier one)",
         )
 
     # -- the process, by pid when it is not our child -----------------------------------------
@@ -561,19 +566,6 @@ class ResidentProvisioner(LocalProvisioner):
             await asyncio.to_thread(self.sandbox.remove)  # waits for the sandbox to empty
             await asyncio.to_thread(self.sandbox.reap)
             shared_dirs.close(self.sandbox.directory)
-
-
-def exit_reason(returncode: int | None) -> str:
-    """Return a sentence saying how a kernel process ended."""
-    if returncode is None:
-        return "the kernel process stopped responding"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"the kernel process was killed by {name}"
-    return f"the kernel process exited with code {returncode}"
 
 
 def json_safe(value: Any) -> Any:

@@ -176,13 +176,13 @@ class TakeBack(Generic[Kernel]):
     def died_while_away(self, store: RecordStore) -> None:
         """Note that a kernel's process ended while no gateway listened, and that it started
         again (its records and checkpoints stay)."""
-        end_running(store, Death(reason=ENDED_WHILE_AWAY, restarted=True))
+        end_running(store, Death(reason=ENDED_WHILE_AWAY, cause="unknown", restarted=True))
         store.note_restart("died", ENDED_WHILE_AWAY)
         self.log.warning("Kernel %s died while away; started again", store.kernel_id)
 
     def ended_while_away(self, store: RecordStore, reason: str) -> None:
         """Note that a kernel left running by an earlier gateway is gone (its records stay)."""
-        end_running(store, Death(reason=reason, restarted=False))
+        end_running(store, Death(reason=reason, cause="unknown", restarted=False))
         store.mark_ended(reason)
         resident.remove(store.directory)
         self.log.warning("Kernel %s is gone: %s", store.kernel_id, reason)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from loomgate.gateway.process_end import Ending
 from loomgate.gateway.process_identity import ProcessIdentity
 from loomgate.gateway.sandbox.confinement import bubblewrap, placeholders
 from loomgate.gateway.sandbox.confinement.bubblewrap_confiner import BubblewrapConfiner
@@ -28,7 +29,6 @@ from loomgate.shared import wire
 from loomgate.shared.sizes import format_size
 
 IPC_PREFIX = "k"  # a local kernel's ZMQ ipc sockets: k-1 … k-5 in its ipc dir
-MEMORY_KILL = "killed: memory limit"  # how the death of a kernel its memory limit ended begins
 # How a launch written before confiners had kinds says bubblewrap started it (its mechanism's
 # description begins so); any other was sandbox-exec's.
 BUBBLEWRAP = "bubblewrap"
@@ -206,10 +206,11 @@ class SandboxLaunch:
         with contextlib.suppress(ProcessLookupError):
             self.confiner.signal_init(self.init.pid, signum)
 
-    def ending(self) -> str | None:
+    def ending(self) -> Ending | None:
         """Return how the kernel ended when its sandbox ended it (None otherwise)."""
         if self.limits.memory_killed() and self.rules.memory is not None:
-            return f"{MEMORY_KILL} {format_size(self.rules.memory)} reached"
+            reached = f"killed: memory limit {format_size(self.rules.memory)} reached"
+            return Ending("memory_limit", reached)
         return None
 
     def reap(self, timeout: float = REMOVE_TIMEOUT) -> None:

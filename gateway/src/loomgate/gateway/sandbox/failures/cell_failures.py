@@ -11,7 +11,7 @@ from pathlib import Path
 from loomgate.gateway.records.output_log import Line, OutputKind
 from loomgate.gateway.records.record import ExecutionRecord
 from loomgate.gateway.records.store import RecordStore
-from loomgate.gateway.sandbox.confinement.launch import MEMORY_KILL, SandboxLaunch, rules_from_wire
+from loomgate.gateway.sandbox.confinement.launch import SandboxLaunch, rules_from_wire
 from loomgate.gateway.sandbox.failures.rule_failures import PROGRAM_LINE, command_errors, failure_of
 from loomgate.gateway.sandbox.network.network_rules import NetworkRefusal
 from loomgate.shared import wire
@@ -95,7 +95,7 @@ def cell_failure(
     failed: it raised, a command in it failed, or it printed the proxy's refusal), or what its
     error and `output` (its stdout and stderr) show (`failure_of`)."""
     profile = sandbox["profile"]
-    if died is not None and died["reason"].startswith(MEMORY_KILL):
+    if died is not None and died.get("cause") == "memory_limit":
         return {"rule": "memory", "profile": profile, "path": None}
     shown = any(refusal.reason in output for refusal in refused)
     if error is None and not shown and not command_errors(output):  # no failure: most cells
