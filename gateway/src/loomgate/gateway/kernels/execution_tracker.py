@@ -351,9 +351,7 @@ class ExecutionTracker:
         if self._died is not None:
             died = self._died.meta["died"]
             assert died is not None  # set when the record died
-            restarted = Death(reason=died["reason"], restarted=True)
-            if "cause" in died:
-                restarted["cause"] = died["cause"]
+            restarted: Death = {**died, "restarted": True}
             note = "the kernel was restarted; its state is gone"
             if self._died_before_seen:
                 note = f"{UNSEEN_START}; {note}"

@@ -268,9 +268,9 @@ class KernelRegistry:
         except Exception as e:
             self.live.pop(kernel.id, None)
             kernel.close_channels()
-            if isinstance(e, StoppedWhileStarting) or taken_back:
-                ended = e.message if isinstance(e, StoppedWhileStarting) else "its start failed"
-                kernel.store.mark_ended(ended)
+            stopped = isinstance(e, StoppedWhileStarting)
+            if stopped or taken_back:
+                kernel.store.mark_ended(str(e) if stopped else "its start failed")
             else:  # it never ran a cell: nothing to list
                 self.stores.pop(kernel.id, None)
                 shutil.rmtree(kernel.store.directory, ignore_errors=True)

@@ -49,32 +49,32 @@ SOCKETS = "loomgate_sockets"
 KERNEL_SOCKETS: set[str] = set()  # the sockets ipykernel itself opened (a copy's: its origin's too)
 
 
-def socket_inodes() -> set[str]:
-    """Return the inodes of the sockets this process holds open (none where there is no /proc)."""
-    inodes = set()
+def socket_fds() -> dict[int, str]:
+    """Return the descriptors of the sockets this process holds open, with each socket's inode
+    (none where there is no /proc)."""
+    found = {}
     with contextlib.suppress(OSError):
         for fd in Path("/proc/self/fd").iterdir():
             with contextlib.suppress(OSError):
                 target = str(fd.readlink())
                 if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-    return inodes
+                    found[int(fd.name)] = target[8:-1]
+    return found
+
+
+def socket_inodes() -> set[str]:
+    """Return the inodes of the sockets this process holds open."""
+    return set(socket_fds().values())
 
 
 def open_sockets() -> list[str]:
     """Return the TCP and UDP sockets the kernel's code holds open, in words (a copy shares them
     with it), without the kernel's own (ipykernel binds a ZMQ socket on loopback TCP for its
     debugger); each asked of its descriptor (/proc/net walks the host's whole table: ms each)."""
-    found = []
-    with contextlib.suppress(OSError):
-        for fd in Path("/proc/self/fd").iterdir():
-            with contextlib.suppress(OSError):
-                target = str(fd.readlink())
-                if target.startswith("socket:[") and target[8:-1] not in KERNEL_SOCKETS:
-                    described = socket_words(int(fd.name))
-                    if described is not None:
-                        found.append(described)
-    return found
+    described = (
+        socket_words(fd) for fd, inode in socket_fds().items() if inode not in KERNEL_SOCKETS
+    )
+    return [words for words in described if words is not None]
 
 
 def socket_words(fd: int) -> str | None:
@@ -91,12 +91,14 @@ def socket_words(fd: int) -> str | None:
             return None
         kind = "tcp" if sock.type == socket.SOCK_STREAM else "udp"
         kind += "6" if sock.family == socket.AF_INET6 else ""
-        local = address(sock.getsockname())
+        bound = sock.getsockname()
+        local = address(bound)
         with contextlib.suppress(OSError):
             return f"{kind} {local} to {address(sock.getpeername())}"
-        if kind.startswith("tcp") and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-            return f"{kind} listening on {local}"
-        return None if local.endswith(":0") or kind.startswith("tcp") else f"{kind} on {local}"
+        if sock.type == socket.SOCK_STREAM:
+            listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            return f"{kind} listening on {local}" if listening else None
+        return f"{kind} on {local}" if bound[1] else None
     except OSError:
         return None
     finally:
