@@ -97,6 +97,9 @@ async def test_back_to_back_socket_executions_are_all_recorded(
     async with KernelWebsocket(gateway.url, gateway.token, rest_kernel, binary=True) as ws:
         counts = [(await ws.run(f"{i}+1"))[0]["content"]["execution_count"] for i in range(20)]
     assert counts == list(range(1, 21))
+    # The socket's client has its last reply; the gateway's IOPub may not yet have brought the
+    # idle that ends the last record: wait for that end.
+    await http.get(f"{API}/{rest_kernel}/executions/20", params={"wait": 30})
     r = await http.get(f"{API}/{rest_kernel}/executions", params={"limit": 100})
     records = r.json()["executions"]
     assert [e["number"] for e in records] == counts
